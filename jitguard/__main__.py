@@ -1,0 +1,3 @@
+from jitguard.cli import main
+
+main(prog_name="jitguard")

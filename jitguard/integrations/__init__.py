@@ -1,0 +1,1 @@
+"""Integrations with other tools: the vLLM general plugin (integrations/vllm.py)."""

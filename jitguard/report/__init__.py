@@ -1,0 +1,1 @@
+"""Renderers shared by scan and the runtime report: text, json, sarif, github."""

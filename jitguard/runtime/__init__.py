@@ -1,0 +1,1 @@
+"""The runtime watcher: hooks on Triton's compile path, key decoding and diffs, traces."""

@@ -1,0 +1,1 @@
+"""The static side: discover kernels and launches, classify argument provenance, rules, codemod."""

@@ -1,0 +1,1 @@
+"""One module per rule code (jg001.py ...); this package holds the registry."""

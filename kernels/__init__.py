@@ -1,0 +1,1 @@
+"""Corrected Triton kernels shipped by jitguard (installed as ``jitguard.kernels``)."""
