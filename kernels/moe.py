@@ -1,0 +1,604 @@
+"""Fused mixture-of-experts (MoE) for decode and prefill, bf16/fp16 and FP8 (e4m3), with Swap-AB.
+
+The operation (shapes)::
+
+    x            [M, K]        tokens (fp16 / bf16 / fp32)
+    w1           [E, 2I, K]    gate rows 0..I-1 and up rows I..2I-1 of each expert
+    w2           [E, K, I]     down projection
+    topk_weights [M, topk]     float routing weights
+    topk_ids     [M, topk]     int expert index per slot
+    out[t] = sum_j topk_weights[t, j] * w2[e] @ (silu(g) * u),  [g; u] = w1[e] @ x[t],  e = topk_ids[t, j]
+
+Pieces, each public:
+
+* :func:`route` -- softmax (or sigmoid) top-k over router logits, optional renormalization.
+* :func:`moe_align_block_size` -- sort the ``M*topk`` slots by expert and pad each expert's run to a
+  multiple of ``BLOCK_M`` (one Triton program, graph-capturable, no host sync).
+* :func:`grouped_gemm` -- the grouped GEMM: one program per (M-block of one expert, N-tile). One Triton
+  kernel for every precision, with a ``SWAP_AB`` constexpr: with Swap-AB it computes
+  ``C^T[N, m] = W[N, K] x A^T[K, m]`` so the expert's weight rows fill wgmma's 64-row M slot and the
+  few tokens of a decode step are the narrow N side; the tile is transposed back in registers before
+  the store.
+* :func:`fused_moe` -- routing output in, gate/up GEMM, SiLU-and-mul, down GEMM with the routed weight,
+  sum over topk out.
+
+Compile-once property: every int that changes with the batch (the padded slot count ``EM``, the valid
+slot count ``M*topk``) is listed in ``do_not_specialize``, and nothing derived from M is a constexpr, so
+each config compiles once for any stream of M.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import torch
+import triton
+import triton.language as tl
+
+__all__ = [
+    "route",
+    "moe_align_block_size",
+    "grouped_gemm",
+    "fused_moe",
+    "choose_swap_ab",
+    "get_config",
+    "compiled_variant_count",
+    "FP8_DTYPE",
+    "FP8_MAX",
+]
+
+FP8_DTYPE = torch.float8_e4m3fn
+FP8_MAX = 448.0
+_FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_CONFIG_KEYS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SWAP_AB"}
+
+
+# --------------------------------------------------------------------------------------------------
+# Triton kernels
+# --------------------------------------------------------------------------------------------------
+@triton.jit(do_not_specialize=["num_slots", "EM"])
+def _moe_align_kernel(
+    topk_ids_ptr,  # [num_slots] int32/int64, flattened [M, topk]
+    sorted_token_ids_ptr,  # [EM] int32 out: slot index, or num_slots as padding sentinel
+    expert_ids_ptr,  # [EM // BLOCK_M] int32 out: expert of each block, -1 past the padded total
+    total_ptr,  # [1] int32 out: padded total (number of valid entries of sorted_token_ids)
+    num_slots,  # M * topk: varies per call
+    EM,  # capacity of sorted_token_ids (a multiple of BLOCK_M): varies per call
+    BLOCK_M: tl.constexpr,
+    BLOCK_E: tl.constexpr,  # next power of two >= num_experts
+    CHUNK: tl.constexpr,  # slots handled per step
+):
+    """Single-program counting sort of the slots by expert (stable), each expert padded to BLOCK_M."""
+    offs_e = tl.arange(0, BLOCK_E)
+    offs_c = tl.arange(0, CHUNK)
+    # 1. Fill with the sentinel.
+    for start in range(0, EM, CHUNK):
+        offs = start + offs_c
+        tl.store(sorted_token_ids_ptr + offs, tl.zeros([CHUNK], tl.int32) + num_slots, mask=offs < EM)
+    # 2. Count slots per expert.
+    counts = tl.zeros([BLOCK_E], tl.int32)
+    for start in range(0, num_slots, CHUNK):
+        offs = start + offs_c
+        ids = tl.load(topk_ids_ptr + offs, mask=offs < num_slots, other=-1).to(tl.int32)
+        onehot = ids[:, None] == offs_e[None, :]
+        counts += tl.sum(onehot.to(tl.int32), axis=0)
+    padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    pad_end = tl.cumsum(padded, axis=0)
+    pad_start = pad_end - padded
+    total = tl.sum(padded, axis=0)
+    tl.store(total_ptr, total)
+    # 3. Expert id of every block: number of experts whose padded run ends at or before its start.
+    for start in range(0, EM, CHUNK * BLOCK_M):
+        blk = start // BLOCK_M + offs_c
+        blk_start = blk * BLOCK_M
+        owner = tl.sum((pad_end[None, :] <= blk_start[:, None]).to(tl.int32), axis=1)
+        owner = tl.where(blk_start < total, owner, -1)
+        tl.store(expert_ids_ptr + blk, owner, mask=blk_start < EM)
+    tl.debug_barrier()  # the sentinel fill must land before the scatter below
+    # 4. Scatter: position = padded start of the expert + rank of the slot among that expert's slots.
+    seen = tl.zeros([BLOCK_E], tl.int32)
+    for start in range(0, num_slots, CHUNK):
+        offs = start + offs_c
+        valid = offs < num_slots
+        ids = tl.load(topk_ids_ptr + offs, mask=valid, other=-1).to(tl.int32)
+        onehot = (ids[:, None] == offs_e[None, :]).to(tl.int32)
+        rank = tl.cumsum(onehot, axis=0) - 1 + seen[None, :]
+        pos = tl.sum(onehot * (rank + pad_start[None, :]), axis=1)
+        tl.store(sorted_token_ids_ptr + pos, offs.to(tl.int32), mask=valid)
+        seen += tl.sum(onehot, axis=0)
+
+
+@triton.jit(do_not_specialize=["EM", "num_valid_tokens"])
+def _moe_gemm_kernel(
+    a_ptr,  # [rows, K]: x [M, K] for w1 (top_k > 1 maps slot -> token), or [M*topk, K] for w2
+    b_ptr,  # [E, N, K] expert weights
+    c_ptr,  # [M*topk, N] out, row = slot
+    a_scale_ptr,  # [1] fp32 per-tensor activation scale (FP8 only)
+    b_scale_ptr,  # [E] or [E, N] fp32 weight scale (FP8 only)
+    topk_weights_ptr,  # [M*topk] routing weights (MUL_ROUTED_WEIGHT only)
+    sorted_token_ids_ptr,  # [EM] slot per row of the padded, expert-sorted order
+    expert_ids_ptr,  # [EM // BLOCK_M] expert per M-block, -1 = nothing to do
+    N,
+    K,
+    EM,  # capacity of sorted_token_ids: derived from M
+    num_valid_tokens,  # M * topk: derived from M
+    stride_am,
+    stride_ak,
+    stride_be,
+    stride_bn,
+    stride_bk,
+    stride_cm,
+    stride_cn,
+    stride_bse,
+    stride_bsn,
+    top_k: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    SWAP_AB: tl.constexpr,
+    MUL_ROUTED_WEIGHT: tl.constexpr,
+    USE_FP8: tl.constexpr,
+    PER_CHANNEL_W: tl.constexpr,
+    EVEN_K: tl.constexpr,
+):
+    """C[slot, n] = (sum_k A[row(slot), k] * W[e, n, k]) * scales (* topk_weight[slot]).
+
+    Grid: (EM // BLOCK_M, cdiv(N, BLOCK_N)); axis 0 (the fast one) walks the M-blocks so that the
+    blocks of one expert that share a weight tile run together and hit L2.
+    """
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
+    if expert == -1:
+        return
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_token = tl.load(sorted_token_ids_ptr + offs_m, mask=offs_m < EM, other=num_valid_tokens)
+    token_mask = offs_token < num_valid_tokens
+    a_rows = (offs_token // top_k).to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # Wrap the N index so weight loads need no mask (the store masks the tail).
+    offs_bn = offs_n % N
+    offs_k = tl.arange(0, BLOCK_K)
+    b_base = b_ptr + expert * stride_be
+    if SWAP_AB:
+        # W tile [BLOCK_N, BLOCK_K] is the wide MMA operand, A^T tile [BLOCK_K, BLOCK_M] the narrow one.
+        b_ptrs = b_base + offs_bn[:, None] * stride_bn + offs_k[None, :] * stride_bk
+        a_ptrs = a_ptr + a_rows[None, :] * stride_am + offs_k[:, None] * stride_ak
+        acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak
+        b_ptrs = b_base + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for kb in range(0, tl.cdiv(K, BLOCK_K)):
+        if SWAP_AB:
+            if EVEN_K:
+                b = tl.load(b_ptrs)
+                a = tl.load(a_ptrs, mask=token_mask[None, :], other=0.0)
+            else:
+                k_left = K - kb * BLOCK_K
+                b = tl.load(b_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+                a = tl.load(a_ptrs, mask=token_mask[None, :] & (offs_k[:, None] < k_left), other=0.0)
+            acc = tl.dot(b, a, acc)
+        else:
+            if EVEN_K:
+                a = tl.load(a_ptrs, mask=token_mask[:, None], other=0.0)
+                b = tl.load(b_ptrs)
+            else:
+                k_left = K - kb * BLOCK_K
+                a = tl.load(a_ptrs, mask=token_mask[:, None] & (offs_k[None, :] < k_left), other=0.0)
+                b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+            acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    if SWAP_AB:
+        acc = tl.trans(acc)  # back to [BLOCK_M, BLOCK_N] in registers
+    if USE_FP8:
+        a_scale = tl.load(a_scale_ptr)
+        if PER_CHANNEL_W:
+            b_scale = tl.load(b_scale_ptr + expert * stride_bse + offs_bn * stride_bsn)
+            acc = acc * (a_scale * b_scale[None, :])
+        else:
+            acc = acc * (a_scale * tl.load(b_scale_ptr + expert * stride_bse))
+    if MUL_ROUTED_WEIGHT:
+        moe_weight = tl.load(topk_weights_ptr + offs_token, mask=token_mask, other=0.0)
+        acc = acc * moe_weight[:, None].to(tl.float32)
+    c_ptrs = c_ptr + offs_token[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=token_mask[:, None] & (offs_n[None, :] < N))
+
+
+# --------------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------------
+def _interpreting(kernel: Any = _moe_gemm_kernel) -> bool:
+    """True when this module's kernels were built by TRITON_INTERPRET=1 (they then run on CPU)."""
+    return type(kernel).__name__ == "InterpretedFunction"
+
+
+def compiled_variant_count(kernel: Any = _moe_gemm_kernel) -> int:
+    """Number of compiled variants in the in-process Triton cache of ``kernel`` (all devices)."""
+    caches = getattr(kernel, "device_caches", None)
+    if caches is None:
+        return 0
+    total = 0
+    for entry in caches.values():
+        cache = entry[0] if isinstance(entry, tuple) else entry
+        total += len(cache)
+    return total
+
+
+def choose_swap_ab(block_m: int, block_n: int) -> bool:
+    """Swap-AB when the per-block token count is below wgmma's 64-row M and the weight tile fills it."""
+    return block_m < 64 and block_n >= 64
+
+
+def _check_config(config: Mapping[str, Any], arg: str = "config") -> dict:
+    if not isinstance(config, Mapping):
+        raise ValueError(f"{arg}: expected a dict with BLOCK_M, BLOCK_N, BLOCK_K, got {type(config).__name__}")
+    unknown = set(config) - _CONFIG_KEYS
+    if unknown:
+        raise ValueError(f"{arg}: unknown keys {sorted(unknown)}; allowed: {sorted(_CONFIG_KEYS)}")
+    out = dict(config)
+    for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
+        val = out.get(key)
+        if not isinstance(val, int) or isinstance(val, bool) or val < 16 or val & (val - 1):
+            raise ValueError(f"{arg}: {key} must be a power of two >= 16, got {val!r}")
+    out.setdefault("num_warps", 4)
+    out.setdefault("num_stages", 3)
+    for key in ("num_warps", "num_stages"):
+        if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 1:
+            raise ValueError(f"{arg}: {key} must be a positive int, got {out[key]!r}")
+    if "SWAP_AB" in out and not isinstance(out["SWAP_AB"], bool):
+        raise ValueError(f"{arg}: SWAP_AB must be a bool, got {out['SWAP_AB']!r}")
+    return out
+
+
+def get_config(E: int, N: int, K: int, topk: int, M: int, dtype: torch.dtype) -> dict:
+    """The committed config (kernels/moe_configs.py) for one grouped GEMM, by shape class and M bucket."""
+    from .moe_configs import lookup
+
+    return dict(lookup(E=E, N=N, K=K, topk=topk, M=M, fp8=dtype == FP8_DTYPE))
+
+
+def _check_tensor(t: Any, name: str, ndim: int) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != ndim:
+        raise ValueError(f"{name}: expected {ndim} dimensions, got shape {tuple(t.shape)}")
+    return t
+
+
+def _check_device(device: torch.device, **tensors: torch.Tensor | None) -> None:
+    for name, t in tensors.items():
+        if t is not None and t.device != device:
+            raise ValueError(f"{name}: on {t.device}, expected {device} (the device of x)")
+    if device.type != "cuda" and not _interpreting():
+        raise ValueError(
+            f"x: on {device}; the Triton kernels need CUDA tensors (or TRITON_INTERPRET=1 for CPU)"
+        )
+
+
+def _check_scale(scale: Any, name: str, allowed: tuple[tuple[int, ...], ...]) -> torch.Tensor:
+    if not isinstance(scale, torch.Tensor):
+        raise ValueError(f"{name}: expected a float32 tensor, got {type(scale).__name__}")
+    if scale.dtype != torch.float32:
+        raise ValueError(f"{name}: expected float32, got {scale.dtype}")
+    if tuple(scale.shape) not in allowed and not (scale.numel() == 1 and (1,) in allowed):
+        raise ValueError(f"{name}: shape {tuple(scale.shape)} not one of {list(allowed)}")
+    return scale.contiguous()
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+# --------------------------------------------------------------------------------------------------
+# Public pieces
+# --------------------------------------------------------------------------------------------------
+def route(
+    router_logits: torch.Tensor, topk: int, *, renormalize: bool = False, scoring: str = "softmax"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k routing.
+
+    Args:
+        router_logits: [M, E] logits.
+        topk: experts per token (1 <= topk <= E).
+        renormalize: rescale the chosen weights of each token to sum to 1.
+        scoring: "softmax" (over all E) or "sigmoid" (per expert).
+    Returns:
+        (topk_weights [M, topk] float32, topk_ids [M, topk] int32), experts by decreasing score.
+    """
+    _check_tensor(router_logits, "router_logits", 2)
+    if not router_logits.is_floating_point():
+        raise ValueError(f"router_logits: expected a floating dtype, got {router_logits.dtype}")
+    E = router_logits.shape[1]
+    if not isinstance(topk, int) or isinstance(topk, bool) or not 1 <= topk <= E:
+        raise ValueError(f"topk: expected an int in [1, {E}] (E = router_logits.shape[1]), got {topk!r}")
+    if scoring == "softmax":
+        scores = torch.softmax(router_logits.float(), dim=-1)
+    elif scoring == "sigmoid":
+        scores = torch.sigmoid(router_logits.float())
+    else:
+        raise ValueError(f"scoring: expected 'softmax' or 'sigmoid', got {scoring!r}")
+    weights, ids = torch.topk(scores, topk, dim=-1)
+    if renormalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True).clamp_min(1e-20)
+    return weights.contiguous(), ids.to(torch.int32).contiguous()
+
+
+def moe_align_block_size(
+    topk_ids: torch.Tensor, block_m: int, num_experts: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sort the ``M*topk`` slots by expert and pad each expert's run to a multiple of ``block_m``.
+
+    Args:
+        topk_ids: [M, topk] int32/int64 expert per slot (slot s = token s // topk, choice s % topk).
+        block_m: the grouped GEMM's BLOCK_M (a power of two).
+        num_experts: E; ids must lie in [0, E).
+    Returns:
+        sorted_token_ids [EM] int32: slot indices grouped by expert (stable within an expert), padding
+            = the sentinel ``M*topk``; EM = M*topk + min(E, M*topk)*(block_m-1) rounded up to block_m,
+            a bound on the padded total that depends only on the shapes (so CUDA graphs can capture it).
+        expert_ids [EM // block_m] int32: the expert of each block, -1 for blocks past the padded total.
+        num_tokens_post_padded [1] int32: the padded total (on the device; no host sync).
+    Experts with no slots take no blocks.
+    """
+    _check_tensor(topk_ids, "topk_ids", 2)
+    if topk_ids.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"topk_ids: expected int32 or int64, got {topk_ids.dtype}")
+    if not isinstance(block_m, int) or block_m < 1 or block_m & (block_m - 1):
+        raise ValueError(f"block_m: expected a power of two, got {block_m!r}")
+    if not isinstance(num_experts, int) or num_experts < 1:
+        raise ValueError(f"num_experts: expected a positive int, got {num_experts!r}")
+    num_slots = topk_ids.numel()
+    EM = _cdiv(num_slots + min(num_experts, num_slots) * (block_m - 1), block_m) * block_m
+    device = topk_ids.device
+    sorted_ids = torch.empty(EM, dtype=torch.int32, device=device)
+    expert_ids = torch.empty(EM // block_m, dtype=torch.int32, device=device)
+    total = torch.zeros(1, dtype=torch.int32, device=device)
+    if num_slots == 0:
+        return sorted_ids, expert_ids, total
+    block_e = max(16, _next_pow2(num_experts))
+    chunk = max(16, min(128, 8192 // block_e))
+    _moe_align_kernel[(1,)](
+        topk_ids.contiguous(), sorted_ids, expert_ids, total,
+        num_slots, EM,
+        BLOCK_M=block_m, BLOCK_E=block_e, CHUNK=chunk, num_warps=4,
+    )
+    return sorted_ids, expert_ids, total
+
+
+def grouped_gemm(
+    a: torch.Tensor,
+    w: torch.Tensor,
+    sorted_token_ids: torch.Tensor,
+    expert_ids: torch.Tensor,
+    *,
+    top_k: int,
+    num_valid_tokens: int,
+    config: Mapping[str, Any],
+    out: torch.Tensor | None = None,
+    out_dtype: torch.dtype | None = None,
+    topk_weights: torch.Tensor | None = None,
+    a_scale: torch.Tensor | None = None,
+    w_scale: torch.Tensor | None = None,
+    swap_ab: bool | None = None,
+) -> torch.Tensor:
+    """The grouped GEMM: ``C[s, :] = W[e(s)] @ A[s // top_k]`` for every valid slot s.
+
+    Args:
+        a: [num_valid_tokens // top_k, K] activations (fp16/bf16/fp32, or FP8 e4m3 with ``a_scale``).
+        w: [E, N, K] expert weights, same dtype as ``a``.
+        sorted_token_ids, expert_ids: from :func:`moe_align_block_size` with ``config["BLOCK_M"]``.
+        top_k: slots per row of ``a`` (topk for the w1 GEMM; 1 when ``a`` already has one row per slot).
+        num_valid_tokens: M * topk.
+        config: BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, optional SWAP_AB.
+        out: optional [num_valid_tokens, N] output buffer; else allocated with ``out_dtype``
+            (default: ``a``'s dtype, or bfloat16 for FP8).
+        topk_weights: [num_valid_tokens] (or [M, topk]) routing weights to multiply into each row.
+        a_scale: [1] fp32 per-tensor activation scale; w_scale: [E] or [E, N] fp32 (FP8 only).
+        swap_ab: force Swap-AB on/off; None = config's SWAP_AB if present, else :func:`choose_swap_ab`.
+    Returns:
+        C [num_valid_tokens, N]; rows of padding slots are never written.
+    """
+    cfg = _check_config(config)
+    _check_tensor(a, "a", 2)
+    _check_tensor(w, "w", 3)
+    E, N, K = w.shape
+    if a.shape[1] != K:
+        raise ValueError(f"a: expected K = {K} columns (w.shape[2]), got shape {tuple(a.shape)}")
+    if a.dtype != w.dtype:
+        raise ValueError(f"a: dtype {a.dtype} differs from w's {w.dtype}")
+    use_fp8 = w.dtype == FP8_DTYPE
+    if not use_fp8 and w.dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"w: unsupported dtype {w.dtype}")
+    if use_fp8 and (a_scale is None or w_scale is None):
+        raise ValueError("a_scale/w_scale: both are required for FP8 operands")
+    if not use_fp8 and (a_scale is not None or w_scale is not None):
+        raise ValueError("a_scale/w_scale: scales are only meaningful for FP8 operands")
+    if out is None:
+        out_dtype = out_dtype or (torch.bfloat16 if use_fp8 else a.dtype)
+        out = torch.empty(num_valid_tokens, N, dtype=out_dtype, device=a.device)
+    if num_valid_tokens == 0:
+        return out
+    if swap_ab is None:
+        swap_ab = cfg.get("SWAP_AB", choose_swap_ab(cfg["BLOCK_M"], cfg["BLOCK_N"]))
+    per_channel = False
+    if use_fp8:
+        per_channel = w_scale.dim() == 2
+        stride_bse = w_scale.stride(0) if w_scale.numel() > 1 else 0
+        stride_bsn = w_scale.stride(1) if per_channel else 0
+    else:
+        stride_bse = stride_bsn = 0
+    EM = sorted_token_ids.shape[0]
+    # A row stride: for a single row torch may report any stride; the kernel needs the real pitch.
+    stride_am = a.stride(0) if a.shape[0] > 1 else K * a.stride(1)
+    dummy = out  # stands in for absent optional pointers (never read: the constexpr flags say so)
+    grid = (EM // cfg["BLOCK_M"], _cdiv(N, cfg["BLOCK_N"]))
+    _moe_gemm_kernel[grid](
+        a, w, out,
+        a_scale if use_fp8 else dummy,
+        w_scale if use_fp8 else dummy,
+        topk_weights if topk_weights is not None else dummy,
+        sorted_token_ids, expert_ids,
+        N, K, EM, num_valid_tokens,
+        stride_am, a.stride(1),
+        w.stride(0), w.stride(1), w.stride(2),
+        out.stride(0), out.stride(1),
+        stride_bse, stride_bsn,
+        top_k=top_k,
+        BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
+        SWAP_AB=bool(swap_ab),
+        MUL_ROUTED_WEIGHT=topk_weights is not None,
+        USE_FP8=use_fp8,
+        PER_CHANNEL_W=per_channel,
+        EVEN_K=K % cfg["BLOCK_K"] == 0,
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+    )
+    return out
+
+
+def quantize_fp8(t: torch.Tensor, scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-tensor FP8 e4m3 quantization: returns (q, scale) with t ~= q * scale.
+
+    ``scale`` given: static; else computed on the device as amax / 448 (no host sync).
+    Values are clamped to +-448 before the cast (saturating, as the GPU's cvt.satfinite).
+    """
+    if scale is None:
+        scale = (t.abs().amax().float() / FP8_MAX).clamp_min(1e-12).reshape(1)
+    q = (t.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
+    return q, scale
+
+
+def fused_moe(
+    x: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    *,
+    w1_scale: torch.Tensor | None = None,
+    w2_scale: torch.Tensor | None = None,
+    a1_scale: torch.Tensor | None = None,
+    a2_scale: torch.Tensor | None = None,
+    swap_ab: bool | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> torch.Tensor:
+    """Fused MoE layer (see the module docstring for the operation).
+
+    Args:
+        x: [M, K] fp16/bf16/fp32 tokens.
+        w1: [E, 2I, K] and w2: [E, K, I]: both x's dtype, or both FP8 e4m3 (``torch.float8_e4m3fn``).
+        topk_weights: [M, topk] float; topk_ids: [M, topk] int32/int64 in [0, E).
+        w1_scale / w2_scale: FP8 weight scales, fp32 [E] (per expert) or [E, 2I] / [E, K] (per channel).
+        a1_scale / a2_scale: FP8 per-tensor activation scales, fp32 [1]; None = computed per call from
+            the activation's amax (dynamic, on the device).
+        swap_ab: force Swap-AB on/off for both GEMMs; None = the table's choice (or the rule).
+        config: one config dict for both GEMMs; None = the committed table (kernels/moe_configs.py).
+    Returns:
+        out [M, K] in x's dtype; M = 0 gives an empty [0, K].
+    """
+    _check_tensor(x, "x", 2)
+    _check_tensor(w1, "w1", 3)
+    _check_tensor(w2, "w2", 3)
+    _check_tensor(topk_weights, "topk_weights", 2)
+    _check_tensor(topk_ids, "topk_ids", 2)
+    if x.dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"x: expected float16/bfloat16/float32, got {x.dtype}")
+    M, K = x.shape
+    E, two_i, K1 = w1.shape
+    if K1 != K:
+        raise ValueError(f"w1: expected [E, 2I, K] with K = {K} (x.shape[1]), got {tuple(w1.shape)}")
+    if two_i % 2:
+        raise ValueError(f"w1: dimension 1 stacks gate and up rows and must be even, got {two_i}")
+    inter = two_i // 2
+    if tuple(w2.shape) != (E, K, inter):
+        raise ValueError(f"w2: expected [E, K, I] = {(E, K, inter)} from w1 and x, got {tuple(w2.shape)}")
+    use_fp8 = w1.dtype == FP8_DTYPE
+    if w2.dtype != w1.dtype:
+        raise ValueError(f"w2: dtype {w2.dtype} differs from w1's {w1.dtype}")
+    if not use_fp8 and w1.dtype != x.dtype:
+        raise ValueError(f"w1: dtype {w1.dtype} must match x ({x.dtype}) or be {FP8_DTYPE}")
+    if topk_ids.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"topk_ids: expected int32 or int64, got {topk_ids.dtype}")
+    if not topk_weights.is_floating_point():
+        raise ValueError(f"topk_weights: expected a floating dtype, got {topk_weights.dtype}")
+    if topk_ids.shape[0] != M:
+        raise ValueError(f"topk_ids: expected {M} rows (x.shape[0]), got shape {tuple(topk_ids.shape)}")
+    if topk_weights.shape != topk_ids.shape:
+        raise ValueError(
+            f"topk_weights: shape {tuple(topk_weights.shape)} differs from topk_ids {tuple(topk_ids.shape)}"
+        )
+    topk = topk_ids.shape[1]
+    if not 1 <= topk <= E:
+        raise ValueError(f"topk_ids: topk = {topk} must be in [1, E = {E}]")
+    if swap_ab is not None and not isinstance(swap_ab, bool):
+        raise ValueError(f"swap_ab: expected None, True or False, got {swap_ab!r}")
+    if use_fp8:
+        if w1_scale is None or w2_scale is None:
+            raise ValueError("w1_scale/w2_scale: required with FP8 weights")
+        w1_scale = _check_scale(w1_scale, "w1_scale", ((E,), (E, two_i)))
+        w2_scale = _check_scale(w2_scale, "w2_scale", ((E,), (E, K)))
+        if a1_scale is not None:
+            a1_scale = _check_scale(a1_scale, "a1_scale", ((1,),)).reshape(1)
+        if a2_scale is not None:
+            a2_scale = _check_scale(a2_scale, "a2_scale", ((1,),)).reshape(1)
+    else:
+        for name, val in (("w1_scale", w1_scale), ("w2_scale", w2_scale),
+                          ("a1_scale", a1_scale), ("a2_scale", a2_scale)):
+            if val is not None:
+                raise ValueError(f"{name}: scales apply to FP8 weights only (w1 is {w1.dtype})")
+    _check_device(x.device, w1=w1, w2=w2, topk_weights=topk_weights, topk_ids=topk_ids,
+                  w1_scale=w1_scale, w2_scale=w2_scale, a1_scale=a1_scale, a2_scale=a2_scale)
+    cfg1 = _check_config(config) if config is not None else None
+    if M == 0:
+        return x.new_empty((0, K))
+    # Expert ids in range: a host sync, so only in eager mode (skipped while a CUDA graph captures).
+    capturing = x.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    if not capturing:
+        lo, hi = torch.stack(list(torch.aminmax(topk_ids))).tolist()
+        if lo < 0 or hi >= E:
+            raise ValueError(f"topk_ids: expert ids must lie in [0, {E}), found [{lo}, {hi}]")
+
+    x = x.contiguous()
+    topk_ids = topk_ids.contiguous()
+    flat_weights = topk_weights.contiguous().reshape(-1)
+    num_slots = M * topk
+    wdtype = w1.dtype
+    cfg_w1 = cfg1 or get_config(E, two_i, K, topk, M, wdtype)
+    cfg_w2 = cfg1 or get_config(E, K, inter, topk, M, wdtype)
+    aligned: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+    def _align(bm: int):
+        if bm not in aligned:
+            aligned[bm] = moe_align_block_size(topk_ids, bm, E)
+        return aligned[bm]
+
+    # Gate/up GEMM: [M*topk, 2I].
+    if use_fp8:
+        a1, a1_scale = quantize_fp8(x, a1_scale)
+    else:
+        a1 = x
+    sid, eid, _ = _align(cfg_w1["BLOCK_M"])
+    h = torch.empty(num_slots, two_i, dtype=x.dtype, device=x.device)
+    grouped_gemm(a1, w1, sid, eid, top_k=topk, num_valid_tokens=num_slots, config=cfg_w1, out=h,
+                 a_scale=a1_scale if use_fp8 else None, w_scale=w1_scale if use_fp8 else None,
+                 swap_ab=swap_ab)
+    # SiLU(gate) * up in fp32.
+    hf = h.float()
+    act = torch.nn.functional.silu(hf[:, :inter]) * hf[:, inter:]
+    if use_fp8:
+        a2, a2_scale = quantize_fp8(act, a2_scale)
+    else:
+        a2 = act.to(x.dtype)
+    # Down GEMM with the routed weight: [M*topk, K], then the sum over topk.
+    sid, eid, _ = _align(cfg_w2["BLOCK_M"])
+    y = torch.empty(num_slots, K, dtype=x.dtype, device=x.device)
+    grouped_gemm(a2, w2, sid, eid, top_k=1, num_valid_tokens=num_slots, config=cfg_w2, out=y,
+                 topk_weights=flat_weights,
+                 a_scale=a2_scale if use_fp8 else None, w_scale=w2_scale if use_fp8 else None,
+                 swap_ab=swap_ab)
+    return y.view(M, topk, K).float().sum(dim=1).to(x.dtype)
