@@ -572,7 +572,7 @@ def render_text(report: MergedReport, *, max_stragglers: int | None = 30, color:
     hosts = sorted({p.host for p in procs if p.host})
     total_compiles = sum(p.compiles for p in procs)
     total_ms = sum(p.compile_ms for p in procs)
-    who = (f"ranks {_ranks_words(ranks)}" if ranks else "no ranks")
+    who = (f"rank{'s' if len(ranks) > 1 else ''} {_ranks_words(ranks)}" if ranks else "no ranks")
     if report.world_size:
         who += f" of world size {report.world_size}"
     extra = len(procs) - len(ranks)

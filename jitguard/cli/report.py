@@ -1,0 +1,130 @@
+"""``jitguard report``: explain recorded recompiles, one trace or many merged across ranks."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from jitguard.runtime.trace import SCHEMA as TRACE_SCHEMA
+from jitguard.runtime.trace import Trace, TraceError, iter_trace_files, load_trace
+
+
+def _load(paths: tuple[str, ...]) -> tuple[list[Trace], list[str]]:
+    """Traces named or found in directories. A named file must be a trace; a ``*.json`` inside a
+    directory that is not one (a merged report, a config) is skipped with a note."""
+    traces: list[Trace] = []
+    notes: list[str] = []
+    for given in paths:
+        if os.path.isdir(given):
+            files = iter_trace_files([given])
+            found = 0
+            for f in files:
+                try:
+                    with open(f, encoding="utf-8") as fh:
+                        head = json.load(fh)
+                except (OSError, ValueError):
+                    head = None
+                if not isinstance(head, dict) or head.get("schema") != TRACE_SCHEMA:
+                    notes.append(f"skipped {f}: not a jitguard trace")
+                    continue
+                traces.append(load_trace(f))
+                found += 1
+            if not found:
+                raise TraceError(f"{given}: no jitguard traces (*.json) in this directory")
+        elif not os.path.exists(given):
+            raise TraceError(f"{given}: no such file or directory")
+        else:
+            traces.append(load_trace(given))
+    return traces, notes
+
+
+def _single_text(trace: Trace) -> str:
+    """One trace: the runtime watcher's own report (per kernel, each recompile with its reason)."""
+    try:
+        from jitguard.report import recompiles
+    except ImportError:
+        recompiles = None
+    render = getattr(recompiles, "render_text", None) if recompiles else None
+    if render is not None:
+        return render(trace)
+    from jitguard.runtime.merge import merge_traces, render_text
+
+    return render_text(merge_traces([trace]))
+
+
+@click.command(
+    "report",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="""\b
+Examples:
+  jitguard report trace.json                 one process: every recompile and why
+  jitguard report traces/                    every trace in the directory, merged across ranks
+  jitguard report traces/ --format json -o merged.json
+  jitguard report traces/ --fail-on-stragglers   exit 1 if some rank compiled while others waited
+
+\b
+Straggler compiles need steps: call jitguard.mark_step() once per step (e.g. per forward pass) on
+every rank. Traces of one job come from `jitguard run --trace`, watch(...).to_json(path), or the
+vLLM plugin (one file per rank in a directory).""",
+)
+@click.argument("traces", nargs=-1, required=True, metavar="DIR_OR_TRACES...",
+                type=click.Path(dir_okay=True, file_okay=True))
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="text for people; json (schema jitguard.merged_report) for tools.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the report to this file instead of stdout.")
+@click.option("--merge/--no-merge", default=None,
+              help="Merge several traces across ranks (the default for 2+ traces); --no-merge renders "
+                   "each trace on its own, one after the other (text only).")
+@click.option("--max-stragglers", type=click.IntRange(min=0), default=30, show_default=True,
+              help="Text: show at most this many straggler steps (the largest stalls); 0 = all.")
+@click.option("--fail-on-stragglers", is_flag=True,
+              help="Exit with status 1 when any straggler compile is found (for CI and smoke runs).")
+def report(traces: tuple[str, ...], fmt: str, output: str | None, merge: bool | None,
+           max_stragglers: int, fail_on_stragglers: bool) -> None:
+    """Explain the Triton recompiles recorded in DIR_OR_TRACES (trace files, or directories of them).
+
+    With one trace: each kernel's variants, every recompile in one line with the parameter that
+    changed and the fix. With the traces of several ranks of one job: compiles and compile time per
+    rank, each kernel's variants per rank, and straggler compiles -- a rank compiling in a step where
+    the others did not, so they waited at the next collective -- with the estimated stall, the
+    culprit parameter and the fix.
+
+    Exit status: 0 done; 1 stragglers found with --fail-on-stragglers; 2 bad usage or unreadable trace.
+    """
+    from jitguard.runtime.merge import MergeError, merge_traces, render_text
+
+    try:
+        loaded, notes = _load(traces)
+        if merge is False and fmt == "json":
+            raise click.UsageError("--no-merge renders text; use --format json without --no-merge")
+        if merge is False or (len(loaded) == 1 and fmt == "text" and merge is None):
+            text = "\n".join(_single_text(t) for t in loaded)
+            merged = None
+        else:
+            merged = merge_traces(loaded)
+            if fmt == "json":
+                text = json.dumps(merged.to_dict(), indent=2) + "\n"
+            else:
+                text = render_text(merged, max_stragglers=max_stragglers or None)
+    except (TraceError, MergeError) as exc:
+        click.echo(f"jitguard report: error: {exc}", err=True)
+        sys.exit(2)
+    for note in notes:
+        click.echo(f"jitguard report: {note}", err=True)
+    if output:
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            click.echo(f"jitguard report: error: cannot write {output}: {exc.strerror}", err=True)
+            sys.exit(2)
+    else:
+        click.echo(text, nl=False)
+    if fail_on_stragglers:
+        if merged is None:
+            merged = merge_traces(loaded)
+        if merged.stragglers:
+            sys.exit(1)
