@@ -1,0 +1,225 @@
+"""Facts the extractor records about one source file: kernels, launches, imports, suppressions.
+
+Everything here is plain data (JSON-serializable through ``to_dict``/``from_dict``) so that the runner
+can cache it per file and ``link`` can work on facts from many files without re-parsing them.
+Data flows one way: source -> ``FileFacts`` -> findings.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+# Provenance classes of a launch argument (docs/provenance.md documents the rules).
+VARYING = "VARYING"  # changes per call: token/batch dim, numel(), len(), loop variables, counters...
+BUCKETED = "BUCKETED"  # a varying value through next_power_of_2 or similar: few distinct values
+STABLE = "STABLE"  # literals, module constants, config / self attributes, model dimensions
+UNKNOWN = "UNKNOWN"  # nothing to go on
+PROVENANCE_CLASSES = (VARYING, BUCKETED, STABLE, UNKNOWN)
+
+# Kinds of use of a kernel parameter inside the kernel body.
+USE_COMPARE = "compare"  # comparisons, masks, if/while tests, min/max: unspecializing costs nothing
+USE_LOOP_BOUND = "loop_bound"  # range(...) / tl.range(...) bounds: costs nothing
+USE_ADDRESS = "address"  # feeds pointer arithmetic: dropping %16 may cost vectorized loads
+USE_CONSTEXPR = "constexpr"  # needs a compile-time constant: tl.arange bounds, block shapes, static_range
+USE_CALL = "call"  # passed on to another function (a @triton.jit helper): effect unknown
+USE_OTHER = "other"  # arithmetic that reaches neither an address nor a constant position
+SAFE_USES = frozenset({USE_COMPARE, USE_LOOP_BOUND, USE_OTHER})
+
+
+def _load(cls, data):
+    """Build dataclass ``cls`` from a dict, ignoring unknown keys (older/newer cache entries)."""
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class ParamUse:
+    kind: str  # one of USE_*
+    line: int
+    column: int
+    context: str  # short source text of the enclosing expression
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ParamUse":
+        return _load(cls, data)
+
+
+@dataclass
+class ParamFacts:
+    name: str
+    index: int
+    annotation: str | None = None  # "constexpr", "typed" or None
+    annotation_text: str | None = None  # e.g. "tl.constexpr", "tl.int64"
+    default: str | None = None  # source text of the default, None if none
+    pointer: bool = False  # used as a pointer in the body (base of loads/stores)
+    uses: list[ParamUse] = field(default_factory=list)
+
+    @property
+    def is_constexpr(self) -> bool:
+        return self.annotation == "constexpr"
+
+    def use_kinds(self) -> set[str]:
+        return {u.kind for u in self.uses}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "index": self.index,
+            "annotation": self.annotation,
+            "annotation_text": self.annotation_text,
+            "default": self.default,
+            "pointer": self.pointer,
+            "uses": [u.to_dict() for u in self.uses],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ParamFacts":
+        obj = _load(cls, data)
+        obj.uses = [ParamUse.from_dict(u) for u in data.get("uses", [])]
+        return obj
+
+
+@dataclass
+class KernelFacts:
+    qualname: str  # fully qualified: "<module>.<name>" or "<module>.<Class>.<name>"
+    name: str  # the name launches use (the attribute/variable the JITFunction is bound to)
+    function: str  # name of the Python function holding the body
+    line: int  # def line
+    column: int
+    decorator_line: int  # line of the jit decorator or of the triton.jit(...) call
+    form: str  # "decorator" | "call"
+    params: list[ParamFacts] = field(default_factory=list)
+    # do_not_specialize / do_not_specialize_on_alignment entries as written (names or ints).
+    do_not_specialize: list[str | int] = field(default_factory=list)
+    do_not_specialize_literal: bool = True  # False when the value isn't a literal list/tuple
+    do_not_specialize_line: int | None = None
+    do_not_specialize_on_alignment: list[str | int] = field(default_factory=list)
+    do_not_specialize_on_alignment_literal: bool = True
+    do_not_specialize_on_alignment_line: int | None = None
+    autotune_key: list[str] | None = None  # None: not autotuned
+    autotune_key_literal: bool = True
+    autotune_line: int | None = None
+    heuristics: list[str] = field(default_factory=list)  # params computed by @triton.heuristics
+    heuristics_line: int | None = None
+    suppressed_lines: list[int] = field(default_factory=list)  # decorator + def lines (for ignores)
+
+    def param(self, name: str) -> ParamFacts | None:
+        for p in self.params:
+            if p.name == name:
+                return p
+        return None
+
+    def resolve_entry(self, entry: str | int) -> ParamFacts | None:
+        """The parameter a do_not_specialize entry (name or index) refers to, or None."""
+        if isinstance(entry, bool):
+            return None
+        if isinstance(entry, int):
+            return self.params[entry] if -len(self.params) <= entry < len(self.params) else None
+        return self.param(entry)
+
+    def unspecialized(self) -> set[str]:
+        """Names of params covered by do_not_specialize or do_not_specialize_on_alignment."""
+        out: set[str] = set()
+        for entry in list(self.do_not_specialize) + list(self.do_not_specialize_on_alignment):
+            p = self.resolve_entry(entry)
+            if p is not None:
+                out.add(p.name)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["params"] = [p.to_dict() for p in self.params]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "KernelFacts":
+        obj = _load(cls, data)
+        obj.params = [ParamFacts.from_dict(p) for p in data.get("params", [])]
+        return obj
+
+
+@dataclass
+class ArgFacts:
+    """One argument at a launch site, with its provenance."""
+
+    text: str  # source text of the argument expression
+    position: int | None = None  # positional index, or None for a keyword
+    keyword: str | None = None
+    provenance: str = UNKNOWN  # one of PROVENANCE_CLASSES
+    value_type: str = "unknown"  # "int" | "float" | "bool" | "none" | "str" | "tensor" | "unknown"
+    evidence: list[str] = field(default_factory=list)  # chain, outermost first
+    line: int = 0
+    column: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ArgFacts":
+        return _load(cls, data)
+
+
+@dataclass
+class LaunchFacts:
+    callee: str  # callee as written, e.g. "ops.kernel", "self.kernel"
+    targets: list[str]  # fully qualified candidate names of the kernel, best first
+    line: int
+    column: int
+    kind: str  # "grid" | "run" | "warmup"
+    function: str | None = None  # qualified name of the enclosing function
+    args: list[ArgFacts] = field(default_factory=list)
+    star_args: bool = False  # a *args appears: positions after it can't be mapped
+    star_kwargs: bool = False  # a **kwargs appears
+    options: dict[str, str] = field(default_factory=dict)  # keyword -> source text, in written order
+    keywords_order: list[str] = field(default_factory=list)  # every keyword in written order
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["args"] = [a.to_dict() for a in self.args]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LaunchFacts":
+        obj = _load(cls, data)
+        obj.args = [ArgFacts.from_dict(a) for a in data.get("args", [])]
+        return obj
+
+
+@dataclass
+class FileFacts:
+    path: str
+    module: str
+    kernels: list[KernelFacts] = field(default_factory=list)
+    launches: list[LaunchFacts] = field(default_factory=list)
+    # Module-level import bindings: local name -> fully qualified target (for re-exports).
+    imports: dict[str, str] = field(default_factory=dict)
+    # Module-level aliases of kernels: name -> fully qualified target ("k2 = k1").
+    aliases: dict[str, str] = field(default_factory=dict)
+    # line -> suppressed codes ([] means every code), from "# jitguard: ignore[...]" comments.
+    suppressions: dict[int, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "module": self.module,
+            "kernels": [k.to_dict() for k in self.kernels],
+            "launches": [la.to_dict() for la in self.launches],
+            "imports": dict(self.imports),
+            "aliases": dict(self.aliases),
+            "suppressions": {str(k): list(v) for k, v in self.suppressions.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "FileFacts":
+        return cls(
+            path=data["path"],
+            module=data["module"],
+            kernels=[KernelFacts.from_dict(k) for k in data.get("kernels", [])],
+            launches=[LaunchFacts.from_dict(la) for la in data.get("launches", [])],
+            imports=dict(data.get("imports", {})),
+            aliases=dict(data.get("aliases", {})),
+            suppressions={int(k): list(v) for k, v in data.get("suppressions", {}).items()},
+        )

@@ -1,0 +1,59 @@
+"""The linked view of a scanned tree that rules look at: kernels by qualified name, and every launch
+bound to its kernel with arguments mapped to parameters."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from jitguard.findings import Finding
+from jitguard.static.facts import ArgFacts, FileFacts, KernelFacts, LaunchFacts
+
+
+@dataclass
+class BoundLaunch:
+    launch: LaunchFacts
+    file: FileFacts  # where the launch is written
+    kernel: KernelFacts
+    kernel_file: FileFacts
+    args: dict[str, ArgFacts]  # param name -> argument (only what could be mapped)
+    options: list[str]  # launch-option keywords in written order (num_warps, num_stages, ...)
+
+
+@dataclass
+class Program:
+    files: list[FileFacts]
+    kernels: dict[str, tuple[KernelFacts, FileFacts]] = field(default_factory=dict)
+    launches: list[BoundLaunch] = field(default_factory=list)
+    varying_names: frozenset[str] = frozenset()
+    stable_names: frozenset[str] = frozenset()
+
+    def launches_of(self, qualname: str) -> list[BoundLaunch]:
+        return [b for b in self.launches if b.kernel.qualname == qualname]
+
+    def finding(
+        self,
+        code: str,
+        kfile: FileFacts,
+        kernel: KernelFacts,
+        line: int,
+        column: int,
+        param: str | None,
+        message: str,
+        fix_safety: str,
+        details: dict[str, Any] | None = None,
+        path: str | None = None,
+    ) -> Finding:
+        d = {"kernel_path": kfile.path, "kernel_line": kernel.line, "decorator_line": kernel.decorator_line}
+        d.update(details or {})
+        return Finding(
+            code=code,
+            path=path or kfile.path,
+            line=line,
+            column=column,
+            kernel=kernel.qualname,
+            param=param,
+            message=message,
+            fix_safety=fix_safety,  # type: ignore[arg-type]
+            source="static",
+            details=d,
+        )

@@ -1,0 +1,46 @@
+"""Helpers shared by the rule modules (not a rule)."""
+from __future__ import annotations
+
+from jitguard.static.facts import VARYING, ArgFacts
+from jitguard.static.program import BoundLaunch, Program
+
+
+def where(b: BoundLaunch, kernel_path: str) -> str:
+    """'launch line 88' in the kernel's file, 'pkg/ops.py:88' elsewhere."""
+    if b.file.path == kernel_path:
+        return f"launch line {b.launch.line}"
+    return f"{b.file.path}:{b.launch.line}"
+
+
+def varying_hits(program: Program, accept) -> dict[tuple[str, str], list[tuple[BoundLaunch, ArgFacts]]]:
+    """(kernel qualname, param) -> launches passing a VARYING value, for params ``accept(k, p, arg)``."""
+    out: dict[tuple[str, str], list[tuple[BoundLaunch, ArgFacts]]] = {}
+    for b in program.launches:
+        k = b.kernel
+        for name, arg in b.args.items():
+            p = k.param(name)
+            if p is None or arg.provenance != VARYING:
+                continue
+            if not accept(k, p, arg):
+                continue
+            out.setdefault((k.qualname, name), []).append((b, arg))
+    return out
+
+
+def launch_records(hits, kernel_path: str) -> list[dict]:
+    return [
+        {
+            "path": b.file.path,
+            "line": b.launch.line,
+            "column": b.launch.column,
+            "arg": a.text,
+            "provenance": a.provenance,
+            "value_type": a.value_type,
+            "evidence": list(a.evidence),
+        }
+        for b, a in hits
+    ]
+
+
+def uses_record(param) -> list[dict]:
+    return [u.to_dict() for u in param.uses]

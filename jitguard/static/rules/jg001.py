@@ -1,0 +1,137 @@
+"""JG001: a per-call-varying int reaches a specialized (plain int) kernel parameter."""
+from __future__ import annotations
+
+from jitguard.static.facts import USE_ADDRESS, USE_CALL
+from jitguard.static.program import Program
+from jitguard.static.rules import COST_INT, Rule
+from jitguard.static.rules._common import launch_records, uses_record, varying_hits, where
+
+CODE = "JG001"
+
+
+def _accept(k, p, arg) -> bool:
+    return (
+        not p.is_constexpr
+        and not p.pointer
+        and p.name not in k.unspecialized()
+        and p.name not in k.heuristics
+        and arg.value_type in ("int", "unknown")
+    )
+
+
+def check(program: Program):
+    for (_, name), hits in varying_hits(program, _accept).items():
+        b, arg = hits[0]
+        k, kfile = b.kernel, b.kernel_file
+        p = k.param(name)
+        kinds = p.use_kinds()
+        risky = kinds & {USE_ADDRESS, USE_CALL}
+        safety = "unsafe" if risky else "safe"
+        note = ""
+        if USE_ADDRESS in kinds:
+            note = " (it feeds address arithmetic: check that loads stay vectorized)"
+        elif USE_CALL in kinds:
+            note = " (it is passed to another function: check its uses)"
+        msg = (
+            f"{CODE} {name} varies per call ({arg.text} at {where(b, kfile.path)}) and is specialized "
+            f'(==1 / %16): add do_not_specialize=["{name}"]{note}'
+        )
+        yield program.finding(
+            CODE, kfile, k, k.line, k.column, name, msg, safety,
+            {
+                "fix": {"add_do_not_specialize": name},
+                "uses": uses_record(p),
+                "use_kinds": sorted(kinds),
+                "launches": launch_records(hits, kfile.path),
+                "evidence": list(arg.evidence),
+            },
+        )
+
+
+RULE = Rule(
+    code=CODE,
+    name="varying-int-specialized",
+    summary="A per-call-varying int reaches a specialized kernel parameter: recompiles mid-traffic.",
+    what=(
+        "A launch passes a value that changes with every call (the token or batch dimension of a tensor,\n"
+        "numel(), len(), a loop variable, cdiv/round-up/min/max of those) to a plain int parameter of a\n"
+        "@triton.jit kernel that is not listed in do_not_specialize."
+    ),
+    why=(
+        "Triton specializes every plain int argument on its value class (== 1, divisible by 16, other)\n"
+        "and compiles one variant per class: the first batch of 1 token, the first multiple of 16, the\n"
+        "first odd size each stall serving for a compile. On the lent H200 a trivial kernel took\n"
+        f"{COST_INT}; the same value as a tl.constexpr took 230 compiles of ~60 ms each."
+    ),
+    example=(
+        "@triton.jit\n"
+        "def scale_kernel(x_ptr, num_tokens, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    mask = offs < num_tokens\n"
+        "    ...\n"
+        "scale_kernel[grid](x, x.shape[0], BLOCK=1024)   # num_tokens varies per call"
+    ),
+    fix=(
+        '@triton.jit(do_not_specialize=["num_tokens"])\n'
+        "def scale_kernel(x_ptr, num_tokens, BLOCK: tl.constexpr):\n"
+        "`jitguard fix` adds the entry. Where the parameter feeds address arithmetic the fix is marked\n"
+        "unsafe: dropping divisibility by 16 can cost vectorized loads, so measure."
+    ),
+    fix_safety="safe",
+    invalid=(
+        """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < n)
+
+def launch(x):
+    k[(1,)](x, x.shape[0], BLOCK=128)
+""",
+        """
+from triton import jit as tjit
+import triton.language as tl
+
+@tjit
+def k(x_ptr, num_tokens, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < num_tokens)
+
+def _launch(x, num_tokens):
+    k[(1,)](x, num_tokens, BLOCK=128)
+
+def forward(x):
+    _launch(x, x.numel())
+""",
+    ),
+    valid=(
+        """
+import triton
+import triton.language as tl
+
+@triton.jit(do_not_specialize=["n"])
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < n)
+
+def launch(x):
+    k[(1,)](x, x.shape[0], BLOCK=128)
+""",
+        """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, hidden, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < hidden)
+
+def launch(x):
+    k[(1,)](x, x.shape[-1], BLOCK=128)
+""",
+    ),
+    check=check,
+)
