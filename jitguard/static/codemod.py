@@ -37,7 +37,6 @@ __all__ = [
 
 DNS = "do_not_specialize"
 DNS_ALIGN = "do_not_specialize_on_alignment"
-JIT_NAMES = frozenset({"triton.jit", "triton.runtime.jit.jit", "triton.runtime.jit"})
 CONSTEXPR_NAMES = frozenset({"triton.language.constexpr", "triton.language.core.constexpr"})
 
 Entry = Union[str, int]
@@ -90,14 +89,12 @@ class CodemodResult:
 class KernelLocation:
     """One jit kernel of a file, with the nodes an edit touches (original tree nodes)."""
 
-    qualname: str  # local qualified name: "k", "Cls.k"; for ``k = triton.jit(fn)`` the target name
+    qualname: str  # local qualified name: "k", "Cls.k"; for ``k = triton.jit(fn)`` the bound name
     aliases: tuple[str, ...]  # other names it answers to (the wrapped function's name)
-    first_line: int  # first decorator line (or the assignment line)
-    def_line: int
-    funcdef: cst.FunctionDef | None  # None when the wrapped function is not defined in this file
+    lines: tuple[tuple[int, int], ...]  # (first, last) line ranges: decorators..def, the assignment
+    funcdef: cst.FunctionDef | None
     decorator: cst.Decorator | None  # the jit decorator (decorator form)
-    call: cst.Call | None  # the ``triton.jit(...)`` call (None for a bare decorator)
-    fn_positional: bool = False  # ``triton.jit(fn, ...)``: the call's first argument is the function
+    call: cst.Call | None  # the ``triton.jit(...)`` call that takes keywords (None: bare decorator)
 
     @property
     def params(self) -> list[str] | None:
@@ -106,8 +103,12 @@ class KernelLocation:
         p = self.funcdef.params
         return [x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)]
 
+    @property
+    def first_line(self) -> int:
+        return min(a for a, _ in self.lines)
+
     def contains_line(self, line: int) -> bool:
-        return self.first_line <= line <= self.def_line
+        return any(a <= line <= b for a, b in self.lines)
 
 
 def _qualnames(meta, node) -> set[str]:
@@ -120,105 +121,44 @@ def _qualnames(meta, node) -> set[str]:
     return {q.name for q in names}
 
 
-def _is_jit(meta, expr: cst.BaseExpression) -> bool:
-    return bool(_qualnames(meta, expr) & JIT_NAMES)
-
-
 def locate_kernels(wrapper: MetadataWrapper) -> list[KernelLocation]:
-    """Every ``triton.jit`` kernel of the module, in source order.
+    """Every ``triton.jit`` kernel of the module, in source order, found by the shared discovery
+    (``jitguard.static.discover``: the linter and the fixer look at the same nodes)."""
+    from jitguard.static.discover import iter_kernels
 
-    This is the one function the codemod uses to find kernels; it is kept small so that it can
-    delegate to the shared discovery (``jitguard.static.discover``) without touching the edits.
-    """
-    meta = wrapper.resolve(QualifiedNameProvider)
     pos = wrapper.resolve(PositionProvider)
-    found: list[KernelLocation] = []
-    funcdefs: dict[str, cst.FunctionDef] = {}
-
-    class Visitor(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.scope: list[str] = []
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> None:
-            self.scope.append(node.name.value)
-
-        def leave_ClassDef(self, node: cst.ClassDef) -> None:
-            self.scope.pop()
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            qual = ".".join([*self.scope, node.name.value])
-            funcdefs.setdefault(qual, node)
-            funcdefs.setdefault(node.name.value, node)
-            for dec in node.decorators:
-                expr = dec.decorator
-                call = expr if isinstance(expr, cst.Call) else None
-                target = call.func if call is not None else expr
-                if _is_jit(meta, target):
-                    found.append(
-                        KernelLocation(
-                            qualname=qual,
-                            aliases=(),
-                            first_line=pos[node.decorators[0]].start.line,
-                            def_line=pos[node].start.line,
-                            funcdef=node,
-                            decorator=dec,
-                            call=call,
-                        )
-                    )
-                    break
-            self.scope.append(node.name.value)
-
-        def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-            self.scope.pop()
-
-        def visit_Assign(self, node: cst.Assign) -> None:
-            self._assigned(node, [t.target for t in node.targets], node.value)
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            if node.value is not None:
-                self._assigned(node, [node.target], node.value)
-
-        def _assigned(self, stmt, targets, value) -> None:
-            if not isinstance(value, cst.Call):
-                return
-            jit_call, fn_expr, positional = None, None, False
-            if isinstance(value.func, cst.Call) and _is_jit(meta, value.func.func):
-                jit_call = value.func  # triton.jit(...)(fn)
-                fn_expr = value.args[0].value if value.args else None
-            elif _is_jit(meta, value.func):
-                jit_call, positional = value, True  # triton.jit(fn, ...)
-                fn_expr = value.args[0].value if value.args and value.args[0].keyword is None else None
-            if jit_call is None:
-                return
-            names = [t.value for t in targets if isinstance(t, cst.Name)]
-            if not names:
-                return
-            fn_name = cst.Module([]).code_for_node(fn_expr) if fn_expr is not None else ""
-            qual = ".".join([*self.scope, names[0]])
-            line = pos[stmt].start.line
-            found.append(
+    out: list[KernelLocation] = []
+    for site in iter_kernels(wrapper):
+        fn = site.function
+        header = (pos[fn.decorators[0]].start.line if fn.decorators else pos[fn].start.line, pos[fn].start.line)
+        if site.form == "decorator":
+            out.append(
                 KernelLocation(
-                    qualname=qual,
-                    aliases=tuple(n for n in {fn_name, ".".join([*self.scope, fn_name])} if n),
-                    first_line=line,
-                    def_line=line,
-                    funcdef=None,
-                    decorator=None,
-                    call=jit_call,
-                    fn_positional=positional and fn_expr is not None,
+                    qualname=site.qualname,
+                    aliases=(),
+                    lines=(header,),
+                    funcdef=fn,
+                    decorator=site.jit,
+                    call=site.jit_call,
                 )
             )
-            self._pending.append((found[-1], fn_name, list(self.scope)))
-
-        _pending: list = []
-
-    visitor = Visitor()
-    visitor._pending = []
-    wrapper.visit(visitor)
-    for loc, fn_name, scope in visitor._pending:
-        loc.funcdef = funcdefs.get(".".join([*scope, fn_name])) or funcdefs.get(fn_name)
-    found.sort(key=lambda k: k.first_line)
-    return found
+            continue
+        # k = triton.jit(fn, ...)  or  k = triton.jit(...)(fn), possibly inside autotune(...)(...)
+        jit = site.jit
+        call = jit.func if isinstance(jit.func, cst.Call) else jit
+        stmt = pos[site.statement]
+        out.append(
+            KernelLocation(
+                qualname=site.qualname,
+                aliases=(fn.name.value,),
+                lines=((stmt.start.line, stmt.end.line), header),
+                funcdef=fn,
+                decorator=None,
+                call=call,
+            )
+        )
+    out.sort(key=lambda k: k.first_line)
+    return out
 
 
 def _name_matches(wanted: str, loc: KernelLocation, *, aliases: bool = False) -> bool:
