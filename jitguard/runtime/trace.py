@@ -158,6 +158,7 @@ class Event:
     call_path: str | None = None  # the user's launching frame (first outside triton and jitguard)
     call_line: int | None = None
     warmup: bool = False
+    autotuning: bool = False  # a compile of one config while an autotuner benchmarks (expected)
     compile_ms: float | None = None
     disk_cache_hit: bool | None = None
     params: list[Param] = field(default_factory=list)
@@ -184,6 +185,7 @@ class Event:
             "call_path": self.call_path,
             "call_line": self.call_line,
             "warmup": self.warmup,
+            "autotuning": self.autotuning,
             "compile_ms": self.compile_ms,
             "disk_cache_hit": self.disk_cache_hit,
             "params": [p.to_dict() for p in self.params],
@@ -204,7 +206,8 @@ class Event:
         kw["diff"] = [DiffEntry.from_dict(x) for x in d.get("diff") or []]
         kw["options"] = d.get("options") or {}
         kw["autotune"] = AutotuneInfo.from_dict(d["autotune"]) if d.get("autotune") else None
-        kw.setdefault("warmup", False)
+        kw["warmup"] = bool(kw.get("warmup", False))
+        kw["autotuning"] = bool(kw.get("autotuning", False))
         return cls(**kw)
 
     def where(self) -> str:
@@ -455,6 +458,7 @@ TRACE_JSON_SCHEMA: dict[str, Any] = {
                     "call_path": _NULLABLE_STR,
                     "call_line": _NULLABLE_INT,
                     "warmup": {"type": "boolean"},
+                    "autotuning": {"type": "boolean"},
                     "compile_ms": _NULLABLE_NUM,
                     "disk_cache_hit": _NULLABLE_BOOL,
                     "params": {

@@ -1,0 +1,353 @@
+"""The one place that knows how Triton versions differ (hooks, key format, binder, autotuner).
+
+Everything else in ``jitguard.runtime`` talks to Triton through the functions here, so supporting a
+new Triton release means editing this file only.
+
+| surface                         | where                                                  | versions  |
+|---------------------------------|--------------------------------------------------------|-----------|
+| pre/post compile hooks          | ``triton.knobs.runtime.jit_cache_hook`` / ``jit_post_compile_hook`` | 3.4+ |
+|                                 | ``JITFunction.cache_hook`` / ``compiled_hook`` (class attributes)  | 3.2-3.3 |
+| disk-cache-hit listener         | ``triton.knobs.compilation.listener``                  | 3.4+      |
+| autotune listener               | ``triton.knobs.autotuning.listener``                   | 3.8+      |
+| autotune adapter                | wrap ``Autotuner.run`` and watch ``Autotuner.cache``   | 3.2-3.7   |
+| key format                      | ``str(specialization) + str(options)``                 | 3.3+      |
+"""
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+MIN_VERSION = (3, 3)
+TESTED = "3.4.0 and 3.9.0 (CPU, stand-in driver), 3.6.0 (H200)"
+
+
+class UnsupportedTritonError(RuntimeError):
+    """The installed Triton has no compile hooks jitguard knows how to use."""
+
+
+_triton = None
+
+
+def _import_triton():
+    global _triton
+    if _triton is None:
+        try:
+            import triton  # noqa: F401
+            import triton.runtime.jit  # noqa: F401
+        except ImportError as exc:
+            raise UnsupportedTritonError(
+                f"jitguard's runtime watcher needs Triton (>= {'.'.join(map(str, MIN_VERSION))}), "
+                f"but importing it failed: {exc}"
+            ) from None
+        _triton = triton
+    return _triton
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    nums = [int(x) for x in re.findall(r"\d+", text)[:3]]
+    while len(nums) < 3:
+        nums.append(0)
+    return tuple(nums)  # type: ignore[return-value]
+
+
+def triton_version() -> str:
+    return _import_triton().__version__
+
+
+def version_tuple() -> tuple[int, int, int]:
+    return parse_version(triton_version())
+
+
+def _knobs():
+    triton = _import_triton()
+    return getattr(triton, "knobs", None)
+
+
+@dataclass(frozen=True)
+class HookSite:
+    """Get/set one Triton hook slot without the caller knowing where it lives."""
+
+    name: str
+    get: Callable[[], Any]
+    set: Callable[[Any], None]
+
+
+def _attr_site(obj: Any, attr: str, label: str) -> HookSite:
+    return HookSite(label, lambda: getattr(obj, attr, None), lambda v: setattr(obj, attr, v))
+
+
+def compile_hook_sites() -> tuple[HookSite, HookSite]:
+    """(pre-compile, post-compile) hook slots; raises UnsupportedTritonError with the reason."""
+    triton = _import_triton()
+    version = version_tuple()
+    if version[:2] < MIN_VERSION:
+        raise UnsupportedTritonError(
+            f"Triton {triton.__version__} is too old for jitguard's runtime watcher: it needs "
+            f"Triton >= {'.'.join(map(str, MIN_VERSION))} (tested on {TESTED})"
+        )
+    knobs = _knobs()
+    runtime = getattr(knobs, "runtime", None) if knobs is not None else None
+    if runtime is not None and hasattr(runtime, "jit_cache_hook") and hasattr(runtime, "jit_post_compile_hook"):
+        return (_attr_site(runtime, "jit_cache_hook", "triton.knobs.runtime.jit_cache_hook"),
+                _attr_site(runtime, "jit_post_compile_hook", "triton.knobs.runtime.jit_post_compile_hook"))
+    from triton.runtime.jit import JITFunction
+
+    if hasattr(JITFunction, "cache_hook") and hasattr(JITFunction, "compiled_hook"):
+        return (_attr_site(JITFunction, "cache_hook", "JITFunction.cache_hook"),
+                _attr_site(JITFunction, "compiled_hook", "JITFunction.compiled_hook"))
+    raise UnsupportedTritonError(
+        f"Triton {triton.__version__} has neither triton.knobs.runtime.jit_cache_hook nor "
+        f"JITFunction.cache_hook/compiled_hook: jitguard does not know how to watch its compiles "
+        f"(tested on {TESTED})"
+    )
+
+
+def compilation_listener_site() -> HookSite | None:
+    """``knobs.compilation.listener`` (3.4+): fires per compile, with ``cache_hit`` for disk hits."""
+    knobs = _knobs()
+    comp = getattr(knobs, "compilation", None) if knobs is not None else None
+    if comp is None or not hasattr(comp, "listener"):
+        return None
+    return _attr_site(comp, "listener", "triton.knobs.compilation.listener")
+
+
+def autotune_listener_site() -> HookSite | None:
+    """``knobs.autotuning.listener`` (3.8+), or None where Triton lacks it (use the adapter)."""
+    knobs = _knobs()
+    at = getattr(knobs, "autotuning", None) if knobs is not None else None
+    if at is None or not hasattr(at, "listener"):
+        return None
+    return _attr_site(at, "listener", "triton.knobs.autotuning.listener")
+
+
+def autotuner_class():
+    from triton.runtime.autotuner import Autotuner
+
+    return Autotuner
+
+
+def jit_function_class():
+    from triton.runtime.jit import JITFunction
+
+    return JITFunction
+
+
+# ---------------------------------------------------------------------------------------------
+# What a compile hook call tells us, normalized
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class CompileCall:
+    jit_function: Any  # the JITFunction being compiled
+    key: str  # Triton's in-memory cache key
+    warmup: bool
+    device: Any
+    resolved: dict[str, Any]  # resolved launch options (num_warps, num_stages, num_ctas)
+
+
+def compile_call(kwargs: dict[str, Any]) -> CompileCall:
+    """Normalize the keyword arguments of a pre/post compile hook call."""
+    fn = kwargs.get("fn")
+    jf = getattr(fn, "jit_function", None) or fn
+    comp = kwargs.get("compile") or {}
+    key = kwargs.get("key", comp.get("key"))
+    resolved = {k: comp[k] for k in ("num_warps", "num_stages", "num_ctas") if k in comp}
+    warm = kwargs.get("is_manual_warmup", comp.get("is_warmup", False))
+    return CompileCall(jf, key if isinstance(key, str) else str(key), bool(warm), comp.get("device"), resolved)
+
+
+def kernel_cache_keys(jit_function: Any, device: Any = None) -> list[str]:
+    """Keys already in the JITFunction's in-memory cache (compiled before jitguard was watching)."""
+    caches = getattr(jit_function, "device_caches", None) or getattr(jit_function, "cache", None)
+    if not caches:
+        return []
+    try:
+        entries = [caches[device]] if device in caches else list(caches.values())
+    except TypeError:
+        return []
+    keys: list[str] = []
+    for entry in entries:
+        cache = entry[0] if isinstance(entry, tuple) else entry  # 3.3+: (kernel_cache, ..., binder)
+        if isinstance(cache, dict):
+            keys.extend(k for k in cache if isinstance(k, str))
+    return keys
+
+
+def jit_params(jit_function: Any) -> list[tuple[str, bool, bool, bool]]:
+    """(name, declared constexpr, do_not_specialize, do_not_specialize_on_alignment) per parameter."""
+    out = []
+    for p in getattr(jit_function, "params", []):
+        out.append((p.name, bool(getattr(p, "is_constexpr", False)),
+                    bool(getattr(p, "do_not_specialize", False)),
+                    bool(getattr(p, "do_not_specialize_on_alignment", False))))
+    return out
+
+
+def base_jit_function(fn: Any) -> Any:
+    """Unwrap Autotuner/Heuristics layers down to the JITFunction."""
+    jf_cls = jit_function_class()
+    seen = 0
+    while not isinstance(fn, jf_cls) and hasattr(fn, "fn") and seen < 16:
+        fn = fn.fn
+        seen += 1
+    if not isinstance(fn, jf_cls):
+        raise TypeError(f"expected a @triton.jit kernel (optionally autotuned), got {type(fn).__name__}")
+    return fn
+
+
+# ---------------------------------------------------------------------------------------------
+# The key string: "[('*fp16', 'D'), ('i32', ''), ('constexpr', 128)]{'debug': False, ...}"
+# ---------------------------------------------------------------------------------------------
+
+def split_key(key: str) -> tuple[str, str]:
+    """Split a 3.3+ key into its specialization list text and its options dict text."""
+    if not key.startswith("["):
+        return key, ""
+    depth = 0
+    quote = None
+    i = 0
+    n = len(key)
+    while i < n:
+        c = key[i]
+        if quote:
+            if c == "\\":
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif c in "[(":
+            depth += 1
+        elif c in "])":
+            depth -= 1
+            if depth == 0:
+                return key[: i + 1], key[i + 1:]
+        i += 1
+    return key, ""
+
+
+def _node_value(node: ast.AST, text: str) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _Raw(ast.get_source_segment(text, node) or "?")
+
+
+class _Raw(str):
+    """A constexpr value Triton printed as something that is not a Python literal (e.g. a dtype)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def parse_specialization(spec_text: str) -> list[tuple[Any, Any]] | None:
+    """``[('i32', 'D'), ...]`` -> [("i32", "D"), ...]; None if the text is not in that format."""
+    try:
+        tree = ast.parse(spec_text, mode="eval")
+    except SyntaxError:
+        return None
+    if not isinstance(tree.body, ast.List):
+        return None
+    out = []
+    for elt in tree.body.elts:
+        if isinstance(elt, ast.Tuple) and len(elt.elts) == 2:
+            out.append((_node_value(elt.elts[0], spec_text), _node_value(elt.elts[1], spec_text)))
+        else:
+            out.append((_Raw(ast.get_source_segment(spec_text, elt) or "?"), None))
+    return out
+
+
+_OPTIONS_CACHE: dict[str, Any] = {}
+
+
+def parse_options(options_text: str) -> dict[str, Any] | None:
+    """The explicit launch options part of a key (``{'num_warps': 4, 'debug': False}``)."""
+    if not options_text:
+        return {}
+    if options_text in _OPTIONS_CACHE:  # a handful of distinct texts per process
+        cached = _OPTIONS_CACHE[options_text]
+        return dict(cached) if cached is not None else None
+    try:
+        value = ast.literal_eval(options_text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        value = None
+    value = value if isinstance(value, dict) else None
+    if len(_OPTIONS_CACHE) < 256:
+        _OPTIONS_CACHE[options_text] = value
+    return dict(value) if value is not None else None
+
+
+# Options run() adds to every key itself (not passed by the user): shown only when they differ.
+IMPLICIT_OPTIONS = ("debug", "instrumentation_mode", "fpsan_homomorphic_casts")
+
+
+# ---------------------------------------------------------------------------------------------
+# Offline binder (predict)
+# ---------------------------------------------------------------------------------------------
+
+def parse_target(target: str):
+    """"cuda:90" -> GPUTarget("cuda", 90, 32); "hip:gfx942" -> GPUTarget("hip", "gfx942", 64)."""
+    from triton.backends.compiler import GPUTarget
+
+    m = re.fullmatch(r"\s*(cuda|hip):(\w+)\s*", target or "")
+    if not m:
+        raise ValueError(f"target must look like 'cuda:90' or 'hip:gfx942', got {target!r}")
+    backend, arch = m.groups()
+    if backend == "cuda":
+        if not arch.isdigit():
+            raise ValueError(f"cuda target needs a numeric compute capability, got {target!r}")
+        return GPUTarget("cuda", int(arch), 32)
+    return GPUTarget("hip", arch, 64)
+
+
+def make_binder(jit_function: Any, target_text: str):
+    """Triton's own argument binder for ``target`` (no GPU, no compile): returns
+    ``binder(*args, **kwargs) -> (bound_args, specialization, options)``."""
+    from triton.compiler import make_backend
+    from triton.runtime import jit as jit_mod
+
+    target = parse_target(target_text)
+    try:
+        backend = make_backend(target)
+    except Exception as exc:  # no backend for that target in this wheel
+        raise ValueError(f"Triton {triton_version()} has no backend for {target_text}: {exc}") from None
+    return jit_mod.create_function_from_signature(jit_function.signature, jit_function.params, backend)
+
+
+def implicit_run_kwargs(jit_function: Any) -> dict[str, Any]:
+    """The kwargs ``JITFunction.run`` adds itself before binding (``debug`` everywhere; 3.6+ adds
+    more), read from run()'s own source so predicted keys equal the real ones in every version."""
+    import inspect
+
+    global _RUN_KWARGS
+    if _RUN_KWARGS is None:
+        try:
+            src = inspect.getsource(jit_function_class().run)
+            _RUN_KWARGS = re.findall(r"kwargs\[[\"'](\w+)[\"']\]\s*=", src)
+        except (OSError, TypeError):
+            _RUN_KWARGS = ["debug"]
+    knobs = _knobs()
+    rt = getattr(knobs, "runtime", None)
+    comp = getattr(knobs, "compilation", None)
+    out: dict[str, Any] = {}
+    for name in _RUN_KWARGS:
+        if name == "debug":
+            out[name] = bool(getattr(jit_function, "debug", None)) or bool(getattr(rt, "debug", False))
+        elif comp is not None and hasattr(comp, name):
+            out[name] = getattr(comp, name)
+        elif rt is not None and hasattr(rt, name):
+            out[name] = getattr(rt, name)
+    return out
+
+
+_RUN_KWARGS: list[str] | None = None
+
+
+def triton_dirs() -> tuple[str, ...]:
+    """Directories whose frames are Triton's own (skipped when finding the user's launching frame)."""
+    triton = _import_triton()
+    return (os.path.dirname(os.path.abspath(triton.__file__)) + os.sep,)
