@@ -1,0 +1,258 @@
+"""``jitguard scan``: the static linter's command line."""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+FORMATS = ("text", "json", "sarif", "github")
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    """``--select JG001,JG002 --select JG003`` -> [JG001, JG002, JG003] (upper-cased)."""
+    out: list[str] = []
+    for v in values:
+        out.extend(x.strip().upper() for x in v.split(",") if x.strip())
+    return out
+
+
+def _names(values: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return out
+
+
+def _fail(message: str) -> "click.exceptions.Exit":
+    click.echo(f"jitguard scan: error: {message}", err=True)
+    return click.exceptions.Exit(EXIT_ERROR)
+
+
+def _debug() -> bool:
+    return os.environ.get("JITGUARD_DEBUG", "") not in ("", "0")
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write the report through a temporary file in the same directory, then rename it into place:
+    a failed run never leaves a half-written report (nor truncates an old one)."""
+    from jitguard.static.cache import atomic_write_text
+
+    atomic_write_text(os.path.abspath(path), text)
+
+
+@click.command(
+    "scan",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+    help="text: path:line:col: CODE message; json: versioned schema (--print-schema); "
+    "sarif: SARIF 2.1.0 for code scanning; github: workflow annotations.",
+)  # fmt: skip
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str),
+              help="Write the report to FILE (atomically) instead of stdout.")
+@click.option("--select", multiple=True, metavar="CODES",
+              help="Report only these codes or prefixes (comma-separated; replaces the config's).")
+@click.option("--extend-select", multiple=True, metavar="CODES",
+              help="Add codes or prefixes to the selection.")
+@click.option("--ignore", multiple=True, metavar="CODES",
+              help="Drop these codes or prefixes (adds to the config's). The more specific of "
+              "select/ignore wins: --select JG001 --ignore JG00 keeps JG001.")
+@click.option("--exclude", multiple=True, metavar="PATTERN",
+              help=".gitignore-style pattern of paths to skip (adds to the config's).")
+@click.option("--exit-zero", is_flag=True,
+              help="Exit 0 even with findings or unanalyzable files (internal errors still exit 2).")
+@click.option("--statistics", is_flag=True,
+              help="Print counts per code instead of each finding (text and json).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=str),
+              help="Read settings from FILE (a pyproject.toml with [tool.jitguard], or a TOML "
+              "file with the keys at top level) instead of the nearest pyproject.toml.")
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@click.option("--varying-name", "varying_names", multiple=True, metavar="NAMES",
+              help="Extra variable names that mean 'changes every call' (comma-separated).")
+@click.option("--stable-name", "stable_names", multiple=True, metavar="NAMES",
+              help="Extra variable names that mean 'fixed for the process' (comma-separated).")
+@click.option("--package", "packages", multiple=True, metavar="NAME",
+              help="Scan the source of an installed distribution (repeatable).")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=None,
+              help="Skip files that .gitignore excludes (default: on, or the config's value).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Worker processes for parsing (default: the number of CPUs).")
+@click.option("--no-cache", is_flag=True, help="Don't read or write the on-disk cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
+              envvar="JITGUARD_CACHE_DIR", show_envvar=True,
+              help="Cache directory (default: $XDG_CACHE_HOME/jitguard or ~/.cache/jitguard).")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress on stderr (default: only on a terminal, never with CI set or "
+              "machine formats).")
+@click.option("--print-schema", is_flag=True, help="Print the JSON report's JSON Schema and exit.")
+def scan(
+    paths: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    exclude: tuple[str, ...],
+    exit_zero: bool,
+    statistics: bool,
+    config_file: str | None,
+    isolated: bool,
+    varying_names: tuple[str, ...],
+    stable_names: tuple[str, ...],
+    packages: tuple[str, ...],
+    respect_gitignore: bool | None,
+    jobs: int | None,
+    no_cache: bool,
+    cache_dir: str | None,
+    progress: bool | None,
+    print_schema: bool,
+) -> None:
+    """Find Triton kernel arguments that recompile per call.
+
+    Scans PATHS (files or directories; default: the current directory) for @triton.jit kernels and
+    their launches, follows each launch argument back to where it comes from, and reports rules
+    JG001..JG007 (`jitguard rule` lists them).
+
+    \b
+    Exit status: 0 no findings, 1 findings or files that could not be analyzed,
+                 2 usage, configuration or internal error.
+    Settings: [tool.jitguard] in the nearest pyproject.toml (see docs/scan.md);
+    suppress one site with `# jitguard: ignore[JG001]` on the decorator, def or launch line.
+    """
+    if print_schema:
+        import json
+
+        from jitguard.report.json import SCAN_SCHEMA
+
+        click.echo(json.dumps(SCAN_SCHEMA, indent=2))
+        return
+    try:
+        code = _run(
+            paths, fmt, output, select, extend_select, ignore, exclude, exit_zero, statistics,
+            config_file, isolated, varying_names, stable_names, packages, respect_gitignore, jobs,
+            no_cache, cache_dir, progress,
+        )  # fmt: skip
+    except click.exceptions.Exit:
+        raise
+    except KeyboardInterrupt:
+        click.echo("jitguard scan: interrupted", err=True)
+        raise click.exceptions.Exit(130) from None
+    except Exception as exc:  # a jitguard bug: one clear line, the traceback only on request
+        if _debug():
+            import traceback
+
+            traceback.print_exc()
+        click.echo(
+            f"jitguard scan: internal error: {type(exc).__name__}: {exc}\n"
+            "This is a bug in jitguard, not in your code; set JITGUARD_DEBUG=1 for the traceback.",
+            err=True,
+        )
+        raise click.exceptions.Exit(EXIT_ERROR) from None
+    raise click.exceptions.Exit(code)
+
+
+def _run(
+    paths, fmt, output, select, extend_select, ignore, exclude, exit_zero, statistics,
+    config_file, isolated, varying_names, stable_names, packages, respect_gitignore, jobs,
+    no_cache, cache_dir, progress,
+) -> int:  # fmt: skip
+    from jitguard.config import Config, ConfigError, load_config
+    from jitguard.static.files import package_paths
+    from jitguard.static.runner import InternalError, scan_paths
+
+    if statistics and fmt in ("sarif", "github"):
+        raise _fail(f"--statistics works with --format text or json, not {fmt}")
+    if isolated and config_file:
+        raise _fail("--isolated and --config exclude each other")
+
+    targets = list(paths)
+    for name in packages:
+        try:
+            targets.extend(package_paths(name))
+        except LookupError as exc:
+            raise _fail(f"--package {name}: {exc}") from None
+    if not targets:
+        targets = ["."]
+    for p in paths:
+        # A path that is not there at all is a usage error; a dangling link or a link loop is a
+        # problem with that file, reported as a file error while the rest is scanned.
+        if not os.path.lexists(p):
+            raise _fail(f"{p}: no such file or directory")
+
+    try:
+        if isolated:
+            config = Config(root=os.getcwd())
+        else:
+            start = targets[0] if os.path.exists(targets[0]) else os.getcwd()
+            config = load_config(config_file, start=start)
+        config = config.with_cli(
+            select=_split(select) or None,
+            extend_select=_split(extend_select),
+            ignore=_split(ignore),
+            exclude=_names(exclude),
+            varying_names=_names(varying_names),
+            stable_names=_names(stable_names),
+            respect_gitignore=respect_gitignore,
+        )
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+
+    if progress is None:
+        progress = fmt == "text" and sys.stderr.isatty() and not os.environ.get("CI")
+    try:
+        result = scan_paths(
+            targets, config, jobs=jobs, cache_dir=cache_dir, use_cache=not no_cache,
+            progress=progress,
+        )  # fmt: skip
+    except InternalError as exc:
+        click.echo(
+            f"jitguard scan: internal error: {exc}\nThis is a bug in jitguard, not in your code.",
+            err=True,
+        )
+        return EXIT_ERROR
+
+    if fmt == "json":
+        from jitguard.report.json import render
+
+        text = render(result, statistics=statistics)
+    elif fmt == "sarif":
+        from jitguard.report.sarif import render
+
+        text = render(result)
+    elif fmt == "github":
+        from jitguard.report.github import render
+
+        text = render(result)
+    else:
+        from jitguard.report.text import render
+
+        text = render(result, statistics=statistics)
+
+    if output:
+        try:
+            write_atomically(output, text)
+        except OSError as exc:
+            raise _fail(f"--output {output}: cannot write: {exc.strerror or exc}") from None
+        from jitguard.report.text import summary_line
+
+        click.echo(f"{summary_line(result)} Report written to {output}.", err=True)
+    else:
+        click.echo(text, nl=False)
+
+    if result.internal_errors:
+        if _debug():
+            for path, tb in result.internal_tracebacks:
+                click.echo(f"--- {path}\n{tb}", err=True)
+        click.echo(
+            f"jitguard scan: {len(result.internal_errors)} internal error(s): a bug in jitguard "
+            "(set JITGUARD_DEBUG=1 for tracebacks); please report it with the file named.",
+            err=True,
+        )
+        return EXIT_ERROR
+    if exit_zero:
+        return EXIT_CLEAN
+    return EXIT_FINDINGS if (result.findings or result.errors) else EXIT_CLEAN

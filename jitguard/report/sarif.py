@@ -1,0 +1,124 @@
+"""SARIF 2.1.0 report of a scan, for GitHub code scanning and other SARIF viewers.
+
+One run; ``tool.driver.rules`` lists every rule of the registry (id, name, short and full
+description from the rule's own doc, default level, fix safety); each result points at its rule by
+id and index, carries a ``partialFingerprints`` entry that survives line moves (code, path, kernel,
+parameter), and files that could not be analyzed become tool execution notifications.
+Paths relative to the working directory use ``uriBaseId: "%SRCROOT%"``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import jitguard
+from jitguard.report.text import message_of, rules_registry
+
+if TYPE_CHECKING:
+    from jitguard.static.runner import ScanResult
+
+SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+INFORMATION_URI = "https://pypi.org/project/jitguard/"
+
+
+def _location(path: str, line: int | None, column: int | None = None) -> dict[str, Any]:
+    if os.path.isabs(path):
+        artifact = {"uri": Path(path).as_uri()}
+    else:
+        artifact = {"uri": quote(path), "uriBaseId": "%SRCROOT%"}
+    loc: dict[str, Any] = {"physicalLocation": {"artifactLocation": artifact}}
+    if line:
+        region: dict[str, Any] = {"startLine": int(line)}
+        if column:
+            region["startColumn"] = int(column)
+        loc["physicalLocation"]["region"] = region
+    return loc
+
+
+def _rule_descriptor(code: str, rule: Any) -> dict[str, Any]:
+    doc = rule.doc() if hasattr(rule, "doc") else ""
+    desc: dict[str, Any] = {
+        "id": code,
+        "name": getattr(rule, "name", code),
+        "shortDescription": {"text": getattr(rule, "summary", code)},
+        "fullDescription": {"text": doc or getattr(rule, "summary", code)},
+        "help": {"text": doc or getattr(rule, "summary", code)},
+        "defaultConfiguration": {"level": "warning"},
+        "properties": {"fix_safety": getattr(rule, "fix_safety", "manual"), "tags": ["triton"]},
+    }
+    return desc
+
+
+def _fingerprint(f: Any) -> str:
+    blob = "\0".join([f.code, f.path, f.kernel, f.param or ""]).encode()
+    return hashlib.sha256(blob).hexdigest()[:32]
+
+
+def to_document(result: "ScanResult") -> dict[str, Any]:
+    rules = rules_registry()
+    codes = sorted(set(rules) | {f.code for f in result.findings})
+    index = {c: i for i, c in enumerate(codes)}
+    descriptors = [
+        _rule_descriptor(c, rules[c]) if c in rules else {"id": c, "name": c,
+                                                          "shortDescription": {"text": c}}
+        for c in codes
+    ]  # fmt: skip
+    results = []
+    for f in result.findings:
+        results.append(
+            {
+                "ruleId": f.code,
+                "ruleIndex": index[f.code],
+                "level": "warning",
+                "message": {"text": message_of(f)},
+                "locations": [_location(f.path, f.line, f.column)],
+                "partialFingerprints": {"jitguardFinding/v1": _fingerprint(f)},
+                "properties": {
+                    "kernel": f.kernel,
+                    "param": f.param,
+                    "fix_safety": f.fix_safety,
+                    "source": f.source,
+                },
+            }
+        )
+    notifications = []
+    for e, kind in [(e, "file") for e in result.errors] + [
+        (e, "internal") for e in result.internal_errors
+    ]:
+        notifications.append(
+            {
+                "level": "error",
+                "message": {"text": e.message},
+                "locations": [_location(e.path, e.line)],
+                "descriptor": {"id": "internal-error" if kind == "internal" else "file-error"},
+            }
+        )
+    cwd = Path(os.getcwd()).as_uri().rstrip("/") + "/"
+    run: dict[str, Any] = {
+        "tool": {
+            "driver": {
+                "name": "jitguard",
+                "version": jitguard.__version__,
+                "semanticVersion": jitguard.__version__,
+                "informationUri": INFORMATION_URI,
+                "rules": descriptors,
+            }
+        },
+        "originalUriBaseIds": {"%SRCROOT%": {"uri": cwd}},
+        "invocations": [
+            {
+                "executionSuccessful": not result.internal_errors,
+                "toolExecutionNotifications": notifications,
+            }
+        ],
+        "results": results,
+    }
+    return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
+
+
+def render(result: "ScanResult") -> str:
+    return json.dumps(to_document(result), indent=2) + "\n"

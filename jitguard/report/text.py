@@ -1,0 +1,112 @@
+"""Text report of a scan: ``path:line:col: CODE message`` per finding, errors, then a summary.
+
+Also the helpers the other renderers share: rule metadata lookup and per-code counts.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jitguard.static.runner import ScanResult
+
+
+def rules_registry() -> dict[str, Any]:
+    """``RULES`` from the registry, or {} when it can't be imported (the report still renders)."""
+    try:
+        from jitguard.static.rules import RULES
+    except Exception:
+        return {}
+    return dict(RULES)
+
+
+def rule_name(code: str, rules: dict[str, Any] | None = None) -> str:
+    rule = (rules if rules is not None else rules_registry()).get(code)
+    return getattr(rule, "name", "") or ""
+
+
+def counts_by_code(result: "ScanResult") -> dict[str, int]:
+    return dict(sorted(Counter(f.code for f in result.findings).items()))
+
+
+def message_of(finding: Any) -> str:
+    """The finding's message without a leading copy of its own code (renderers print the code)."""
+    msg = finding.message
+    if msg.startswith(finding.code + " "):
+        msg = msg[len(finding.code) + 1 :]
+    return msg
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def summary_line(result: "ScanResult") -> str:
+    n = len(result.findings)
+    scanned = _plural(result.files_scanned, "file")
+    if n:
+        per_code = ", ".join(f"{c} x{k}" for c, k in counts_by_code(result).items())
+        line = f"Found {_plural(n, 'finding')} ({per_code}) in {scanned} scanned"
+    else:
+        line = f"No findings in {scanned} scanned"
+    extra = []
+    if result.kernels or result.launches:
+        extra.append(f"{_plural(result.kernels, 'kernel')}, {_plural(result.launches, 'launch')}")
+    errors = len(result.errors)
+    if errors:
+        extra.append(f"{_plural(errors, 'file')} could not be analyzed")
+    if result.internal_errors:
+        extra.append(f"{_plural(len(result.internal_errors), 'internal error')} (a jitguard bug)")
+    if extra:
+        line += " (" + "; ".join(extra) + ")"
+    return line + "."
+
+
+def error_lines(result: "ScanResult") -> list[str]:
+    out = []
+    for e in result.errors:
+        where = f"{e.path}:{e.line}:1" if e.line else e.path
+        out.append(f"{where}: error: {e.message}")
+    for e in result.internal_errors:
+        out.append(f"{e.path}: internal-error: {e.message}")
+    return out
+
+
+def statistics_rows(result: "ScanResult") -> list[dict[str, Any]]:
+    rules = rules_registry()
+    safety: dict[str, Counter] = {}
+    for f in result.findings:
+        safety.setdefault(f.code, Counter())[f.fix_safety] += 1
+    rows = []
+    for code, count in sorted(counts_by_code(result).items(), key=lambda kv: (-kv[1], kv[0])):
+        rows.append(
+            {
+                "code": code,
+                "name": rule_name(code, rules),
+                "count": count,
+                "fix_safety": dict(sorted(safety[code].items())),
+            }
+        )
+    return rows
+
+
+def render_statistics(result: "ScanResult") -> str:
+    rows = statistics_rows(result)
+    lines = []
+    width = max([len(str(r["count"])) for r in rows] + [1])
+    name_w = max([len(r["name"]) for r in rows] + [4])
+    for r in rows:
+        fix = ", ".join(f"{k} {v}" for k, v in r["fix_safety"].items())
+        lines.append(f"{r['count']:>{width}}  {r['code']}  {r['name']:<{name_w}}  fix: {fix}")
+    lines.extend(error_lines(result))
+    lines.append(summary_line(result))
+    return "\n".join(lines) + "\n"
+
+
+def render(result: "ScanResult", *, statistics: bool = False) -> str:
+    if statistics:
+        return render_statistics(result)
+    lines = [f"{f.path}:{f.line}:{f.column}: {f.code} {message_of(f)}" for f in result.findings]
+    lines.extend(error_lines(result))
+    lines.append(summary_line(result))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,338 @@
+"""Which files a scan reads: walking directories, default and configured excludes, ``.gitignore``,
+module names, ``--package``.
+
+Rules, in order:
+- A path named on the command line that does not exist is a usage error (the CLI checks it).
+- A directory is walked recursively for ``*.py`` (and ``*.pyi``) files. Directories named in
+  ``DEFAULT_EXCLUDE_DIRS``, ``*.egg-info`` directories and any directory holding ``pyvenv.cfg`` (a
+  virtualenv) are skipped, unless that directory itself was named on the command line.
+- ``exclude`` patterns (config and ``--exclude``) and, unless ``respect-gitignore = false``, every
+  ``.gitignore`` from the enclosing git work tree down, apply to walked files and to files named on
+  the command line alike (so pre-commit, which passes file names, honours them).
+- Symbolic links are followed; a link that points back into a directory being walked, or a link
+  loop, is reported as an error about that path, and the walk goes on.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from jitguard.config import Config
+from jitguard.findings import FileError
+from jitguard.static.ignore_patterns import PatternList
+
+DEFAULT_EXCLUDE_DIRS = frozenset(
+    {
+        ".git", ".hg", ".svn", ".bzr", ".jj",
+        ".venv", "venv", ".env", "env", ".tox", ".nox", ".direnv",
+        "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".jitguard_cache",
+        ".ipynb_checkpoints", "node_modules", "site-packages",
+        "build", "dist", "_build", "buck-out", ".eggs", ".pants.d",
+    }
+)  # fmt: skip
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str  # absolute, as walked (not resolved: symlinked files keep their link path)
+    display: str  # what reports print: relative to cwd when below it, else absolute; posix
+    module: str  # dotted module name from the package layout (``__init__.py`` walk-up)
+
+
+@dataclass
+class FileSet:
+    files: list[SourceFile] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+    excluded: int = 0  # files and directories skipped by excludes
+
+
+def display_path(path: str, cwd: str | None = None) -> str:
+    cwd = cwd or os.getcwd()
+    ap = os.path.abspath(path)
+    try:
+        rel = os.path.relpath(ap, cwd)
+    except ValueError:
+        rel = ap
+    if rel.startswith(os.pardir):
+        rel = ap
+    return rel.replace(os.sep, "/")
+
+
+def module_name(path: str) -> str:
+    """Dotted module name: walk up while the parent directory is a package (has ``__init__.py``)."""
+    p = Path(path)
+    package = _package_of(str(p.parent))
+    if p.stem == "__init__":
+        return package or p.parent.name or "__init__"
+    return f"{package}.{p.stem}" if package else p.stem
+
+
+@functools.lru_cache(maxsize=4096)
+def _package_of(directory: str) -> str:
+    """Dotted package name of ``directory`` ("" when it is not a package)."""
+    if not (
+        os.path.isfile(os.path.join(directory, "__init__.py"))
+        or os.path.isfile(os.path.join(directory, "__init__.pyi"))
+    ):
+        return ""
+    parent = os.path.dirname(directory)
+    name = os.path.basename(directory)
+    if parent == directory:
+        return name
+    outer = _package_of(parent)
+    return f"{outer}.{name}" if outer else name
+
+
+def _git_root(start: str) -> str | None:
+    d = os.path.abspath(start)
+    while True:
+        if os.path.exists(os.path.join(d, ".git")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+class _Excluder:
+    """Answers "is this path excluded" from config patterns and .gitignore files."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.config_root = os.path.abspath(config.root)
+        self.config_patterns = config.exclude_patterns()
+        # .gitignore files: directory (abs) -> PatternList (patterns relative to that directory)
+        self._gitignores: dict[str, PatternList | None] = {}
+        self._git_roots: dict[str, str | None] = {}
+
+    def _gitignore(self, directory: str) -> PatternList | None:
+        if directory not in self._gitignores:
+            pl = None
+            gi = os.path.join(directory, ".gitignore")
+            try:
+                with open(gi, encoding="utf-8", errors="replace") as fh:
+                    pl = PatternList(fh.read().splitlines())
+            except OSError:
+                pl = None
+            self._gitignores[directory] = pl
+        return self._gitignores[directory]
+
+    def _git_root_of(self, directory: str) -> str | None:
+        if directory not in self._git_roots:
+            self._git_roots[directory] = _git_root(directory)
+        return self._git_roots[directory]
+
+    def excluded(self, abspath: str, is_dir: bool) -> bool:
+        """Only the path itself is tested; callers test ancestors (the walk prunes them)."""
+        rel = _rel(abspath, self.config_root)
+        if rel is not None and self.config_patterns.patterns:
+            if self.config_patterns.match(rel, is_dir):
+                return True
+        if self.config.respect_gitignore:
+            parent = os.path.dirname(abspath)
+            root = self._git_root_of(parent)
+            if root is not None:
+                # Deeper .gitignore files override shallower ones: check from the root down.
+                verdict: bool | None = None
+                d = parent
+                chain = []
+                while True:
+                    chain.append(d)
+                    if d == root or os.path.dirname(d) == d:
+                        break
+                    d = os.path.dirname(d)
+                for directory in reversed(chain):
+                    pl = self._gitignore(directory)
+                    if pl is None:
+                        continue
+                    r = _rel(abspath, directory)
+                    if r is None:
+                        continue
+                    v = pl.match(r, is_dir)
+                    if v is not None:
+                        verdict = v
+                if verdict:
+                    return True
+        return False
+
+    def excluded_with_ancestors(self, abspath: str, is_dir: bool, stop_at: str | None = None) -> bool:
+        """For a file named on the command line: also test each ancestor directory."""
+        if self.excluded(abspath, is_dir):
+            return True
+        d = os.path.dirname(abspath)
+        top = self.config_root if stop_at is None else stop_at
+        while d and d != os.path.dirname(d):
+            if _rel(d, top) is None and _rel(d, self._git_root_of(d) or top) is None:
+                break
+            if self.excluded(d, True):
+                return True
+            d = os.path.dirname(d)
+        return False
+
+
+def _rel(path: str, root: str) -> str | None:
+    if path == root:
+        return None
+    prefix = root.rstrip(os.sep) + os.sep
+    if not path.startswith(prefix):
+        return None
+    return path[len(prefix) :].replace(os.sep, "/")
+
+
+def _is_default_excluded_dir(name: str, abspath: str) -> bool:
+    if name in DEFAULT_EXCLUDE_DIRS or name.endswith(".egg-info"):
+        return True
+    return os.path.isfile(os.path.join(abspath, "pyvenv.cfg"))
+
+
+def collect_files(paths: Iterable[str], config: Config, cwd: str | None = None) -> FileSet:
+    """Every Python source file under ``paths`` that the scan should read, sorted, de-duplicated.
+
+    Paths that do not exist are reported in ``errors`` (the CLI refuses them before this point).
+    """
+    cwd = cwd or os.getcwd()
+    _package_of.cache_clear()  # the tree may have changed since the last scan in this process
+    excluder = _Excluder(config)
+    out = FileSet()
+    seen_files: set[tuple[int, int]] = set()
+
+    def add(abspath: str, st: os.stat_result) -> None:
+        ident = (st.st_dev, st.st_ino)
+        if ident in seen_files:
+            return
+        seen_files.add(ident)
+        out.files.append(SourceFile(abspath, display_path(abspath, cwd), module_name(abspath)))
+
+    def walk(directory: str, ancestors: frozenset[tuple[int, int]]) -> None:
+        try:
+            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        except OSError as exc:
+            out.errors.append(FileError(display_path(directory, cwd), _os_reason(exc)))
+            return
+        for entry in entries:
+            abspath = os.path.join(directory, entry.name)
+            try:
+                st = os.stat(abspath)  # follows links
+            except OSError as exc:
+                if entry.is_symlink():
+                    reason = _os_reason(exc)
+                    if "symbolic links" in reason or "loop" in reason:
+                        out.errors.append(FileError(display_path(abspath, cwd), reason))
+                    # A dangling link is not a Python file anyone can scan: skip it quietly
+                    # unless it looks like one.
+                    elif entry.name.endswith(PYTHON_SUFFIXES):
+                        out.errors.append(FileError(display_path(abspath, cwd), reason))
+                    continue
+                if entry.name.endswith(PYTHON_SUFFIXES):
+                    out.errors.append(FileError(display_path(abspath, cwd), _os_reason(exc)))
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if _is_default_excluded_dir(entry.name, abspath) or excluder.excluded(abspath, True):
+                    out.excluded += 1
+                    continue
+                ident = (st.st_dev, st.st_ino)
+                if ident in ancestors:
+                    out.errors.append(
+                        FileError(
+                            display_path(abspath, cwd),
+                            "symlink loop: points back to an enclosing directory; not followed",
+                        )
+                    )
+                    continue
+                walk(abspath, ancestors | {ident})
+            elif stat.S_ISREG(st.st_mode) and entry.name.endswith(PYTHON_SUFFIXES):
+                if excluder.excluded(abspath, False):
+                    out.excluded += 1
+                    continue
+                add(abspath, st)
+
+    for raw in paths:
+        abspath = os.path.abspath(os.path.join(cwd, raw))
+        try:
+            st = os.stat(abspath)
+        except OSError as exc:
+            out.errors.append(FileError(display_path(abspath, cwd), _os_reason(exc)))
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            # A directory named explicitly is walked even if its name is a default exclude.
+            walk(abspath, frozenset({(st.st_dev, st.st_ino)}))
+        elif stat.S_ISREG(st.st_mode):
+            if excluder.excluded_with_ancestors(abspath, False):
+                out.excluded += 1
+                continue
+            add(abspath, st)  # any suffix: the user asked for this file
+        else:
+            out.errors.append(FileError(display_path(abspath, cwd), "not a regular file or directory"))
+    out.files.sort(key=lambda f: f.display)
+    return out
+
+
+def _os_reason(exc: OSError) -> str:
+    import errno
+
+    if exc.errno == errno.ELOOP:
+        return "symlink loop: too many levels of symbolic links"
+    if exc.errno == errno.ENOENT:
+        return "no such file or directory" + (" (dangling symlink)" if exc.filename else "")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return exc.strerror or str(exc)
+
+
+def package_paths(name: str) -> list[str]:
+    """Source directories and files of an installed distribution (``--package NAME``).
+
+    Uses the distribution's RECORD; for editable installs (no sources in RECORD) falls back to the
+    import locations of its top-level packages. Raises ``LookupError`` with a readable message.
+    """
+    import importlib.metadata as md
+    import importlib.util
+
+    try:
+        dist = md.distribution(name)
+    except md.PackageNotFoundError:
+        raise LookupError(f"no installed distribution named {name!r}") from None
+    tops: list[str] = []
+    files = [f for f in (dist.files or []) if str(f).endswith(".py") and ".." not in f.parts]
+    for f in files:
+        top = f.parts[0]
+        if top.endswith((".dist-info", ".egg-info", ".data")) or top == "__pycache__":
+            continue
+        if top not in tops:
+            tops.append(top)
+    roots: list[str] = []
+    for top in tops:
+        loc = str(dist.locate_file(top))
+        if os.path.exists(loc):
+            roots.append(loc)
+    if roots:
+        return roots
+    # Editable install: ask the import system where the top-level packages live.
+    names = (dist.read_text("top_level.txt") or "").split()
+    if not names:
+        names = [
+            pkg
+            for pkg, dists in md.packages_distributions().items()
+            if dist.metadata["Name"] in dists
+        ]
+    if not names:
+        names = [name.replace("-", "_")]
+    for pkg in names:
+        try:
+            spec = importlib.util.find_spec(pkg)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:
+            roots.extend(spec.submodule_search_locations)
+        elif spec.origin and spec.origin.endswith(".py"):
+            roots.append(spec.origin)
+    if not roots:
+        raise LookupError(f"distribution {name!r} has no Python sources that jitguard can find")
+    return roots

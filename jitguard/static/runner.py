@@ -1,0 +1,376 @@
+"""Run a scan: files -> prefilter -> extract (parallel, cached) -> link -> select/ignore -> result.
+
+``scan_paths`` is the one entry point (``jitguard scan`` and ``jitguard fix`` call it). It never
+raises for a problem about a file: such a file becomes a ``FileError`` and the scan goes on. A bug in
+jitguard while analyzing a file becomes an entry in ``internal_errors`` (the CLI exits 2); a bug while
+linking raises ``InternalError``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple, Sequence
+
+from jitguard.config import Config
+from jitguard.findings import FileError, Finding
+from jitguard.static import prefilter
+from jitguard.static.cache import FactsCache, content_digest, default_cache_dir
+from jitguard.static.files import SourceFile, collect_files
+
+
+class InternalError(Exception):
+    """A jitguard bug that stopped the scan (not a problem with the scanned code)."""
+
+
+@dataclass
+class ScanResult:
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)  # files that could not be analyzed
+    internal_errors: list[FileError] = field(default_factory=list)  # jitguard bugs, per file
+    files_scanned: int = 0  # Python files found after excludes
+    files_analyzed: int = 0  # files with facts (parsed now or read from the cache)
+    files_parsed: int = 0  # files parsed by LibCST in this run
+    files_skipped: int = 0  # files the prefilter ruled out (no kernels, no kernel names)
+    cache_hits: int = 0
+    suppressed: int = 0  # findings dropped by select/ignore/per-file-ignores
+    kernels: int = 0
+    launches: int = 0
+    jobs: int = 1
+    duration_s: float = 0.0
+    facts: list[Any] = field(default_factory=list, repr=False)  # FileFacts, for the fixer
+    internal_tracebacks: list[tuple[str, str]] = field(default_factory=list, repr=False)
+
+    @property
+    def all_errors(self) -> list[FileError]:
+        return sorted(self.errors + self.internal_errors, key=lambda e: (e.path, e.line or 0))
+
+
+class Engine(NamedTuple):
+    """The analysis engine the runner drives (the real one lives in extract.py/link.py/facts.py)."""
+
+    extract_file: Callable[..., Any]
+    link: Callable[..., list[Finding]]
+    facts_from_dict: Callable[[dict], Any]
+    source_error: type[BaseException]
+
+
+def default_engine() -> Engine:
+    from jitguard.static.errors import SourceError
+    from jitguard.static.extract import extract_file
+    from jitguard.static.facts import FileFacts
+    from jitguard.static.link import link
+
+    return Engine(extract_file, link, FileFacts.from_dict, SourceError)
+
+
+def _facts_only_engine() -> Engine:
+    """Enough of the engine to read cached facts and link, without importing LibCST."""
+    from jitguard.static.errors import SourceError
+    from jitguard.static.facts import FileFacts
+    from jitguard.static.link import link
+
+    def extract_file(*a: Any, **k: Any) -> Any:  # replaced by the full engine on first miss
+        raise RuntimeError("extract_file not loaded")
+
+    return Engine(extract_file, link, FileFacts.from_dict, SourceError)
+
+
+# The engine used by worker processes (inherited on fork; rebuilt from default_engine otherwise).
+_WORKER_ENGINE: Engine | None = None
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+# --- per-file extraction (runs in workers) ---------------------------------------------------
+
+def _extract_job(job: tuple[str, str, bytes, tuple[str, ...], tuple[str, ...]]) -> tuple:
+    display, module, data, varying, stable = job
+    global _WORKER_ENGINE
+    try:
+        if _WORKER_ENGINE is None:
+            _WORKER_ENGINE = default_engine()
+        eng = _WORKER_ENGINE
+        facts = eng.extract_file(
+            display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable)
+        )
+        return ("facts", facts.to_dict())
+    except RecursionError:
+        return ("error", "too deeply nested for the parser (recursion limit); not analyzed", None)
+    except MemoryError:
+        return ("error", "out of memory while parsing this file; not analyzed", None)
+    except Exception as exc:
+        if _WORKER_ENGINE is not None and isinstance(exc, _WORKER_ENGINE.source_error):
+            message = getattr(exc, "message", None) or str(exc)
+            return ("error", str(message), getattr(exc, "line", None))
+        tb = traceback.format_exc(limit=-6)
+        return ("internal", f"{type(exc).__name__}: {exc}", tb)
+
+
+# --- progress on a terminal ------------------------------------------------------------------
+
+class _Progress:
+    def __init__(self, enabled: bool, stream: Any = None) -> None:
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self._last = 0.0
+        self._shown = False
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if done < total and now - self._last < 0.1:
+            return
+        self._last = now
+        self.stream.write(f"\r\x1b[Kjitguard: {phase} {done}/{total} files")
+        self.stream.flush()
+        self._shown = True
+
+    def clear(self) -> None:
+        if self.enabled and self._shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+# --- the scan --------------------------------------------------------------------------------
+
+def scan_paths(
+    paths: Sequence[str],
+    config: Config | None = None,
+    *,
+    jobs: int | None = None,
+    cache_dir: str | None = None,
+    use_cache: bool = True,
+    progress: bool = False,
+    engine: Engine | None = None,
+    keep_facts: bool = False,
+) -> ScanResult:
+    """Scan ``paths`` (files or directories) and return findings after select/ignore."""
+    t0 = time.perf_counter()
+    config = config or Config()
+    jobs = jobs if jobs and jobs > 0 else default_jobs()
+    result = ScanResult(jobs=jobs)
+    show = _Progress(progress)
+
+    fileset = collect_files(paths, config)
+    result.errors.extend(fileset.errors)
+    result.files_scanned = len(fileset.files)
+
+    cache = FactsCache(cache_dir or default_cache_dir(), config.facts_key()) if use_cache else None
+
+    # Read every file once; bytes of files that turn out irrelevant are dropped after phase 2.
+    contents: dict[str, tuple[SourceFile, bytes, str]] = {}
+    for sf in fileset.files:
+        try:
+            with open(sf.path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            from jitguard.static.files import _os_reason
+
+            result.errors.append(FileError(sf.display, f"cannot read: {_os_reason(exc)}"))
+            continue
+        contents[sf.display] = (sf, data, content_digest(data))
+
+    engines: dict[str, Engine] = {"full": engine, "light": engine} if engine else {}
+
+    def get_engine(full: bool) -> Engine:
+        """The full engine (imports LibCST) only when something must be parsed."""
+        want = "full" if full else "light"
+        if want not in engines:
+            if not full and "full" in engines:
+                engines["light"] = engines["full"]
+            else:
+                try:
+                    engines[want] = default_engine() if full else _facts_only_engine()
+                except Exception as exc:  # the engine fails to import: a jitguard bug
+                    raise InternalError(
+                        f"cannot load the analysis engine: {type(exc).__name__}: {exc}"
+                    ) from exc
+        return engines[want]
+
+    facts_by_path: dict[str, Any] = {}
+    varying = tuple(sorted(config.varying_names))
+    stable = tuple(sorted(config.stable_names))
+
+    def extract(displays: list[str], phase: str) -> None:
+        todo: list[tuple[str, str | None]] = []  # (display, cache key)
+        for d in displays:
+            sf, data, digest = contents[d]
+            key = cache.key(d, sf.module, digest) if cache else None
+            entry = cache.get(key) if cache and key else None
+            if entry is not None and _apply_entry(d, entry, key=None):
+                result.cache_hits += 1
+                continue
+            todo.append((d, key))
+        if not todo:
+            return
+        eng = get_engine(full=True)
+        global _WORKER_ENGINE
+        _WORKER_ENGINE = eng
+        todo.sort(key=lambda t: -len(contents[t[0]][1]))  # largest first: better load balance
+        jobs_args = {
+            d: (d, contents[d][0].module, contents[d][1], varying, stable) for d, _ in todo
+        }
+        keys = dict(todo)
+        done = 0
+        total = len(todo)
+        show.update(phase, 0, total)
+
+        def finish(d: str, out: tuple) -> None:
+            nonlocal done
+            done += 1
+            result.files_parsed += 1
+            if out[0] == "facts":
+                entry = {"facts": out[1]}
+            elif out[0] == "error":
+                entry = {"error": {"message": out[1], "line": out[2]}}
+            else:
+                result.internal_errors.append(
+                    FileError(d, f"internal error (please report): {out[1]}")
+                )
+                result.internal_tracebacks.append((d, out[2]))
+                show.update(phase, done, total)
+                return
+            if _apply_entry(d, entry, key=keys[d]) and cache and keys[d]:
+                cache.put(keys[d], entry)
+            show.update(phase, done, total)
+
+        remaining = list(jobs_args)
+        if jobs > 1 and total >= 4:
+            try:
+                with ProcessPoolExecutor(
+                    max_workers=min(jobs, total), mp_context=_mp_context()
+                ) as pool:
+                    futures = {pool.submit(_extract_job, jobs_args[d]): d for d in remaining}
+                    for fut in as_completed(futures):
+                        d = futures[fut]
+                        finish(d, fut.result())
+                        remaining.remove(d)
+            except BrokenProcessPool:
+                pass  # a worker died (killed, or a crash in native code): finish in-process
+            except OSError:
+                pass  # no processes available: finish in-process
+        for d in list(remaining):
+            finish(d, _extract_job(jobs_args[d]))
+
+    def _apply_entry(d: str, entry: dict, key: str | None) -> bool:
+        """Record a cached or fresh entry; False when a cached entry can't be used (rebuild)."""
+        if "error" in entry:
+            err = entry["error"]
+            if not isinstance(err, dict) or not isinstance(err.get("message"), str):
+                return False
+            result.errors.append(FileError(d, err["message"], err.get("line")))
+            return True
+        try:
+            facts = get_engine(full=False).facts_from_dict(entry["facts"])
+        except InternalError:
+            raise
+        except Exception:
+            if key is None:  # a corrupt or outdated cache entry: rebuild it
+                return False
+            raise
+        facts_by_path[d] = facts
+        return True
+
+    # Phase 1: files that may define kernels.
+    phase1 = [d for d, (_, data, _) in contents.items() if prefilter.may_define_kernels(data)]
+    extract(phase1, "analyzing")
+
+    # Phase 2: other files that mention a kernel found in phase 1 (cross-module launches).
+    names = set()
+    for facts in facts_by_path.values():
+        names.update(_kernel_names(facts))
+    matcher = prefilter.NameMatcher(names)
+    phase1_set = set(phase1)
+    rest = [d for d in contents if d not in phase1_set]
+    memo = cache.load_memo(matcher.digest) if cache and rest else {}
+    memo_changed = False
+    phase2 = []
+    for d in rest:
+        digest = contents[d][2]
+        hit = memo.get(digest)
+        if hit is None:
+            hit = matcher(contents[d][1])
+            memo[digest] = hit
+            memo_changed = True
+        if hit:
+            phase2.append(d)
+    if cache and memo_changed:
+        cache.save_memo(matcher.digest, memo)
+    extract(phase2, "analyzing launches in")
+    show.clear()
+
+    result.files_skipped = len(contents) - len(phase1) - len(phase2)
+    contents.clear()
+
+    ordered = [facts_by_path[d] for d in sorted(facts_by_path)]
+    result.files_analyzed = len(ordered)
+    for f in ordered:
+        result.kernels += len(_get(f, "kernels") or [])
+        result.launches += len(_get(f, "launches") or [])
+    try:
+        findings = get_engine(full=False).link(
+            ordered, varying_names=config.varying_names, stable_names=config.stable_names
+        )
+    except InternalError:
+        raise
+    except Exception as exc:
+        raise InternalError(
+            f"while linking {len(ordered)} files: {type(exc).__name__}: {exc}\n"
+            + traceback.format_exc(limit=-6)
+        ) from exc
+
+    kept: list[Finding] = []
+    seen = set()
+    for f in findings:
+        if not config.is_enabled(f.code, config.ignores_for_path(f.path)):
+            result.suppressed += 1
+            continue
+        ident = (f.code, f.path, f.line, f.column, f.kernel, f.param, f.message)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        kept.append(f)
+    result.findings = sorted(kept, key=Finding.sort_key)
+    result.errors.sort(key=lambda e: (e.path, e.line or 0))
+    result.internal_errors.sort(key=lambda e: e.path)
+    if keep_facts:
+        result.facts = ordered
+    result.duration_s = time.perf_counter() - t0
+    return result
+
+
+def _mp_context():
+    import multiprocessing as mp
+
+    # fork: workers inherit the loaded engine and start in milliseconds (Linux only; we hold no
+    # threads at this point). Elsewhere the platform default (spawn) re-imports it.
+    if sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods():
+        return mp.get_context("fork")
+    return mp.get_context()
+
+
+def _get(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _kernel_names(facts: Any) -> set[str]:
+    """Every name a launch elsewhere could use for the kernels a file defines: the bound name,
+    the last component of the qualified name, and the function's own name."""
+    out: set[str] = set()
+    for k in _get(facts, "kernels") or []:
+        for attr in ("name", "qualname", "function"):
+            v = _get(k, attr)
+            if isinstance(v, str) and v:
+                out.add(v.rsplit(".", 1)[-1])
+    return out
