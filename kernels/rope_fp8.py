@@ -17,6 +17,8 @@ token-major scale buffer instead of ``D/128`` scattered 4-byte writes per progra
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import triton
 import triton.language as tl
@@ -49,6 +51,7 @@ def _inv_rope_fp8_quant_kernel(
     QUANT_GROUP: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_Q: tl.constexpr,  # next power of two >= (NOPE_DIM + ROPE_DIM) / QUANT_GROUP
+    ROPE_CHUNK: tl.constexpr,  # largest power of two dividing NOPE_DIM, ROPE_DIM and QUANT_GROUP
 ):
     HEAD_DIM: tl.constexpr = NOPE_DIM + ROPE_DIM
     NUM_Q: tl.constexpr = HEAD_DIM // QUANT_GROUP  # scale blocks per head
@@ -73,24 +76,33 @@ def _inv_rope_fp8_quant_kernel(
     # One 2-D load of BLOCK_T full rows: 16-byte vectors along D.
     o_base = o_ptr + t0.to(tl.int64) * o_stride_t + head * o_stride_h
     x = tl.load(o_base + rows[:, None] * o_stride_t + cols[None, :], mask=tile_ok, other=0.0)
-    x = tl.reshape(x.to(tl.float32), (BLOCK_T, BLOCK_Q, HALF_GROUP, 2))
-    a, b = tl.split(x)  # even / odd element of each pair: [BLOCK_T, BLOCK_Q, HALF_GROUP]
 
-    # Pair index within the head; pairs at or past NOPE_DIM / 2 are rotated.
-    pair = tl.arange(0, BLOCK_Q)[:, None] * HALF_GROUP + tl.arange(0, HALF_GROUP)[None, :]
-    rope_i = pair - NOPE_DIM // 2
-    is_rope = (rope_i >= 0) & (rope_i < HALF_ROPE)
-
+    # Rotation, on chunks of ROPE_CHUNK dims (ROPE_CHUNK divides NOPE_DIM, ROPE_DIM and
+    # QUANT_GROUP); chunks at or past NOPE_DIM are rotated. a, b: even / odd element of each pair.
+    NUM_CHUNKS: tl.constexpr = BLOCK_Q * QUANT_GROUP // ROPE_CHUNK
+    HALF_CHUNK: tl.constexpr = ROPE_CHUNK // 2
+    a, b = tl.split(tl.reshape(x.to(tl.float32), (BLOCK_T, NUM_CHUNKS, HALF_CHUNK, 2)))
+    chunk = tl.arange(0, NUM_CHUNKS)
+    is_rope = ((chunk >= NOPE_DIM // ROPE_CHUNK) & (chunk < HEAD_DIM // ROPE_CHUNK))[None, :, None]
     pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
     cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
-    cs_ptr = cs_row[:, None, None] + rope_i[None, :, :]
-    cs_ok = tok_ok[:, None, None] & is_rope[None, :, :]
-    c = tl.load(cs_ptr, mask=cs_ok, other=1.0)
-    s = tl.load(cs_ptr + HALF_ROPE, mask=cs_ok, other=0.0)
+    if ROPE_CHUNK == ROPE_DIM:
+        # The rope dims are one chunk: load cos/sin once per token, broadcast over chunks.
+        i = tl.arange(0, HALF_CHUNK)
+        c = tl.load(cs_row[:, None] + i[None, :], mask=tok_ok[:, None], other=0.0)[:, None, :]
+        s = tl.load(cs_row[:, None] + HALF_ROPE + i[None, :], mask=tok_ok[:, None], other=0.0)[:, None, :]
+    else:
+        rope_i = (chunk - NOPE_DIM // ROPE_CHUNK)[:, None] * HALF_CHUNK + tl.arange(0, HALF_CHUNK)[None, :]
+        cs_ptr = cs_row[:, None, None] + rope_i[None, :, :]
+        cs_ok = tok_ok[:, None, None] & is_rope
+        c = tl.load(cs_ptr, mask=cs_ok, other=0.0)
+        s = tl.load(cs_ptr + HALF_ROPE, mask=cs_ok, other=0.0)
 
     # Inverse rotation (the launcher turns FMA contraction off: same rounding as the reference).
-    ya = tl.where(is_rope[None, :, :], a * c + b * s, a)
-    yb = tl.where(is_rope[None, :, :], b * c - a * s, b)
+    ya = tl.where(is_rope, a * c + b * s, a)
+    yb = tl.where(is_rope, b * c - a * s, b)
+    ya = tl.reshape(ya, (BLOCK_T, BLOCK_Q, HALF_GROUP))
+    yb = tl.reshape(yb, (BLOCK_T, BLOCK_Q, HALF_GROUP))
 
     # Per-block power-of-two scale: the smallest 2^e >= max(amax, 1e-10) / 448, by exponent bits.
     amax = tl.maximum(tl.max(tl.abs(ya), axis=2), tl.max(tl.abs(yb), axis=2))
@@ -205,6 +217,12 @@ def _views(q_buf: torch.Tensor, scale_buf: torch.Tensor, num_tokens: int):
     return q_buf.transpose(0, 1), scale_buf.permute(2, 0, 1)[:num_tokens]
 
 
+def _rope_chunk(nope_dim: int, rope_dim: int, quant_group_size: int) -> int:
+    """Largest power of two dividing nope_dim, rope_dim and quant_group_size (0 counts as any)."""
+    common = math.gcd(math.gcd(nope_dim, rope_dim), quant_group_size)
+    return common & -common
+
+
 def _is_interpreted(kernel) -> bool:
     return type(kernel).__name__ == "InterpretedFunction"
 
@@ -229,6 +247,7 @@ def _launch(kernel, o, positions, cos_sin_cache, q_buf, scale_buf, n_groups, hea
         N_GROUPS=n_groups, HEADS_PER_GROUP=heads_per_group,
         NOPE_DIM=nope_dim, ROPE_DIM=rope_dim, QUANT_GROUP=quant_group_size,
         BLOCK_T=block_t, BLOCK_Q=triton.next_power_of_2(num_q),
+        ROPE_CHUNK=_rope_chunk(nope_dim, rope_dim, quant_group_size),
         num_warps=num_warps, enable_fp_fusion=False,
     )
 
