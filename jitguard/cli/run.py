@@ -1,0 +1,94 @@
+"""``jitguard run``: run a program with the recompile watcher on, like ``coverage run``."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import click
+
+DEFAULT_TRACE = "jitguard-trace.json"
+
+
+def site_dir() -> str:
+    """The directory holding jitguard's sitecustomize.py (put first on the child's PYTHONPATH)."""
+    import jitguard.runtime
+
+    return os.path.join(os.path.dirname(os.path.abspath(jitguard.runtime.__file__)), "_site")
+
+
+@click.command(
+    "run",
+    context_settings={"help_option_names": ["-h", "--help"], "ignore_unknown_options": True,
+                      "allow_interspersed_args": False},
+    epilog="""\b
+Examples:
+  jitguard run -- python serve.py --port 8000
+  jitguard run --mode raise --max-recompiles 0 -- python -m pytest tests/
+  jitguard run --trace traces/ -- torchrun --nproc-per-node 8 serve.py
+  jitguard report jitguard-trace.json
+
+\b
+How it works: the command runs with JITGUARD=<mode> and JITGUARD_TRACE=<path> set and with
+jitguard's sitecustomize directory first on PYTHONPATH, so every Python process it starts
+(workers too) turns the watcher on right after it imports Triton; nothing is installed into
+site-packages. A file --trace goes to the first process; its child processes write
+<stem>.pid<P>.json beside it. A directory --trace gets one file per process, with the rank in the
+name. Processes that end with os._exit (e.g. forked multiprocessing workers) write no trace.
+Without `jitguard run`, set the same variables and call
+jitguard.runtime.activate.activate_from_env() (or print this directory with --print-site-dir
+and put it on PYTHONPATH yourself).""",
+)
+@click.option("--trace", "trace", default=DEFAULT_TRACE, show_default=True, metavar="FILE|DIR/",
+              help="Where to write the trace (a directory, or a path ending in '/', gets one file per process).")
+@click.option("--mode", type=click.Choice(["record", "warn", "raise"]), default="warn", show_default=True,
+              help="record: trace only; warn: also a warning per recompile and a summary at exit; "
+                   "raise: RecompileError at the first recompile beyond --max-recompiles.")
+@click.option("--max-recompiles", type=click.IntRange(min=0), default=None,
+              help="Recompiles allowed before warn/raise act (default 0).")
+@click.option("--summary/--no-summary", default=None,
+              help="Print the per-kernel summary at exit (default: on in warn mode).")
+@click.option("--print-site-dir", is_flag=True,
+              help="Print the directory to put on PYTHONPATH for activation by environment variable, and exit.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None, print_site_dir: bool,
+        command: tuple[str, ...]) -> None:
+    """Run COMMAND with every Triton compile recorded and explained.
+
+    COMMAND is a program and its arguments after `--` (`python prog.py args`, `torchrun ...`,
+    or just `prog.py args`, run with this Python). Exits with COMMAND's exit code.
+    """
+    if print_site_dir:
+        click.echo(site_dir())
+        return
+    if not command:
+        raise click.UsageError("give the command to run after --, e.g. jitguard run -- python prog.py")
+    argv = list(command)
+    if argv[0].endswith(".py") and os.path.isfile(argv[0]):
+        argv = [sys.executable, *argv]
+    elif shutil.which(argv[0]) is None:
+        raise click.UsageError(f"{argv[0]}: command not found")
+    trace_abs = os.path.abspath(trace) + (os.sep if trace.endswith(("/", os.sep)) else "")
+    if trace_abs.endswith(os.sep):
+        os.makedirs(trace_abs, exist_ok=True)
+    else:
+        parent = os.path.dirname(trace_abs)
+        if not os.path.isdir(parent):
+            raise click.UsageError(f"--trace {trace}: directory {parent} does not exist")
+    env = dict(os.environ)
+    env["JITGUARD"] = mode
+    env["JITGUARD_TRACE"] = trace_abs
+    env.pop("JITGUARD_TRACE_CLAIMED", None)
+    if max_recompiles is not None:
+        env["JITGUARD_MAX_RECOMPILES"] = str(max_recompiles)
+    if summary is not None:
+        env["JITGUARD_SUMMARY"] = "1" if summary else "0"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (site_dir(), env.get("PYTHONPATH")) if p)
+    try:
+        proc = subprocess.run(argv, env=env)
+    except OSError as exc:
+        raise click.ClickException(f"cannot run {argv[0]}: {exc}") from None
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(proc.returncode)

@@ -1,0 +1,26 @@
+"""Put on PYTHONPATH by ``jitguard run``: activates the watcher from JITGUARD* variables, then runs
+whatever other ``sitecustomize`` the environment has (this one only shadows it for a moment)."""
+import importlib
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+try:
+    if os.environ.get("JITGUARD"):
+        from jitguard.runtime.activate import activate_from_env
+
+        activate_from_env()
+except Exception as _exc:  # a broken activation must not break the user's program
+    print(f"jitguard: could not activate: {_exc}", file=sys.stderr)
+
+# Chain to the next sitecustomize on the path, as if this one were not there.
+_saved_path = list(sys.path)
+_self = sys.modules.pop("sitecustomize", None)
+try:
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
+    importlib.import_module("sitecustomize")
+except ImportError:
+    if _self is not None:
+        sys.modules["sitecustomize"] = _self
+finally:
+    sys.path[:] = _saved_path

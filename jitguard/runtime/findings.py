@@ -1,0 +1,127 @@
+"""Turn a runtime trace into the same ``Finding`` objects the static scan produces.
+
+One finding per (code, kernel, parameter), pointing at the kernel's ``def``:
+
+- JG001 an int parameter changed value class (1 / divisible by 16 / other) between compiles
+  (fixable with ``do_not_specialize``); an int that crossed 2**31 or a pointer whose 16-byte alignment
+  changed is also JG001 but ``manual`` (the fix is an annotation or aligned inputs, not the list).
+- JG002 a ``tl.constexpr`` parameter took several values.
+- JG003 an autotune key argument took several values (each re-benchmarked every config).
+- JG007 launch options passed differently (explicit vs default, values, order).
+
+Compiles of configs while an autotuner benchmarks are expected and produce nothing. ``jitguard fix
+--from-trace`` consumes these findings: ``details`` carries ``kernel_path``/``kernel_line``.
+"""
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+
+from jitguard.findings import Finding
+from jitguard.runtime.trace import Trace
+
+_RULE = {
+    "value_class": ("JG001", "safe"),
+    "type": ("JG001", "manual"),
+    "alignment": ("JG001", "manual"),
+    "constexpr": ("JG002", "unsafe"),
+    "option": ("JG007", "manual"),
+    "option_order": ("JG007", "manual"),
+    "autotune_key": ("JG003", "manual"),
+}
+
+
+def _display_path(path: str | None) -> str:
+    if not path:
+        return "?"
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path.replace(os.sep, "/")
+    return (path if rel.startswith("..") else rel).replace(os.sep, "/")
+
+
+def _message(code: str, param: str | None, g: dict) -> str:
+    n, ms = g["count"], g["ms"]
+    cost = f"{n} recompile{'s' if n != 1 else ''}" + (f", {ms:.0f} ms" if ms else "")
+    seen = "; ".join(g["what"][:3])
+    if code == "JG001" and "type" in g["changes"]:
+        return f"{param} crossed 2**31 at run time ({seen}; {cost}): annotate it `{param}: tl.int64`"
+    if code == "JG001" and "alignment" in g["changes"] and "value_class" not in g["changes"]:
+        return (f"{param} was not always 16-byte aligned at run time ({seen}; {cost}): pass aligned "
+                f"tensors or add it to do_not_specialize_on_alignment")
+    if code == "JG001":
+        return f"{param} changed value class at run time ({seen}; {cost}): add it to do_not_specialize"
+    if code == "JG002":
+        return (f"constexpr {param} took {len(g['values'])} values at run time ({cost}): bucket it or "
+                f"make it a plain int in do_not_specialize")
+    if code == "JG003":
+        return (f"autotune key {param} took {len(g['values'])} values at run time ({n} re-benchmarks"
+                f"{f', {ms:.0f} ms' if ms else ''}): bucket it before the launch or drop it from key=[...]")
+    return f"launch options differ between calls ({seen}; {cost}): pass them the same way everywhere"
+
+
+def findings_from_trace(trace: Trace) -> list[Finding]:
+    groups: "OrderedDict[tuple, dict]" = OrderedDict()
+    for e in trace.events:
+        if e.autotuning:
+            continue
+        for d in e.diff:
+            rule = _RULE.get(d.change)
+            if rule is None:
+                continue  # a dtype or None-vs-value change: one variant per kind is expected
+            code, safety = rule
+            param = None if code == "JG007" else d.param
+            g = groups.setdefault((code, e.kernel, param), {
+                "safety": safety, "count": 0, "ms": 0.0, "what": [], "changes": set(),
+                "values": [], "steps": [], "calls": [], "event": e,
+            })
+            g["count"] += 1
+            if e.kind == "autotune":
+                g["ms"] += (e.autotune.bench_ms or 0.0) if e.autotune else 0.0
+            else:
+                g["ms"] += e.compile_ms or 0.0
+            if d.what not in g["what"]:
+                g["what"].append(d.what)
+            if safety == "manual" and code == "JG001":
+                g["safety"] = "manual"
+            g["changes"].add(d.change)
+            for v in (d.before, d.after):
+                if v not in g["values"]:
+                    g["values"].append(v)
+            if e.step is not None and e.step not in g["steps"]:
+                g["steps"].append(e.step)
+            call = f"{_display_path(e.call_path)}:{e.call_line}" if e.call_path else None
+            if call and call not in g["calls"]:
+                g["calls"].append(call)
+    out = []
+    for (code, kernel, param), g in groups.items():
+        e = g["event"]
+        if code == "JG001" and g["changes"] & {"type", "alignment"} and "value_class" in g["changes"]:
+            g["safety"] = "safe"  # do_not_specialize still removes the value-class recompiles
+        out.append(Finding(
+            code=code,
+            path=_display_path(e.kernel_path),
+            line=e.kernel_line or 1,
+            column=1,
+            kernel=kernel,
+            param=param,
+            message=_message(code, param, g),
+            fix_safety=g["safety"],
+            source="runtime",
+            details={
+                "kernel_path": e.kernel_path,
+                "kernel_line": e.kernel_line,
+                "recompiles": g["count"],
+                "compile_ms": round(g["ms"], 3),
+                "changes": sorted(g["changes"]),
+                "values": g["values"][:20],
+                "evidence": g["what"][:10],
+                "steps": g["steps"][:50],
+                "call_sites": g["calls"][:10],
+                "rank": trace.process.rank,
+                "pid": trace.process.pid,
+            },
+        ))
+    out.sort(key=Finding.sort_key)
+    return out
