@@ -35,6 +35,13 @@ def value_class(n: int) -> str:
     return "one" if n == 1 else "div16" if n % 16 == 0 else "none"
 
 
+def num_tokens_param(n_cls: str) -> Param:
+    # as jitguard.runtime.keys decodes it: a folded 1 is an int whose type became "constexpr"
+    if n_cls == "one":
+        return Param("num_tokens", 1, "int", "constexpr", value_class="one", constexpr=1)
+    return Param("num_tokens", 1, "int", "i32", value_class=n_cls)
+
+
 def compile_event(seq, step, n_cls, variant, prev_cls, ms, kernel=KERNEL):
     diff = []
     if prev_cls is not None:
@@ -45,7 +52,7 @@ def compile_event(seq, step, n_cls, variant, prev_cls, ms, kernel=KERNEL):
         kind="compile", seq=seq, kernel=kernel, step=step, wall=1e9 + (step or 0) + seq * 1e-3,
         kernel_path="kernels/rope_fp8.py", kernel_line=33, compile_ms=ms,
         params=[Param("o_ptr", 0, "pointer", "*bf16", dtype="bf16", aligned16=True),
-                Param("num_tokens", 1, "int", "i32", value_class=n_cls),
+                num_tokens_param(n_cls),
                 Param("BLOCK_T", 2, "constexpr", "constexpr", constexpr=8)],
         variant=variant, diff=diff,
         remedy='add "num_tokens" to do_not_specialize' if diff else None)
@@ -205,10 +212,10 @@ def test_old_single_process_trace_still_loads_and_renders(tmp_path):
                                            "value_class": "none"}],
              "options": {}, "variant": 1, "diff": [], "compile_ms": 41.0},
             {"kind": "compile", "seq": 1, "kernel": "m.k", "step": None, "wall": 1.7e9 + 1,
-             "monotonic": 7.0, "params": [{"name": "n", "index": 0, "kind": "int", "type": "i32",
-                                           "value_class": "one"}],
+             "monotonic": 7.0, "params": [{"name": "n", "index": 0, "kind": "int", "type": "constexpr",
+                                           "value_class": "one", "constexpr": 1}],
              "options": {}, "variant": 2,
-             "diff": [{"param": "n", "before": "i32", "after": "folded constant 1", "what": "x"}],
+             "diff": [{"param": "n", "before": "i32", "after": "folded constant 1", "what": "n: i32 -> folded constant 1"}],
              "compile_ms": 39.0},
         ],
     }
@@ -224,9 +231,10 @@ def test_old_single_process_trace_still_loads_and_renders(tmp_path):
 
 @pytest.mark.parametrize("param,words", [
     (Param("n", 0, "int", "i64", value_class="div16"), "i64, divisible by 16"),
-    (Param("n", 0, "int", "i32", value_class="one"), "folded constant 1"),
+    (Param("n", 0, "int", "constexpr", value_class="one", constexpr=1), "folded constant 1"),
     (Param("B", 0, "constexpr", "constexpr", constexpr=64), "64 (constexpr)"),
     (Param("x", 0, "pointer", "*fp16", dtype="fp16", aligned16=False), "*fp16, unaligned"),
+    (Param("x", 0, "pointer", "*fp16", dtype="fp16", aligned16=True), "*fp16, 16-byte aligned"),
 ])
 def test_describe_param(param, words):
     assert describe_param(param) == words

@@ -26,6 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from jitguard.runtime.keys import describe
 from jitguard.runtime.trace import Event, Param, Trace, TraceError, load_traces
 
 MERGED_SCHEMA = "jitguard.merged_report"
@@ -41,24 +42,10 @@ class MergeError(TraceError):
 
 
 def describe_param(p: Param) -> str:
-    """How Triton specialized one parameter, in the words the reports use everywhere."""
-    if p.kind == "constexpr" or p.type == "constexpr":
-        return f"{p.constexpr!r} (constexpr)"
-    if p.kind == "none":
-        return "None (constant)"
-    if p.kind == "int" or p.value_class is not None:
-        if p.value_class == "one":
-            return "folded constant 1"
-        base = p.type or "int"
-        return f"{base}, divisible by 16" if p.value_class == "div16" else base
-    if p.kind == "pointer":
-        base = p.type or (f"*{p.dtype}" if p.dtype else "pointer")
-        if p.aligned16 is True:
-            return f"{base}, 16-byte aligned"
-        if p.aligned16 is False:
-            return f"{base}, unaligned"
-        return base
-    return p.type or p.kind
+    """How Triton specialized one parameter, in the words every jitguard report uses
+    (``keys.describe``: one source of truth); constexprs get a ``(constexpr)`` tag in tables."""
+    words = describe(p)
+    return f"{words} (constexpr)" if p.kind == "constexpr" else words
 
 
 def variant_signature(event: Event) -> tuple:
@@ -86,7 +73,7 @@ def _diff_words(event: Event) -> str:
     parts = []
     for d in event.diff:
         name = d.param if d.param != "options" or not d.option else f"options.{d.option}"
-        parts.append(f"{name}: {d.before} -> {d.after}")
+        parts.append(d.what or f"{name}: {d.before} -> {d.after}")
     return "; ".join(parts)
 
 
@@ -538,8 +525,14 @@ def _ms(ms: float | None) -> str:
 
 
 def _loc(path: str | None, line: int | None) -> str:
+    """``path:line``, relative to the working directory when the file is under it."""
     if not path:
         return "?"
+    try:
+        rel = os.path.relpath(path)
+        path = path if rel.startswith(".." + os.sep) else rel
+    except ValueError:  # another drive (Windows)
+        pass
     return f"{path}:{line}" if line else path
 
 
