@@ -559,9 +559,7 @@ class _KernelEditor:
             if p is None:
                 out.refused.append((f"tl.constexpr on {n!r}", f"kernel has no parameter named {n!r}"))
                 continue
-            if p.annotation is None or not (
-                _qualnames(self.meta, p.annotation.annotation) & CONSTEXPR_NAMES
-            ):
+            if p.annotation is None or not self._is_constexpr(p.annotation.annotation):
                 out.already.append(f"{n!r} is not annotated tl.constexpr")
                 continue
             changes: dict = {"annotation": None}
@@ -569,6 +567,12 @@ class _KernelEditor:
                 changes["equal"] = cst.AssignEqual(whitespace_before=_NO_WS, whitespace_after=_NO_WS)
             self.param_repl[p] = p.with_changes(**changes)
             out.applied.append(f"removed tl.constexpr from {n!r}")
+
+    def _is_constexpr(self, ann: cst.BaseExpression) -> bool:
+        if isinstance(ann, cst.SimpleString):  # n: "tl.constexpr"
+            text = ann.evaluated_value
+            return isinstance(text, str) and text.strip().split(".")[-1] == "constexpr"
+        return bool(_qualnames(self.meta, ann) & CONSTEXPR_NAMES)
 
     def run(self, edit: KernelEdit, out: EditOutcome) -> None:
         self._drop_constexpr(edit.drop_constexpr, out)

@@ -188,7 +188,7 @@ def _decide(finding: Finding, kfacts) -> tuple[str, str, str]:
             "unrolling)"
         )
     if code in ("JG004", "JG005", "JG006"):
-        return "remove", "safe", "the entry has no effect"
+        return "remove", "safe", "the entry has no effect"  # JG004: Triton ignores it silently
     return "none", "manual", finding.message
 
 
@@ -260,7 +260,7 @@ def _removal_entries(fix: Fix, kfacts) -> tuple[tuple, tuple]:
     """Entries (as written) to drop from do_not_specialize and from ..._on_alignment."""
     f = fix.site
     d = f.details or {}
-    which = d.get("keyword") or d.get("list")
+    which = d.get("option") or d.get("keyword")
     entry = d.get("entry", fix.param)
     if kfacts is None:
         if entry is None:

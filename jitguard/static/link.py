@@ -1,0 +1,126 @@
+"""Facts of many files -> findings: resolve launches to kernels across modules, run every rule,
+apply inline ``# jitguard: ignore[...]`` suppressions. Select/ignore filters are the runner's job."""
+from __future__ import annotations
+
+from jitguard.findings import Finding
+from jitguard.static.facts import FileFacts, KernelFacts
+from jitguard.static.program import BoundLaunch, Program
+
+NON_OPTIONS = {"grid", "warmup"}
+
+
+class _Index:
+    def __init__(self, facts: list[FileFacts]):
+        self.kernels: dict[str, tuple[KernelFacts, FileFacts]] = {}
+        self.modules: dict[str, FileFacts] = {}
+        self.aliases: dict[str, str] = {}
+        for f in facts:
+            if f.module:
+                self.modules.setdefault(f.module, f)
+            for k in f.kernels:
+                self.kernels.setdefault(k.qualname, (k, f))
+            for name, target in f.aliases.items():
+                self.aliases.setdefault(name, target)
+
+    def resolve(self, name: str, depth: int = 0) -> tuple[KernelFacts, FileFacts] | None:
+        if depth > 8:
+            return None
+        if name in self.kernels:
+            return self.kernels[name]
+        if name in self.aliases and self.aliases[name] != name:
+            hit = self.resolve(self.aliases[name], depth + 1)
+            if hit is not None:
+                return hit
+        # a re-export: pkg.kernel where pkg/__init__.py does "from .ops import kernel"
+        parts = name.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            mod = ".".join(parts[:cut])
+            f = self.modules.get(mod)
+            if f is None:
+                continue
+            head, rest = parts[cut], parts[cut + 1:]
+            target = f.imports.get(head)
+            if target is not None and target != name:
+                return self.resolve(".".join([target] + rest), depth + 1)
+            break
+        return None
+
+
+def _bind(launch, file: FileFacts, kernel: KernelFacts, kfile: FileFacts) -> BoundLaunch:
+    params = kernel.params
+    names = {p.name for p in params}
+    args = {}
+    options: list[str] = []
+    for arg in launch.args:
+        if arg.keyword is None:
+            if arg.position is not None and arg.position < len(params):
+                args[params[arg.position].name] = arg
+        elif arg.keyword in names:
+            args[arg.keyword] = arg
+        elif arg.keyword not in NON_OPTIONS:
+            options.append(arg.keyword)
+    return BoundLaunch(launch=launch, file=file, kernel=kernel, kernel_file=kfile, args=args, options=options)
+
+
+def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=frozenset()) -> Program:
+    index = _Index(facts)
+    program = Program(files=list(facts), kernels=index.kernels,
+                      varying_names=frozenset(varying_names), stable_names=frozenset(stable_names))
+    for f in facts:
+        for la in f.launches:
+            hit = None
+            for target in la.targets:
+                hit = index.resolve(target)
+                if hit is not None:
+                    break
+            if hit is None:
+                continue
+            program.launches.append(_bind(la, f, hit[0], hit[1]))
+    return program
+
+
+def _suppressed(finding: Finding, by_path: dict[str, FileFacts], kernel_lines: dict[str, tuple[str, list[int]]]) -> bool:
+    def hit(path: str, line: int) -> bool:
+        f = by_path.get(path)
+        if f is None or line not in f.suppressions:
+            return False
+        codes = f.suppressions[line]
+        return not codes or finding.code in codes or any(finding.code.startswith(c) for c in codes if len(c) < 5)
+
+    if hit(finding.path, finding.line):
+        return True
+    kl = kernel_lines.get(finding.kernel)
+    if kl is not None and any(hit(kl[0], line) for line in kl[1]):
+        return True
+    return False
+
+
+def link(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=frozenset()) -> list[Finding]:
+    """Every finding over the files, sorted, with inline suppressions applied."""
+    from jitguard.static.rules import RULES
+
+    program = build_program(facts, varying_names=varying_names, stable_names=stable_names)
+    by_path = {f.path: f for f in facts}
+    # launches on suppressed lines don't count
+    program.launches = [
+        b for b in program.launches
+        if not (b.launch.line in b.file.suppressions and not b.file.suppressions[b.launch.line])
+    ]
+    kernel_lines = {q: (f.path, k.suppressed_lines) for q, (k, f) in program.kernels.items()}
+    findings: list[Finding] = []
+    for code, rule in RULES.items():
+        if rule.check is None:
+            continue
+        launches = program.launches
+        program.launches = [
+            b for b in launches
+            if code not in b.file.suppressions.get(b.launch.line, [code + "x"])
+        ]
+        try:
+            for finding in rule.check(program):
+                if not _suppressed(finding, by_path, kernel_lines):
+                    findings.append(finding)
+        finally:
+            program.launches = launches
+    findings.sort(key=Finding.sort_key)
+    return findings
