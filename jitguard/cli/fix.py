@@ -1,0 +1,235 @@
+"""``jitguard fix``: turn scan findings (and recorded recompiles) into do_not_specialize edits."""
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+import traceback
+
+import click
+
+EPILOG = """\b
+Exit status: 0 done (or nothing to do); 1 with --check when fixes are
+pending, or with --write when a file could not be written; 2 usage or
+internal error.
+
+\b
+Fix safety (jitguard rule CODE says more):
+  JG001  safe: add the parameter to do_not_specialize; unsafe where it
+         feeds address arithmetic (dropping divisibility can cost
+         vectorized loads)
+  JG002  unsafe: drop tl.constexpr and add to do_not_specialize; manual
+         (bucket the value) where a compile-time constant is needed
+  JG004/JG005/JG006  safe: remove the ineffective entry
+  JG003/JG007  manual: the suggestion is printed, nothing is edited
+
+\b
+Examples:
+  jitguard fix src/                   show the diff, change nothing
+  jitguard fix --write src/           apply the safe fixes
+  jitguard fix --check src/           CI: exit 1 if a fix is pending
+  jitguard fix --write --from-trace trace.json src/
+"""
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        out.extend(s.strip().upper() for s in v.split(",") if s.strip())
+    return out
+
+
+def _unified_diff(path: str, old: bytes, new: bytes, encoding: str) -> str:
+    a = old.decode(encoding, errors="replace").splitlines(keepends=True)
+    b = new.decode(encoding, errors="replace").splitlines(keepends=True)
+    lines = []
+    for line in difflib.unified_diff(a, b, fromfile=f"a/{path}", tofile=f"b/{path}"):
+        if not line.endswith("\n"):
+            line += "\n\\ No newline at end of file\n"
+        lines.append(line)
+    return "".join(lines)
+
+
+def _encoding(data: bytes) -> str:
+    import io
+    import tokenize
+
+    try:
+        enc, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError:
+        enc = "utf-8"
+    return "utf-8" if enc == "utf-8-sig" else enc
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+@click.command(
+    "fix",
+    epilog=EPILOG,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.argument("paths", nargs=-1, type=click.Path(exists=False))
+@click.option("--write", "-w", is_flag=True, help="Apply the fixes to the files (default: print a diff).")
+@click.option("--check", is_flag=True, help="Change nothing; exit 1 if a fix is pending (for CI).")
+@click.option("--diff/--no-diff", "show_diff", default=None,
+              help="Print the unified diff (default: on without --write, off with it).")
+@click.option("--unsafe-fixes", is_flag=True,
+              help="Also apply fixes marked unsafe (JG001 on a parameter that feeds addresses, JG002).")
+@click.option("--select", multiple=True, metavar="CODES",
+              help="Only fix these codes or prefixes (comma-separated; repeatable).")
+@click.option("--ignore", multiple=True, metavar="CODES",
+              help="Don't fix these codes or prefixes (comma-separated; repeatable).")
+@click.option("--from-trace", "traces", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also fix what a runtime trace (jitguard run / jitguard.watch) saw recompile "
+                   "(repeatable; merged with the static findings).")
+@click.option("--no-scan", is_flag=True, help="With --from-trace: use the trace findings only.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="Read settings from this file instead of the nearest pyproject.toml.")
+@click.option("--exclude", multiple=True, metavar="PATTERN", help="Extra exclude pattern (repeatable).")
+@click.option("--jobs", "-j", type=int, default=None, help="Parallel scan workers (default: CPUs).")
+@click.option("--no-cache", is_flag=True, help="Don't read or write the scan cache.")
+@click.option("--quiet", "-q", is_flag=True, help="Print only the diff and the summary line.")
+def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
+        config_file, exclude, jobs, no_cache, quiet):
+    """Add do_not_specialize where `jitguard scan` (or a runtime trace) says a kernel argument
+    recompiles per call; remove entries that do nothing.
+
+    Prints a unified diff and changes nothing unless --write is given. Every edit is a minimal
+    LibCST change of the kernel's decorator (or of one tl.constexpr annotation with --unsafe-fixes);
+    every other byte, comment, quote and line ending is kept. A file is written atomically, keeps its
+    mode, and is left alone if it changed on disk while fix ran, is read-only, or does not parse.
+    """
+    try:
+        code = _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
+                    config_file, exclude, jobs, no_cache, quiet)
+    except click.exceptions.Exit:
+        raise
+    except click.UsageError:
+        raise
+    except Exception as e:  # a jitguard bug: say so, no traceback unless asked
+        click.echo(f"jitguard fix: internal error: {type(e).__name__}: {e}", err=True)
+        if os.environ.get("JITGUARD_DEBUG"):
+            traceback.print_exc()
+        else:
+            click.echo("(set JITGUARD_DEBUG=1 for the traceback; please report it)", err=True)
+        sys.exit(2)
+    sys.exit(code)
+
+
+def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
+         config_file, exclude, jobs, no_cache, quiet) -> int:
+    from jitguard.static.fixes import plan_fixes, write_plan
+
+    if write and check:
+        raise click.UsageError("--write and --check exclude each other")
+    if no_scan and not traces:
+        raise click.UsageError("--no-scan needs --from-trace")
+    paths = list(paths) or ["."]
+    for p in paths:
+        if not os.path.exists(p):
+            raise click.UsageError(f"path does not exist: {p}")
+    err = lambda msg: click.echo(msg, err=True)  # noqa: E731
+    config = _config(config_file, _split(select), _split(ignore), exclude)
+
+    findings = []
+    scan_errors = []
+    if not no_scan:
+        from jitguard.static.runner import scan_paths
+
+        result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache)
+        findings.extend(result.findings)  # select/ignore/per-file-ignores already applied
+        scan_errors = list(result.errors) + list(getattr(result, "internal_errors", []))
+    for t in traces:
+        findings.extend(
+            f for f in _trace_findings(t)
+            if config.is_enabled(f.code, config.ignores_for_path(f.path))
+        )
+
+    plan = plan_fixes(findings, unsafe=unsafe_fixes, roots=paths)
+    if show_diff is None:
+        show_diff = not write
+    if show_diff:
+        for ff in plan.changed_files:
+            click.echo(
+                _unified_diff(ff.path, ff.snapshot.data, ff.new_data, _encoding(ff.snapshot.data)),
+                nl=False,
+            )
+    pending = plan.pending
+    n_pending_files = len(plan.changed_files)
+    if write:
+        write_plan(plan)
+
+    # --- what is left for a human, one line each
+    counts = plan.counts()
+    if not quiet:
+        for e in scan_errors:
+            where = f"{e.path}:{e.line}" if getattr(e, "line", None) else e.path
+            err(f"{where}: not analyzed: {e.message}")
+        for x in plan.fixes:
+            where = f"{x.path}:{x.kernel_line}" if x.kernel_line else x.path
+            head = f"{where}: {x.code} {x.kernel}" + (f".{x.param}" if x.param else "")
+            src = " [trace]" if x.sources == ["runtime"] else ""
+            if x.status == "unsafe":
+                err(f"{head}: unsafe fix not applied{src} ({x.describe()}): {x.detail}; "
+                    "rerun with --unsafe-fixes to apply it")
+            elif x.status == "manual":
+                err(f"{head}: needs a manual fix{src}: {x.detail}")
+            elif x.status in ("refused", "error"):
+                err(f"{head}: not fixed{src}: {x.detail}")
+            elif x.status == "applied" and x.safety == "unsafe":
+                err(f"{head}: applied unsafe fix{src}: {x.reason}")
+            elif x.status == "applied" and write:
+                err(f"{head}: fixed{src}: {x.detail}")
+
+    # --- summary
+    left = []
+    if counts.get("unsafe"):
+        left.append(f"{counts['unsafe']} unsafe (rerun with --unsafe-fixes)")
+    if counts.get("manual"):
+        left.append(f"{counts['manual']} manual (bucketing, non-literal lists, suggestions)")
+    refused = counts.get("refused", 0) + counts.get("error", 0)
+    if refused:
+        left.append(f"{refused} in files left untouched")
+    left_txt = f"; {_plural(sum(int(s.split()[0]) for s in left), 'fix')} left for a human: " + ", ".join(left) if left else ""
+    if write:
+        written = sum(1 for f in plan.files if f.written)
+        msg = f"{_plural(written, 'file')} changed, {_plural(counts.get('applied', 0), 'fix')} applied{left_txt}"
+    else:
+        msg = (f"{_plural(n_pending_files, 'file')} would change, {_plural(len(pending), 'fix')} pending"
+               f"{' (run with --write to apply)' if pending else ''}{left_txt}")
+    if scan_errors:
+        msg += f"; {_plural(len(scan_errors), 'file')} not analyzed"
+    err(msg + ".")
+
+    if check and pending:
+        return 1
+    if write and any(f.error and f.changed and not f.written for f in plan.files):
+        return 1
+    return 0
+
+
+def _config(config_file, select, ignore, exclude):
+    from jitguard.config import ConfigError, load_config
+
+    try:
+        config = load_config(config_file)
+        return config.with_cli(select=select or None, ignore=ignore, exclude=exclude)
+    except ConfigError as e:
+        raise click.UsageError(str(e))
+
+
+def _trace_findings(path: str):
+    if not os.path.isfile(path):
+        raise click.UsageError(f"--from-trace: {path}: no such file")
+    try:
+        from jitguard.runtime.findings import findings_from_trace
+        from jitguard.runtime.trace import load_trace
+    except ImportError as e:
+        raise click.UsageError(f"--from-trace: the runtime side is not available ({e})")
+    try:
+        trace = load_trace(path)
+    except Exception as e:  # a bad trace is the user's input, not a crash
+        raise click.UsageError(f"--from-trace: {path}: not a jitguard trace: {e}")
+    return findings_from_trace(trace)

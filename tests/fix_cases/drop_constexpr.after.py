@@ -1,0 +1,15 @@
+import triton
+import triton.language as tl
+
+
+@triton.jit(do_not_specialize=["num_tokens"])
+def k(x_ptr, out_ptr, num_tokens, BLOCK: tl.constexpr = 128):
+    pid = tl.program_id(0)
+    if pid < num_tokens:
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr + pid * BLOCK + offs, tl.load(x_ptr + pid * BLOCK + offs))
+
+
+@triton.jit(do_not_specialize=["stride", "limit", "n_rows"])
+def k2(x_ptr, stride, n_rows, limit=4):
+    pass
