@@ -1,0 +1,402 @@
+"""Tests for jitguard.kernels.rope_fp8 (fused inverse RoPE + FP8 block quantization) and its twin.
+
+CPU: the kernels run in Triton's interpreter in ONE child process started with TRITON_INTERPRET=1
+(this file is also that child's script), so the setting can't leak into other tests that import
+Triton normally in this pytest process. The parent draws fresh random inputs, the child runs the
+corrected kernel, its uncorrected twin and a launch into poisoned buffers, and the parent compares
+with the PyTorch reference: scales exactly, fp8 values up to the interpreter's fp8 rounding (its
+cast rounds ties away from zero and can lose the carry into the exponent; see
+shared/TRITON_FACTS.md). The real JIT path for sm_90 (a stand-in driver, no GPU) checks the
+number of compiled variants. GPU tests (marker ``gpu``): bit-exact, and compiles counted on a GPU.
+"""
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from jitguard.kernels.rope_fp8_reference import (
+    inv_rope_fp8_quant_reference,
+    power_of_two_scale,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TWIN_PATH = ROOT / "fixtures" / "rope_fp8_uncorrected.py"
+
+# (name, G, hpg, nope, rope, quant_group, T): T around multiples of 4 and 16; every o is strided.
+CPU_CASES = [
+    ("default_T1", 1, 2, 448, 64, 128, 1),
+    ("default_T3", 1, 2, 448, 64, 128, 3),
+    ("default_T4", 2, 1, 448, 64, 128, 4),
+    ("default_T15", 1, 2, 448, 64, 128, 15),
+    ("default_T16", 2, 2, 448, 64, 128, 16),
+    ("default_T17", 1, 3, 448, 64, 128, 17),
+    ("nope192_T33", 2, 2, 192, 64, 128, 33),
+    ("d128_q64_T12", 3, 2, 96, 32, 64, 12),  # rope = one 32-wide chunk, 2 blocks per head
+    ("gather_T13", 1, 2, 96, 64, 32, 13),  # rope spans two 32-wide chunks: the gather path
+    ("d384_T8", 1, 2, 320, 64, 128, 8),  # 3 blocks per head: padded to 4 inside the kernel
+    ("norope_T5", 2, 1, 128, 0, 128, 5),
+]
+
+
+def _load_twin():
+    spec = importlib.util.spec_from_file_location("rope_fp8_uncorrected_fixture", TWIN_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _make_inputs(G, hpg, nope, rope, T, device="cpu", dtype=torch.bfloat16, max_pos=4096):
+    """A strided o (slice of a padded [T+pad, H+1, D+64] buffer), positions, cos/sin cache."""
+    H, D = G * hpg, nope + rope
+    big = (torch.randn(T + 3, H + 1, D + 64, device=device) * torch.rand(1, device=device).item()
+           * 20).to(dtype)
+    o = big[2:2 + T, 1:, 32:32 + D]
+    # A few rows with a wide dynamic range exercise the fp8 subnormals and many exponents.
+    if T > 2:
+        o[1] = (torch.randn(H, D, device=device) * torch.exp2(torch.randint(
+            -20, 20, (H, 1), device=device).float())).to(dtype)
+    positions = torch.randint(0, max_pos, (T,), device=device, dtype=torch.int64)
+    angles = torch.rand(max_pos, rope // 2, device=device) * 2 * math.pi
+    cache = torch.cat([angles.cos(), angles.sin()], dim=1).float()
+    return o, positions, cache
+
+
+def _fp8_admissible(q_kernel, q_ref, prequant):
+    """Elementwise: equal, or within one fp8 step of the exact value (ties, interpreter rounding),
+    or the interpreter's lost carry (RNE gives 2^(e+1), the interpreter 2^e)."""
+    k, r, v = q_kernel.float(), q_ref.float(), prequant.float()
+    same = k == r
+    step = torch.exp2(torch.floor(torch.log2(v.abs().clamp(min=2.0 ** -6))) - 3)
+    near = (k - v).abs() <= step
+    r_mant, _ = torch.frexp(r)
+    carry = (r_mant.abs() == 0.5) & (r == 2 * k) & (v.abs() >= r.abs() * (1 - 2.0 ** -5))
+    return same, same | near | carry
+
+
+def _check_views(q, scales, G, hpg, D, qg, T):
+    T4 = (T + 3) // 4 * 4
+    nsb = hpg * D // qg
+    assert q.shape == (T, G, hpg * D) and q.dtype == torch.float8_e4m3fn
+    assert q.stride() == (hpg * D, T * hpg * D, 1)
+    assert scales.shape == (T, G, nsb) and scales.dtype == torch.float32
+    assert scales.stride() == (1, nsb * T4, T4)
+
+
+# --------------------------------------------------------------------------------------------------
+# The interpreter child
+# --------------------------------------------------------------------------------------------------
+def _interpreter_child(case_dir: str) -> None:
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    from jitguard.kernels import rope_fp8
+
+    twin = _load_twin()
+    cases = torch.load(os.path.join(case_dir, "cases.pt"))
+    results = {}
+    for name, c in cases.items():
+        args = (c["o"], c["positions"], c["cache"], c["G"], c["hpg"], c["nope"], c["rope"], c["qg"])
+        q, scales = rope_fp8.fused_inv_rope_fp8_quant(*args)
+        tq, tscales = twin.fused_inv_rope_fp8_quant(*args)
+        q_buf, scale_buf = rope_fp8._allocate(c["o"], c["G"], c["hpg"], c["qg"])
+        q_buf.view(torch.uint8).fill_(0x7F)  # NaN in float8_e4m3fn
+        scale_buf.fill_(float("nan"))
+        rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, *args[:3], q_buf, scale_buf, *args[3:])
+        results[name] = dict(
+            q=q.contiguous(), q_stride=q.stride(), scales=scales.contiguous(),
+            scales_stride=scales.stride(), scales_padded=scales.as_strided(
+                (scale_buf.shape[2], scales.shape[1], scales.shape[2]), scales.stride()).clone(),
+            twin_q=tq.contiguous(), twin_scales=tscales.contiguous(),
+            poisoned_q=q_buf, poisoned_scales=scale_buf)
+    torch.save(results, os.path.join(case_dir, "results.pt"))
+
+
+@pytest.fixture(scope="module")
+def interpreted(tmp_path_factory):
+    """Inputs drawn here, outputs computed by the interpreter child: {name: (inputs, outputs)}."""
+    seed = int.from_bytes(os.urandom(4), "little")
+    torch.manual_seed(seed)
+    cases = {}
+    for name, G, hpg, nope, rope, qg, T in CPU_CASES:
+        o, positions, cache = _make_inputs(G, hpg, nope, rope, T)
+        cases[name] = dict(o=o, positions=positions, cache=cache, G=G, hpg=hpg, nope=nope,
+                           rope=rope, qg=qg)
+    case_dir = tmp_path_factory.mktemp("rope_fp8_interp")
+    torch.save(cases, case_dir / "cases.pt")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), str(case_dir)],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=str(ROOT))
+    assert proc.returncode == 0, f"interpreter child failed (seed {seed}):\n{proc.stderr[-4000:]}"
+    results = torch.load(case_dir / "results.pt")
+    return seed, {name: (cases[name], results[name]) for name in cases}
+
+
+@pytest.mark.parametrize("case", [c[0] for c in CPU_CASES])
+def test_interpreter_matches_reference(interpreted, case):
+    seed, table = interpreted
+    c, out = table[case]
+    T, D = c["o"].shape[0], c["nope"] + c["rope"]
+    q_ref, s_ref, pre = inv_rope_fp8_quant_reference(
+        c["o"], c["positions"], c["cache"], c["G"], c["hpg"], c["nope"], c["rope"], c["qg"],
+        return_prequant=True)
+    T4 = (T + 3) // 4 * 4
+    nsb = c["hpg"] * D // c["qg"]
+    assert out["q_stride"] == (c["hpg"] * D, T * c["hpg"] * D, 1)
+    assert out["scales_stride"] == (1, nsb * T4, T4)
+    assert torch.equal(out["scales"], s_ref), f"scales differ (seed {seed})"
+    same, ok = _fp8_admissible(out["q"], q_ref, pre)
+    assert ok.all(), f"{(~ok).sum().item()} fp8 values off by more than the interpreter's rounding (seed {seed})"
+    assert same.float().mean().item() > 0.85, f"too many fp8 values differ (seed {seed})"
+    assert torch.all(out["scales_padded"][T:] == 0), "padding rows T..T4-1 must be zero"
+
+
+@pytest.mark.parametrize("case", [c[0] for c in CPU_CASES])
+def test_interpreter_writes_every_element(interpreted, case):
+    _, table = interpreted
+    c, out = table[case]
+    T = c["o"].shape[0]
+    q_buf, scale_buf = out["poisoned_q"], out["poisoned_scales"]
+    assert not torch.any(q_buf.view(torch.uint8) & 0x7F == 0x7F), "an fp8 output was not written"
+    assert not torch.isnan(scale_buf).any(), "a scale (or a padding row) was not written"
+    assert torch.all(scale_buf[:, :, T:] == 0)
+    assert torch.equal(q_buf.transpose(0, 1).view(torch.uint8), out["q"].view(torch.uint8))
+
+
+@pytest.mark.parametrize("case", [c[0] for c in CPU_CASES])
+def test_twin_computes_the_same(interpreted, case):
+    _, table = interpreted
+    _, out = table[case]
+    assert torch.equal(out["twin_q"].view(torch.uint8), out["q"].view(torch.uint8))
+    assert torch.equal(out["twin_scales"], out["scales"])
+
+
+# --------------------------------------------------------------------------------------------------
+# Reference, wrapper validation, T = 0 (no kernel launch)
+# --------------------------------------------------------------------------------------------------
+def test_power_of_two_scale_is_exact_ceil_log2():
+    k = torch.randint(-30, 30, (200,)).float()
+    exact = 448.0 * torch.exp2(k)  # amax / 448 is exactly 2^k: scale 2^k
+    above = torch.nextafter(exact, torch.full_like(exact, math.inf))  # just above: 2^(k+1)
+    rand = torch.rand(200) * torch.exp2(torch.randint(-40, 40, (200,)).float())
+    amax = torch.cat([exact, above, rand, torch.tensor([0.0, 1e-12])])
+    got = power_of_two_scale(amax)
+    for a, s in zip(amax.tolist(), got.tolist()):
+        ratio = float(torch.tensor(max(a, float(torch.tensor(1e-10))) / 448.0, dtype=torch.float32))
+        mant, exp = math.frexp(ratio)
+        want = 2.0 ** (exp - 1 if mant == 0.5 else exp)
+        assert s == want, (a, s, want)
+
+
+def test_reference_rotation_inverts_rope():
+    o, positions, cache = _make_inputs(1, 2, 64, 64, 9, dtype=torch.float32)
+    from jitguard.kernels.rope_fp8_reference import inverse_rope
+
+    y = inverse_rope(o, positions, cache, 64, 64).double()
+    cs = cache.double()[positions]
+    c, s = cs[:, None, :32], cs[:, None, 32:]
+    a, b = y[..., 64::2], y[..., 65::2]
+    forward = torch.stack([a * c - b * s, b * c + a * s], dim=-1).flatten(-2)  # RoPE undoes it
+    assert torch.allclose(forward, o[..., 64:].double(), atol=1e-4)
+    assert torch.equal(y[..., :64], o[..., :64].double())
+
+
+def _valid_args(T=4):
+    o, positions, cache = _make_inputs(1, 2, 448, 64, T)
+    return dict(o=o, positions=positions, cos_sin_cache=cache, n_groups=1, heads_per_group=2)
+
+
+@pytest.mark.parametrize("mutate, arg", [
+    (lambda a: a.update(o=a["o"].float().half().to(torch.int16)), "o"),
+    (lambda a: a.update(o=a["o"][:, 0]), "o"),
+    (lambda a: a.update(o=a["o"][..., ::2].repeat(1, 1, 2)[..., :512]), None),  # valid: contiguous
+    (lambda a: a.update(o=a["o"].transpose(1, 2).contiguous().transpose(1, 2)), "o"),
+    (lambda a: a.update(heads_per_group=3), "o.shape[1]"),
+    (lambda a: a.update(positions=a["positions"].int().float()), "positions"),
+    (lambda a: a.update(positions=a["positions"][:-1]), "positions"),
+    (lambda a: a.update(cos_sin_cache=a["cos_sin_cache"].double()), "cos_sin_cache"),
+    (lambda a: a.update(cos_sin_cache=a["cos_sin_cache"][:, :32]), "cos_sin_cache"),
+    (lambda a: a.update(rope_dim=63, nope_dim=449), "rope_dim"),
+    (lambda a: a.update(nope_dim=440), "nope_dim"),
+    (lambda a: a.update(quant_group_size=96), "quant_group_size"),
+    (lambda a: a.update(n_groups=0), "n_groups"),
+    (lambda a: a.update(n_groups=1.0), "n_groups"),
+    (lambda a: a.update(positions=a["positions"].to("meta")), "positions"),
+])
+def test_validation_names_the_argument(mutate, arg):
+    from jitguard.kernels.rope_fp8 import _validate
+
+    args = _valid_args()
+    mutate(args)
+    kwargs = dict(nope_dim=448, rope_dim=64, quant_group_size=128)
+    kwargs.update({k: args.pop(k) for k in list(args) if k in kwargs})
+    call = lambda: _validate(args["o"], args["positions"], args["cos_sin_cache"],  # noqa: E731
+                             args["n_groups"], args["heads_per_group"], **kwargs)
+    if arg is None:
+        call()
+        return
+    with pytest.raises(ValueError) as err:
+        call()
+    assert arg in str(err.value)
+
+
+def test_wrapper_rejects_cpu_tensors_outside_the_interpreter():
+    from jitguard.kernels import rope_fp8
+
+    if type(rope_fp8._inv_rope_fp8_quant_kernel).__name__ == "InterpretedFunction":
+        pytest.skip("this process imported the kernel under TRITON_INTERPRET=1")
+    with pytest.raises(ValueError, match="CUDA"):
+        rope_fp8.fused_inv_rope_fp8_quant(**_valid_args())
+
+
+@pytest.mark.parametrize("module", ["corrected", "twin"])
+def test_zero_tokens_returns_empty_without_launch(module):
+    from jitguard.kernels import rope_fp8
+
+    fn = rope_fp8.fused_inv_rope_fp8_quant if module == "corrected" else \
+        _load_twin().fused_inv_rope_fp8_quant
+    q, scales = fn(**_valid_args(T=0))  # CPU tensors: a launch would raise
+    assert q.shape == (0, 1, 1024) and q.dtype == torch.float8_e4m3fn
+    assert scales.shape == (0, 1, 8) and scales.dtype == torch.float32
+
+
+# --------------------------------------------------------------------------------------------------
+# Triton's real JIT path for sm_90 without a GPU: count compiled variants
+# --------------------------------------------------------------------------------------------------
+class _Ptr:
+    def __init__(self, dtype, ptr=1 << 20):
+        self.dtype, self._ptr = dtype, ptr
+
+    def data_ptr(self):
+        return self._ptr
+
+
+class _StandInDriver:
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_current_target(self):
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget("cuda", 90, 32)
+
+
+def _fresh_copy(kernel):
+    """A new JITFunction with the same source and decorator settings: an empty cache."""
+    return type(kernel)(kernel.fn, do_not_specialize=kernel.do_not_specialize)
+
+
+def _variants_over(kernel, token_counts):
+    import triton
+    from triton.runtime import driver
+
+    from jitguard.kernels import rope_fp8
+
+    G, hpg, nope, rope, qg = 1, 8, 448, 64, 128
+    saved = driver._active
+    driver.set_active(_StandInDriver())
+    try:
+        for T in token_counts:
+            kernel.warmup(
+                _Ptr(torch.bfloat16), _Ptr(torch.int64), _Ptr(torch.float32),
+                _Ptr(torch.float8_e4m3fn), _Ptr(torch.float32),
+                T, (T + 3) // 4 * 4, G * hpg * (nope + rope), nope + rope, rope,
+                N_GROUPS=G, HEADS_PER_GROUP=hpg, NOPE_DIM=nope, ROPE_DIM=rope, QUANT_GROUP=qg,
+                BLOCK_T=rope_fp8.BLOCK_T, BLOCK_Q=4, ROPE_CHUNK=64,
+                num_warps=rope_fp8.NUM_WARPS, enable_fp_fusion=False, grid=(1,))
+    finally:
+        driver._active = saved
+    return len(kernel.device_caches[0][0]), triton
+
+
+def test_one_compile_for_any_T_sm90_without_gpu():
+    """Real sm_90 compiles through JITFunction.run: corrected 1 variant, the twin 4."""
+    from jitguard.kernels import rope_fp8
+
+    if type(rope_fp8._inv_rope_fp8_quant_kernel).__name__ == "InterpretedFunction":
+        pytest.skip("this process imported the kernel under TRITON_INTERPRET=1")
+    token_counts = list(range(1, 200)) + [1000, 1024, 4096, 8191, 32768]
+    corrected, _ = _variants_over(_fresh_copy(rope_fp8._inv_rope_fp8_quant_kernel), token_counts)
+    twin, _ = _variants_over(_fresh_copy(_load_twin()._inv_rope_fp8_quant_kernel), token_counts)
+    assert corrected == 1
+    # num_tokens in {==1, %16, other} x T4 in {%16, other}, T4 never 1: (1,o) (o,o) (o,16) (16,16)
+    assert twin == 4
+
+
+# --------------------------------------------------------------------------------------------------
+# GPU (run on the device): bit-exact against the reference, and compiles counted on a real GPU
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [1, 3, 4, 17, 1000, 8192])
+@pytest.mark.parametrize("G, hpg", [(1, 8), (8, 8)])
+def test_gpu_bit_exact(T, G, hpg):
+    from jitguard.kernels.rope_fp8 import fused_inv_rope_fp8_quant
+
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+    o, positions, cache = _make_inputs(G, hpg, 448, 64, T, device="cuda")
+    q, scales = fused_inv_rope_fp8_quant(o, positions, cache, G, hpg)
+    q_ref, s_ref = inv_rope_fp8_quant_reference(o, positions, cache, G, hpg)
+    _check_views(q, scales, G, hpg, 512, 128, T)
+    assert torch.equal(scales, s_ref)
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
+    T4 = (T + 3) // 4 * 4
+    padded = scales.as_strided((T4, G, scales.shape[2]), scales.stride())
+    assert torch.all(padded[T:] == 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, G, hpg, nope, rope, qg, T", [c for c in CPU_CASES])
+def test_gpu_bit_exact_shapes_and_poison(name, G, hpg, nope, rope, qg, T):
+    from jitguard.kernels import rope_fp8
+
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+    o, positions, cache = _make_inputs(G, hpg, nope, rope, T, device="cuda")
+    q_buf, scale_buf = rope_fp8._allocate(o, G, hpg, qg)
+    q_buf.view(torch.uint8).fill_(0x7F)
+    scale_buf.fill_(float("nan"))
+    rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, o, positions, cache, q_buf, scale_buf,
+                     G, hpg, nope, rope, qg)
+    q, scales = rope_fp8._views(q_buf, scale_buf, T)
+    q_ref, s_ref = inv_rope_fp8_quant_reference(o, positions, cache, G, hpg, nope, rope, qg)
+    assert torch.equal(scales, s_ref)
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
+    assert not torch.isnan(scale_buf).any() and torch.all(scale_buf[:, :, T:] == 0)
+
+
+@pytest.mark.gpu
+def test_gpu_one_compile_over_T_1_to_4096(monkeypatch):
+    """On the GPU, through Triton's own cache: the corrected kernel compiles once for T = 1..4096;
+    the twin once per specialization class."""
+    from jitguard.kernels import rope_fp8
+
+    twin = _load_twin()
+    corrected_kernel = _fresh_copy(rope_fp8._inv_rope_fp8_quant_kernel)
+    twin_kernel = _fresh_copy(twin._inv_rope_fp8_quant_kernel)
+    monkeypatch.setattr(twin, "_inv_rope_fp8_quant_kernel", twin_kernel)
+    G, hpg = 1, 8
+    o_all, pos_all, cache = _make_inputs(G, hpg, 448, 64, 4096, device="cuda")
+    for T in range(1, 4097):
+        o, positions = o_all[:T], pos_all[:T]
+        q_buf, scale_buf = rope_fp8._allocate(o, G, hpg, 128)
+        rope_fp8._launch(corrected_kernel, o, positions, cache, q_buf, scale_buf, G, hpg, 448, 64, 128)
+        tq, ts = twin.fused_inv_rope_fp8_quant(o, positions, cache, G, hpg)
+        if T in (1, 16, 17, 4096):
+            q, s = rope_fp8._views(q_buf, scale_buf, T)
+            assert torch.equal(q.view(torch.uint8), tq.view(torch.uint8)) and torch.equal(s, ts)
+    dev = torch.cuda.current_device()
+    n_corrected = len(corrected_kernel.device_caches[dev][0])
+    n_twin = len(twin_kernel.device_caches[dev][0])
+    print(f"compiles over T=1..4096: corrected {n_corrected}, uncorrected twin {n_twin}")
+    assert n_corrected == 1
+    assert n_twin == 4
+
+
+if __name__ == "__main__":
+    _interpreter_child(sys.argv[1])
