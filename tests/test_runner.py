@@ -1,0 +1,299 @@
+"""The scan runner around the engine: prefilter, cache, parallel jobs, per-file errors.
+
+These tests drive ``scan_paths`` with a small stand-in engine (``ast``-based, same contract as
+extract_file/link) so they check the runner's own logic: which files get parsed, what the cache
+serves, that workers and crashes don't change results. The real engine is exercised end to end in
+tests/test_scan_cli.py.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import random
+import threading
+from dataclasses import dataclass, field
+
+import pytest
+
+from jitguard.config import Config
+from jitguard.findings import Finding
+from jitguard.static import runner as runner_mod
+from jitguard.static.errors import SourceError
+from jitguard.static.runner import Engine, scan_paths
+
+MAIN_PID = os.getpid()
+
+
+@dataclass
+class FakeFacts:
+    path: str
+    module: str
+    kernels: list = field(default_factory=list)
+    launches: list = field(default_factory=list)
+
+    def to_dict(self):
+        return {"path": self.path, "module": self.module, "kernels": self.kernels,
+                "launches": self.launches}
+
+    @classmethod
+    def from_dict(cls, d):
+        if set(d) != {"path", "module", "kernels", "launches"}:
+            raise ValueError("not FakeFacts")
+        return cls(**d)
+
+
+PARSED_LOG: list[str] = []
+
+
+def fake_extract(path, source, module, *, varying_names=frozenset(), stable_names=frozenset()):
+    PARSED_LOG.append(path)
+    if b"CRASH_INTERNAL" in source:
+        raise ValueError("engine bug")
+    if b"CRASH_WORKER" in source and os.getpid() != MAIN_PID:
+        os._exit(3)  # a worker dying in native code
+    try:
+        text = source.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"not valid UTF-8: {exc.reason}") from None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise SourceError(f"syntax error: {exc.msg}", exc.lineno) from None
+    kernels, launches = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and any(
+            "jit" in ast.unparse(d) for d in node.decorator_list
+        ):
+            kernels.append({"name": node.name, "qualname": f"{module}.{node.name}",
+                            "line": node.lineno, "params": [a.arg for a in node.args.args]})
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript):
+            callee = ast.unparse(node.func.value).rsplit(".", 1)[-1]
+            args = [ast.unparse(a) for a in node.args]
+            launches.append({"callee": callee, "line": node.lineno, "col": node.col_offset + 1,
+                             "args": args})
+    return FakeFacts(path, module, kernels, launches)
+
+
+def fake_link(facts, *, varying_names=frozenset(), stable_names=frozenset()):
+    kernels = {k["name"]: k for f in facts for k in f.kernels}
+    out = []
+    for f in facts:
+        for la in f.launches:
+            k = kernels.get(la["callee"])
+            if not k:
+                continue
+            for i, a in enumerate(la["args"]):
+                if ".shape[0]" in a and i < len(k["params"]):
+                    out.append(Finding("JG001", f.path, la["line"], la["col"], k["qualname"],
+                                       k["params"][i], f"{k['params'][i]} varies", "safe"))
+                if a == "BLOCK" and i < len(k["params"]):
+                    out.append(Finding("JG002", f.path, la["line"], la["col"], k["qualname"],
+                                       k["params"][i], "constexpr varies", "unsafe"))
+    return out
+
+
+ENGINE = Engine(fake_extract, fake_link, FakeFacts.from_dict, SourceError)
+
+KERNEL = "import triton\n\n@triton.jit\ndef {name}(x, n):\n    pass\n"
+LAUNCH = "from {mod} import {name}\n\ndef run(x):\n    {name}[(1,)](x, x.shape[0])\n"
+PLAIN = "import os\n\ndef f(x):\n    return [x] * {n}\n"
+
+
+def make_tree(root, rng, n_kernels=5, n_launchers=6, n_plain=20):
+    """A random package: kernel modules, launcher modules importing them, unrelated modules."""
+    pkg = root / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    names = [f"k_{rng.randrange(10**6)}_{i}" for i in range(n_kernels)]
+    for i, name in enumerate(names):
+        (pkg / f"kern{i}.py").write_text(KERNEL.format(name=name))
+    launchers = []
+    for j in range(n_launchers):
+        i = rng.randrange(n_kernels)
+        p = pkg / f"launch{j}.py"
+        p.write_text(LAUNCH.format(mod=f"pkg.kern{i}", name=names[i]))
+        launchers.append(p)
+    plain = []
+    for j in range(n_plain):
+        p = pkg / f"plain{j}.py"
+        p.write_text(PLAIN.format(n=rng.randrange(100)))
+        plain.append(p)
+    return names, launchers, plain
+
+
+def scan(root, tmp_path, **kw):
+    PARSED_LOG.clear()
+    kw.setdefault("jobs", 1)
+    kw.setdefault("cache_dir", str(tmp_path / "cache"))
+    return scan_paths([str(root)], Config(root=str(root)), engine=ENGINE, **kw)
+
+
+@pytest.fixture
+def rng():
+    seed = random.randrange(2**32)
+    print("seed", seed)
+    return random.Random(seed)
+
+
+def test_prefilter_parses_only_kernel_and_launch_files(tmp_path, rng, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "src"
+    root.mkdir()
+    names, launchers, plain = make_tree(root, rng, n_plain=rng.randrange(5, 30))
+    res = scan(root, tmp_path, use_cache=False)
+    parsed = {os.path.basename(p) for p in PARSED_LOG}
+    assert parsed == {f"kern{i}.py" for i in range(len(names))} | {p.name for p in launchers}
+    assert res.files_skipped == len(plain) + 1  # + __init__.py
+    assert res.files_scanned == len(names) + len(launchers) + len(plain) + 1
+    # every launcher's cross-module launch is linked to its kernel
+    assert sorted(f.path for f in res.findings) == sorted(
+        f"src/pkg/{p.name}" for p in launchers
+    )
+    assert all(f.kernel.startswith("pkg.kern") for f in res.findings)
+
+
+def test_module_names_follow_packages(tmp_path, rng, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make_tree(tmp_path, rng, n_kernels=2, n_launchers=2, n_plain=0)
+    res = scan(tmp_path, tmp_path, use_cache=False, keep_facts=True)
+    mods = {f.path: f.module for f in res.facts}
+    assert mods["pkg/kern0.py"] == "pkg.kern0" and mods["pkg/launch1.py"] == "pkg.launch1"
+
+
+def test_warm_cache_serves_everything_and_rebuilds_changes(tmp_path, rng, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "t"
+    root.mkdir()
+    names, launchers, _ = make_tree(root, rng)
+    cold = scan(root, tmp_path)
+    assert cold.files_parsed == cold.files_analyzed > 0 and cold.cache_hits == 0
+    warm = scan(root, tmp_path)
+    assert PARSED_LOG == [] and warm.files_parsed == 0
+    assert warm.cache_hits == cold.files_analyzed
+    assert warm.findings == cold.findings
+    # change one launcher so it no longer launches: only that file is parsed again
+    victim = rng.choice(launchers)
+    victim.write_text("def run(x):\n    return x\n")
+    again = scan(root, tmp_path)
+    assert PARSED_LOG == []  # no longer mentions a kernel: not parsed at all
+    assert len(again.findings) == len(cold.findings) - 1
+    victim.write_text(LAUNCH.format(mod="pkg.kern0", name=names[0]) + "# changed\n")
+    again = scan(root, tmp_path)
+    assert [os.path.basename(p) for p in PARSED_LOG] == [victim.name]
+    assert len(again.findings) == len(cold.findings)
+
+
+def test_corrupt_cache_entries_are_rebuilt(tmp_path, rng, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t").mkdir()
+    make_tree(tmp_path / "t", rng)
+    cold = scan(tmp_path / "t", tmp_path)
+    entries = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "cache") for f in fs]
+    assert entries
+    for e in entries:  # truncate, garble, or replace with valid JSON of the wrong shape
+        choice = rng.randrange(3)
+        with open(e, "w") as fh:
+            fh.write(["", "{\"key\": ", "{\"key\": \"x\", \"facts\": 1}"][choice])
+    again = scan(tmp_path / "t", tmp_path)
+    assert again.findings == cold.findings
+    assert again.files_parsed == cold.files_analyzed
+    third = scan(tmp_path / "t", tmp_path)
+    assert third.files_parsed == 0 and third.findings == cold.findings
+
+
+def test_parallel_jobs_match_serial(tmp_path, rng, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make_tree(tmp_path, rng, n_kernels=8, n_launchers=12, n_plain=5)
+    serial = scan(tmp_path, tmp_path, use_cache=False, jobs=1)
+    parallel = scan(tmp_path, tmp_path, use_cache=False, jobs=2)
+    assert parallel.jobs == 2
+    assert parallel.findings == serial.findings and parallel.findings
+
+
+def test_worker_crash_falls_back_and_internal_errors_are_per_file(tmp_path, rng, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make_tree(tmp_path, rng, n_kernels=4, n_launchers=6, n_plain=2)
+    (tmp_path / "pkg" / "boom.py").write_text("import triton  # jit\nCRASH_WORKER = 1\n")
+    (tmp_path / "pkg" / "bug.py").write_text("import triton  # jit\nCRASH_INTERNAL = 1\n")
+    base = scan(tmp_path, tmp_path, use_cache=False, jobs=1)
+    res = scan(tmp_path, tmp_path, use_cache=False, jobs=2)
+    assert [e.path for e in res.internal_errors] == ["pkg/bug.py"]
+    assert "ValueError: engine bug" in res.internal_errors[0].message
+    assert res.findings == base.findings and len(res.findings) == 6
+    # internal errors are never cached: the next run tries again
+    scan(tmp_path, tmp_path)
+    again = scan(tmp_path, tmp_path)
+    assert any(p.endswith("bug.py") for p in PARSED_LOG)
+    assert len(again.internal_errors) == 1
+
+
+def test_source_errors_are_cached_file_errors(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.py").write_text("import triton\n@triton.jit\ndef k(:\n")
+    (tmp_path / "latin.py").write_bytes(b"import triton  # jit \xe9\xff\n")
+    res = scan(tmp_path, tmp_path)
+    assert [(e.path, e.line) for e in res.errors] == [("bad.py", 3), ("latin.py", None)]
+    assert "UTF-8" in res.errors[1].message
+    again = scan(tmp_path, tmp_path)
+    assert PARSED_LOG == [] and [e.path for e in again.errors] == ["bad.py", "latin.py"]
+
+
+def test_unreadable_file_is_a_file_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text(KERNEL.format(name="ka") + "ka[(1,)](x, x.shape[0])\n")
+    (tmp_path / "secret.py").write_text(KERNEL.format(name="kb"))
+    real_open = open
+
+    def guarded_open(path, *a, **k):
+        if str(path).endswith("secret.py"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(runner_mod, "open", guarded_open, raising=False)
+    res = scan(tmp_path, tmp_path, use_cache=False)
+    assert [(e.path, e.message) for e in res.errors] == [("secret.py", "cannot read: permission denied")]
+    assert len(res.findings) == 1
+
+
+def test_concurrent_scans_share_one_cache(tmp_path, rng, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    make_tree(tmp_path, rng, n_kernels=6, n_launchers=10, n_plain=3)
+    expected = scan(tmp_path, tmp_path, use_cache=False).findings
+    results, errors = [], []
+
+    def worker():
+        try:
+            results.append(scan_paths([str(tmp_path)], Config(root=str(tmp_path)), engine=ENGINE,
+                                      jobs=1, cache_dir=str(tmp_path / "shared-cache")))
+        except Exception as exc:  # pragma: no cover - the failure is the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(r.findings == expected for r in results) and len(results) == 4
+    leftovers = [f for d, _, fs in os.walk(tmp_path / "shared-cache") for f in fs if ".part" in f]
+    assert leftovers == []
+
+
+def test_select_ignore_and_per_file_ignores_apply_after_link(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tests").mkdir()
+    src = KERNEL.format(name="kk") + "def g(x, BLOCK):\n    kk[(1,)](x.shape[0], BLOCK)\n"
+    (tmp_path / "a.py").write_text(src)
+    (tmp_path / "tests" / "b.py").write_text(src)
+
+    def codes(config):
+        res = scan_paths([str(tmp_path)], config, engine=ENGINE, jobs=1, use_cache=False)
+        return sorted((f.path, f.code) for f in res.findings), res.suppressed
+
+    base = Config(root=str(tmp_path))
+    assert codes(base)[0] == [("a.py", "JG001"), ("a.py", "JG002"), ("tests/b.py", "JG001"),
+                              ("tests/b.py", "JG002")]
+    assert codes(base.with_cli(ignore=["JG002"])) == ([("a.py", "JG001"), ("tests/b.py", "JG001")], 2)
+    assert codes(base.with_cli(select=["JG002"]))[0] == [("a.py", "JG002"), ("tests/b.py", "JG002")]
+    pfi = Config(root=str(tmp_path), per_file_ignores=(("tests/", ("JG00",)),))
+    assert codes(pfi)[0] == [("a.py", "JG001"), ("a.py", "JG002")]
