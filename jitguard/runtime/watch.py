@@ -302,7 +302,9 @@ def _on_pre(kwargs: dict) -> None:
             params=variant.params,
             options=variant.options if variant.options is not None else {"raw": variant.options_text},
             key=call.key,
-            variant=len(h.variants) + 1,
+            # provisional (compiles of the same kernel may be in flight on other threads); the
+            # post hook sets the final number
+            variant=len(h.variants) + 1 + sum(1 for p in _STATE.pending.values() if p.history is h),
             closest_variant=idx + 1 if idx is not None else None,
             diff=entries,
             remedy=(("expected: the autotuner compiles each config it benchmarks; " if autotuning else "")
@@ -333,6 +335,7 @@ def _on_post(kwargs: dict) -> None:
         if call.key not in h.keys_seen:
             h.keys_seen.add(call.key)
             h.variants.append(pending.variant)
+            event.variant = len(h.variants)
         event.seq = _STATE.next_seq()
         event.overhead_ms = round((pending.t_own + time.perf_counter() - t1) * 1e3, 4)
         for w in list(_STATE.watches):

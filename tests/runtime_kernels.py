@@ -1,0 +1,20 @@
+"""Small real Triton kernels for the runtime tests (compiled for sm_90 on a CPU via the stand-in driver).
+
+Each test wraps these bodies in a fresh ``triton.jit`` (``fresh(...)``) so the in-memory cache
+starts empty.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+def copy_body(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+def fresh(body=copy_body, **jit_kwargs):
+    """A new JITFunction for ``body``: empty in-memory cache, same source (disk cache key)."""
+    return triton.jit(body, **jit_kwargs)
