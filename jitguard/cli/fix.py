@@ -62,7 +62,12 @@ def _encoding(data: bytes) -> str:
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    plural = word + ("es" if word.endswith(("x", "s")) else "s")
+    return f"{n} {word if n == 1 else plural}"
+
+
+def _strip_code(code: str, message: str) -> str:
+    return message[len(code):].lstrip(" :") if message.startswith(code) else message
 
 
 @click.command(
@@ -134,11 +139,13 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
     config = _config(config_file, _split(select), _split(ignore), exclude)
 
     findings = []
+    facts = []
     scan_errors = []
     if not no_scan:
         from jitguard.static.runner import scan_paths
 
-        result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache)
+        result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache, keep_facts=True)
+        facts = list(result.facts)
         findings.extend(result.findings)  # select/ignore/per-file-ignores already applied
         scan_errors = list(result.errors) + list(getattr(result, "internal_errors", []))
     for t in traces:
@@ -147,7 +154,7 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
             if config.is_enabled(f.code, config.ignores_for_path(f.path))
         )
 
-    plan = plan_fixes(findings, unsafe=unsafe_fixes, roots=paths)
+    plan = plan_fixes(findings, unsafe=unsafe_fixes, roots=paths, facts=facts)
     if show_diff is None:
         show_diff = not write
     if show_diff:
@@ -168,14 +175,18 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
             where = f"{e.path}:{e.line}" if getattr(e, "line", None) else e.path
             err(f"{where}: not analyzed: {e.message}")
         for x in plan.fixes:
-            where = f"{x.path}:{x.kernel_line}" if x.kernel_line else x.path
+            if x.action == "none":  # a suggestion: point where the finding points (a launch...)
+                f = x.site
+                where = f"{f.path}:{f.line}:{f.column}"
+            else:  # an edit: point at the kernel it edits
+                where = f"{x.path}:{x.kernel_line}" if x.kernel_line else x.path
             head = f"{where}: {x.code} {x.kernel}" + (f".{x.param}" if x.param else "")
             src = " [trace]" if x.sources == ["runtime"] else ""
             if x.status == "unsafe":
                 err(f"{head}: unsafe fix not applied{src} ({x.describe()}): {x.detail}; "
                     "rerun with --unsafe-fixes to apply it")
             elif x.status == "manual":
-                err(f"{head}: needs a manual fix{src}: {x.detail}")
+                err(f"{head}: needs a manual fix{src}: {_strip_code(x.code, x.detail)}")
             elif x.status in ("refused", "error"):
                 err(f"{head}: not fixed{src}: {x.detail}")
             elif x.status == "applied" and x.safety == "unsafe":

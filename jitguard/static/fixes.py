@@ -300,12 +300,16 @@ def plan_fixes(
     *,
     unsafe: bool = False,
     roots: Sequence[str] | None = None,
+    facts: Iterable[Any] = (),
 ) -> FixPlan:
     """Decide and compute every fix; reads files, writes nothing.
 
     ``roots``: files or directories the fixer may edit (the paths scanned); a kernel defined
     elsewhere is reported, not edited. ``None`` allows any file.
+    ``facts``: ``FileFacts`` the scan already extracted (saves parsing a file twice); a file without
+    them is extracted here.
     """
+    known = {os.path.abspath(ff.path): ff for ff in facts if getattr(ff, "path", None)}
     by_file: dict[str, list[Finding]] = {}
     for f in sorted(findings, key=lambda x: (x.sort_key(), x.source)):
         by_file.setdefault(os.path.abspath(_kernel_path(f)), []).append(f)
@@ -327,7 +331,9 @@ def plan_fixes(
                 bad = syntax_error(ff.snapshot.data, ff.path)
                 if bad:
                     ff.error = f"{bad}; left untouched"
-        ffacts = _file_facts(ff.snapshot) if ff.error is None else None
+        ffacts = None
+        if ff.error is None:
+            ffacts = known.get(abspath) or _file_facts(ff.snapshot)
 
         # one Fix per (kernel, code, param): several launch sites and a trace may ask for it
         fixes: dict[tuple, Fix] = {}
