@@ -121,7 +121,6 @@ def _inv_rope_fp8_quant_kernel(
     tl.store(q_base + rows[:, None] * q_row_stride + cols[None, :], q, mask=tile_ok)
 
     # Scales are token-major: BLOCK_T consecutive floats per block. Rows T..T4-1 get zeros.
-    scale_stride = tl.multiple_of(scale_stride, 4)
     blk = tl.arange(0, BLOCK_Q)
     first_blk = group * NUM_SCALES + head_in_group * NUM_Q
     s_base = scale_ptr + first_blk.to(tl.int64) * scale_stride + t0

@@ -1,0 +1,309 @@
+"""Benchmark: fused inverse RoPE + FP8 block quantization on one GPU, against the HBM floor.
+
+    python bench/bench_rope_fp8.py [--out bench/results/rope_fp8_h200.json] [--quick]
+    python bench/bench_rope_fp8.py --ptx      # no GPU: sm_90 registers/spills/memory ops per config
+
+Each figure is the median over CUDA-graph replays of a graph holding many back-to-back calls of
+the public wrapper (allocation included), cycling over enough input sets that the inputs don't sit
+in L2; per-call time = replay time / calls. The floor is the bytes the operation must move (o
+read; q, scales incl. padding rows written; positions and cos/sin rows read) over the read
+bandwidth measured in the same run (a graph-replayed ``x.sum()`` over 2 GiB). Peers in the same
+run: the PyTorch reference eagerly (plain calls, CUDA events) and under ``torch.compile``; and the
+same kernel in vLLM's layout (one program per (token, head), one warp: BLOCK_T=1, num_warps=1).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+NOPE, ROPE, QG = 448, 64, 128
+D = NOPE + ROPE
+TOKENS = [1, 16, 128, 1024, 8192, 32768]
+GROUPS = [(1, 8), (8, 8)]
+# (BLOCK_T, num_warps) tried at the sizes in SWEEP_SIZES; the wrapper's default is one of them.
+CONFIGS = [(4, 2), (8, 4), (16, 4), (16, 8), (32, 8), (8, 2)]
+SWEEP_SIZES = [((1, 8), 1), ((1, 8), 8192), ((1, 8), 32768), ((8, 8), 8192), ((8, 8), 32768)]
+MAX_POS = 8192
+
+
+def bytes_moved(T: int, G: int, hpg: int) -> int:
+    H = G * hpg
+    T4 = (T + 3) // 4 * 4
+    nsb = hpg * D // QG
+    return T * H * D * 2 + T * H * D + G * nsb * T4 * 4 + T * 8 + T * ROPE * 4
+
+
+def graph_time_us(fn_per_call, n_calls: int, replays: int = 15) -> float:
+    """Median per-call microseconds over replays of a graph of ``n_calls`` calls (call i gets i)."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for i in range(2):
+            fn_per_call(i)  # warm-up: compile, allocator
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(n_calls):
+            fn_per_call(i)
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / n_calls)
+    del graph
+    return statistics.median(times)
+
+
+def event_time_us(fn, n_calls: int, batches: int = 5) -> float:
+    """Median per-call microseconds of plain (eager) calls, timed with events over batches."""
+    import torch
+
+    for _ in range(2):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(batches):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(n_calls):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / n_calls)
+    return statistics.median(times)
+
+
+def measure_bandwidth() -> dict:
+    import torch
+
+    n = 2 ** 29  # 2 GiB of float32
+    x = torch.randn(n, device="cuda")
+    y = torch.empty_like(x)
+    read_us = graph_time_us(lambda i: x.sum(), 10)
+    copy_us = graph_time_us(lambda i: y.copy_(x), 10)
+    return {"read_GBps": n * 4 / read_us / 1e3, "copy_GBps": 2 * n * 4 / copy_us / 1e3,
+            "read_us_2GiB": read_us, "copy_us_2GiB": copy_us}
+
+
+def _inputs(T, G, hpg, cache):
+    import torch
+
+    H = G * hpg
+    big = torch.randn(T, H, D + 64, device="cuda").mul_(3).to(torch.bfloat16)
+    o = big[:, :, :D]  # token stride H*(D+64): a slice of a padded buffer, last dim contiguous
+    positions = torch.randint(0, cache.shape[0], (T,), device="cuda", dtype=torch.int64)
+    return o, positions
+
+
+def run(args) -> dict:
+    import torch
+    import triton
+
+    from jitguard.kernels import rope_fp8
+    from jitguard.kernels.rope_fp8 import fused_inv_rope_fp8_quant
+    from jitguard.kernels.rope_fp8_reference import inv_rope_fp8_quant_reference
+
+    started = time.time()
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+    props = torch.cuda.get_device_properties(0)
+    bw = measure_bandwidth()
+    read_gbps = bw["read_GBps"]
+    print(f"# {props.name}: read {read_gbps:.0f} GB/s, copy {bw['copy_GBps']:.0f} GB/s", flush=True)
+    angles = torch.rand(MAX_POS, ROPE // 2, device="cuda") * 6.2832
+    cache = torch.cat([angles.cos(), angles.sin()], dim=1).contiguous()
+    compiled_ref = torch.compile(inv_rope_fp8_quant_reference, dynamic=True)
+    tokens = [1, 8192] if args.quick else TOKENS
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.mem",
+                              "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        smi = None
+    rows, sweep = [], []
+    result = {
+        "benchmark": "fused inverse RoPE + FP8 block quant (bench/bench_rope_fp8.py)",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"gpu": props.name, "sms": props.multi_processor_count,
+                    "memory_GiB": round(props.total_memory / 2 ** 30, 1), "nvidia_smi": smi,
+                    "host": platform.node()},
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "triton": triton.__version__, "cuda": torch.version.cuda},
+        "shape": {"nope_dim": NOPE, "rope_dim": ROPE, "quant_group_size": QG, "D": D,
+                  "o": "bf16 [T, H, D], token stride H*(D+64)", "positions": "int64",
+                  "cos_sin_cache": f"fp32 [{MAX_POS}, {ROPE}]"},
+        "kernel_config": {"BLOCK_T": rope_fp8.BLOCK_T, "num_warps": rope_fp8.NUM_WARPS},
+        "method": "median per-call time over 15 CUDA-graph replays of a graph of calls_per_graph "
+                  "wrapper calls cycling over input_sets input sets; floor = bytes / read GB/s; "
+                  "eager and torch.compile: plain calls timed with CUDA events",
+        "bandwidth": bw,
+        "rows": rows,
+        "config_sweep": sweep,
+        "complete": False,
+    }
+
+    def save():
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+
+    for (G, hpg) in GROUPS:
+        for T in tokens:
+            nbytes = bytes_moved(T, G, hpg)
+            floor_us = nbytes / read_gbps / 1e3
+            n_sets = max(1, min(64, -(-(256 << 20) // nbytes)))
+            sets = [_inputs(T, G, hpg, cache) for _ in range(n_sets)]
+            o0, p0 = sets[0]
+            q, s = fused_inv_rope_fp8_quant(o0, p0, cache, G, hpg)
+            q_ref, s_ref = inv_rope_fp8_quant_reference(o0, p0, cache, G, hpg)
+            exact = bool(torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
+                         and torch.equal(s, s_ref))
+            del q, s, q_ref, s_ref
+            n_calls = max(4, min(200, int(4000 / max(floor_us * 1.3, 2.0))))
+
+            def call(i, block_t=None, num_warps=None):
+                o, p = sets[i % n_sets]
+                if block_t is None:
+                    return fused_inv_rope_fp8_quant(o, p, cache, G, hpg)
+                q_buf, scale_buf = rope_fp8._allocate(o, G, hpg, QG)
+                if block_t == 1:  # vLLM's layout: padding rows are left unwritten (timing only)
+                    rope_fp8._inv_rope_fp8_quant_kernel[(T * G * hpg,)](
+                        o, p, cache, q_buf, scale_buf, T, scale_buf.shape[2],
+                        o.stride(0), o.stride(1), cache.stride(0),
+                        N_GROUPS=G, HEADS_PER_GROUP=hpg, NOPE_DIM=NOPE, ROPE_DIM=ROPE,
+                        QUANT_GROUP=QG, BLOCK_T=1, BLOCK_Q=4, ROPE_CHUNK=64,
+                        num_warps=1, enable_fp_fusion=False)
+                else:
+                    rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, o, p, cache, q_buf,
+                                     scale_buf, G, hpg, NOPE, ROPE, QG, block_t, num_warps)
+                return q_buf, scale_buf
+
+            us = graph_time_us(call, n_calls)
+            t2 = graph_time_us(call, n_calls)  # the same version twice: the spread is the noise
+            vllm_us = graph_time_us(lambda i: call(i, 1, 1), n_calls)
+            o0, p0 = sets[0]
+            eager_calls = max(2, min(50, int(20000 / max(floor_us * 30, 200))))
+            eager_us = event_time_us(
+                lambda: inv_rope_fp8_quant_reference(o0, p0, cache, G, hpg), eager_calls)
+            compile_us = None
+            if time.time() - started < args.budget_s:
+                try:
+                    compile_us = event_time_us(
+                        lambda: compiled_ref(o0, p0, cache, G, hpg), eager_calls)
+                except Exception as exc:  # a compile failure must not lose the kernel's numbers
+                    print(f"# torch.compile failed at G={G} hpg={hpg} T={T}: {exc!r}"[:300])
+            row = {
+                "G": G, "hpg": hpg, "T": T, "bytes": nbytes, "floor_us": floor_us,
+                "us": us, "us_repeat": t2, "pct_floor": 100 * floor_us / us,
+                "vllm_layout_us": vllm_us, "vllm_layout_pct_floor": 100 * floor_us / vllm_us,
+                "eager_us": eager_us, "compile_us": compile_us, "bit_exact": exact,
+                "input_sets": n_sets, "calls_per_graph": n_calls,
+            }
+            rows.append(row)
+            print(f"G={G} hpg={hpg} T={T:6d}: {us:9.2f} us ({row['pct_floor']:5.1f}% of floor "
+                  f"{floor_us:8.2f}) repeat {t2:9.2f}  vllm-layout {vllm_us:9.2f}  eager "
+                  f"{eager_us:9.1f}  compile {compile_us if compile_us is None else round(compile_us, 1)}"
+                  f"  exact={exact}", flush=True)
+
+            if ((G, hpg), T) in SWEEP_SIZES and not args.quick:
+                for block_t, num_warps in CONFIGS:
+                    cus = graph_time_us(lambda i: call(i, block_t, num_warps), n_calls)
+                    sweep.append({"G": G, "hpg": hpg, "T": T, "BLOCK_T": block_t,
+                                  "num_warps": num_warps, "us": cus,
+                                  "pct_floor": 100 * floor_us / cus})
+                    print(f"   sweep BLOCK_T={block_t:2d} num_warps={num_warps}: {cus:9.2f} us "
+                          f"({100 * floor_us / cus:5.1f}%)", flush=True)
+            save()
+            del sets
+            torch.cuda.empty_cache()
+
+    result["wall_s"] = round(time.time() - started, 1)
+    result["complete"] = True
+    save()
+    return result
+
+
+def print_table(result: dict) -> None:
+    print("\n| G x hpg | T | µs | % of HBM floor | floor µs | vLLM layout µs (%) | eager µs | "
+          "torch.compile µs |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in result["rows"]:
+        pct = "–" if r["T"] < 128 else f"{r['pct_floor']:.0f}%"
+        vpct = "" if r["T"] < 128 else f" ({r['vllm_layout_pct_floor']:.0f}%)"
+        comp = "–" if r["compile_us"] is None else f"{r['compile_us']:.1f}"
+        print(f"| {r['G']}x{r['hpg']} | {r['T']} | {r['us']:.2f} | {pct} | {r['floor_us']:.2f} | "
+              f"{r['vllm_layout_us']:.2f}{vpct} | {r['eager_us']:.1f} | {comp} |")
+
+
+def ptx_report() -> None:
+    """No GPU needed: compile for sm_90 per config and print ptxas's resource usage."""
+    import re
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from jitguard.kernels import rope_fp8
+
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    ptxas = next((p for p in (ptxas / "ptxas-blackwell", ptxas / "ptxas") if p.exists()), None)
+    sig = {"o_ptr": "*bf16", "positions_ptr": "*i64", "cos_sin_ptr": "*fp32",
+           "q_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "num_tokens": "i32", "scale_stride": "i32",
+           "o_stride_t": "i32", "o_stride_h": "i32", "cos_sin_stride": "i32"}
+    div16 = [["tt.divisibility", 16]]
+    attrs = {(i,): div16 for i in (0, 1, 2, 3, 4, 7, 8, 9)}
+    for block_t, num_warps in [(rope_fp8.BLOCK_T, rope_fp8.NUM_WARPS)] + CONFIGS + [(1, 1)]:
+        consts = dict(N_GROUPS=1, HEADS_PER_GROUP=8, NOPE_DIM=NOPE, ROPE_DIM=ROPE,
+                      QUANT_GROUP=QG, BLOCK_T=block_t, BLOCK_Q=4, ROPE_CHUNK=64)
+        full_sig = dict(sig, **{k: "constexpr" for k in consts})
+        cc = triton.compile(ASTSource(rope_fp8._inv_rope_fp8_quant_kernel, full_sig, consts, attrs),
+                            target=GPUTarget("cuda", 90, 32),
+                            options=dict(num_warps=num_warps, enable_fp_fusion=False))
+        ptx = cc.asm["ptx"]
+        ops = re.findall(r"^\s*(?:@%p\d+\s+)?((?:ld|st)\.(?:global|shared)[\w.]*|bar\.sync)", ptx, re.M)
+        counts = {op: ops.count(op) for op in sorted(set(ops))}
+        usage = ""
+        if ptxas is not None:
+            tmp = Path("/tmp/rope_fp8_sm90.ptx")
+            tmp.write_text(ptx)
+            out = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", str(tmp), "-o", "/dev/null"],
+                                 capture_output=True, text=True).stderr
+            usage = " ".join(re.findall(r"Used \d+ registers|\d+ bytes spill stores|\d+ bytes stack frame", out))
+        print(f"BLOCK_T={block_t:2d} num_warps={num_warps}: shared {cc.metadata.shared} B; {usage}")
+        print(f"   {counts}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "rope_fp8_h200.json"))
+    parser.add_argument("--quick", action="store_true", help="T in {1, 8192} only, no sweep")
+    parser.add_argument("--budget-s", type=float, default=150.0,
+                        help="stop adding torch.compile peers after this many seconds")
+    parser.add_argument("--ptx", action="store_true", help="no GPU: sm_90 resource usage per config")
+    args = parser.parse_args()
+    if args.ptx:
+        ptx_report()
+        return
+    result = run(args)
+    print_table(result)
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
