@@ -1,0 +1,214 @@
+"""Trace schema, key decoding/diffs, findings, predict and the single-trace report."""
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+
+triton = pytest.importorskip("triton")
+
+import jitguard  # noqa: E402
+from jitguard.report.recompiles import render_text, summarize  # noqa: E402
+from jitguard.runtime import compat, keys, steps  # noqa: E402
+from jitguard.runtime.findings import findings_from_trace  # noqa: E402
+from jitguard.runtime.trace import (  # noqa: E402
+    TRACE_JSON_SCHEMA,
+    Event,
+    Trace,
+    TraceError,
+    load_trace,
+    load_traces,
+    write_trace,
+)
+from runtime_helpers import FakeTensor, dtype, stand_in_driver  # noqa: E402
+from runtime_kernels import copy_body, fresh  # noqa: E402
+
+RNG = random.Random(os.urandom(8))
+PARAMS = [("x_ptr", False, False, False), ("n", False, False, False), ("BLOCK", True, False, False)]
+
+
+def odd():
+    while True:
+        n = RNG.randrange(17, 1 << 20)
+        if n % 16:
+            return n
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    """One watched run with every kind of change (compiled once for the module)."""
+    cache = tmp_path_factory.mktemp("triton-cache")
+    old = os.environ.get("TRITON_CACHE_DIR")
+    os.environ["TRITON_CACHE_DIR"] = str(cache)
+    steps.reset_steps()
+    try:
+        with stand_in_driver():
+            k = fresh()
+            x = FakeTensor(16 * RNG.randrange(1, 1 << 20), dtype("float16"))
+            y = FakeTensor(16 * RNG.randrange(1, 1 << 20), dtype("float16"))
+            ns = [odd(), 16 * RNG.randrange(1, 1000), 1]
+            with jitguard.watch() as w:
+                for step, n in enumerate(ns):
+                    jitguard.mark_step(step)
+                    k.warmup(x, y, n, BLOCK=64, grid=(1,))
+                k.warmup(x, y, ns[0], BLOCK=128, grid=(1,))
+                k.warmup(x, y, ns[0], BLOCK=64, grid=(1,), num_warps=8)
+    finally:
+        if old is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = old
+    return w, k, ns
+
+
+def test_trace_validates_against_schema_and_round_trips(recorded, tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    w, _, _ = recorded
+    path = w.to_json(tmp_path / "t.json")
+    data = json.loads(open(path).read())
+    jsonschema.validate(data, TRACE_JSON_SCHEMA)
+    assert data["schema"] == "jitguard.trace" and data["version"] == 1
+    proc = data["process"]
+    assert proc["pid"] == os.getpid() and proc["host"] and proc["start_wall"] > 1.7e9
+    assert proc["end_monotonic"] >= proc["start_monotonic"]
+    assert proc["triton_version"] == triton.__version__
+    assert [e["step"] for e in data["events"]] == [0, 1, 2, 2, 2]
+    walls = [e["wall"] for e in data["events"]]
+    assert walls == sorted(walls) and all(proc["start_wall"] <= t <= proc["end_wall"] for t in walls)
+    again = load_trace(path)
+    assert again.to_dict() == data
+    assert [n for n in os.listdir(tmp_path)] == ["t.json"]  # the atomic write left no temp file
+
+
+def test_trace_size_is_bounded(recorded):
+    w, _, _ = recorded
+    small = Trace(max_events=2)
+    for e in w.trace.events:
+        small.add(e)
+    assert len(small.events) == 2 and small.dropped_events == len(w.trace.events) - 2
+    kernel = w.trace.events[0].kernel
+    assert small.kernels[kernel].compiles == len(w.trace.events)  # totals stay exact
+    long = Event(kind="compile", seq=0, kernel="k", key="x" * 100_000)
+    assert len(long.to_dict()["key"]) <= 2000
+
+
+def test_rank_from_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    with jitguard.watch() as w:
+        pass
+    p = w.snapshot().process
+    assert (p.rank, p.world_size, p.local_rank) == (3, 8, 3)
+
+
+@pytest.mark.parametrize("content, words", [
+    ("{not json", "not JSON"),
+    ('{"schema": "other"}', "not a jitguard trace"),
+    ('{"schema": "jitguard.trace", "version": 99, "process": {}, "events": []}', "version 99"),
+    ('{"schema": "jitguard.trace", "version": 1, "process": {}, "events": [{"kind": "compile"}]}', "malformed"),
+])
+def test_bad_traces_are_one_line_errors(tmp_path, content, words):
+    p = tmp_path / "bad.json"
+    p.write_text(content)
+    with pytest.raises(TraceError, match=words):
+        load_trace(p)
+    with pytest.raises(TraceError, match="no such file"):
+        load_trace(tmp_path / "missing.json")
+
+
+def test_load_traces_expands_directories(recorded, tmp_path):
+    w, _, _ = recorded
+    for r in range(3):
+        w.to_json(tmp_path / f"rank{r}.json")
+    (tmp_path / "notes.txt").write_text("x")
+    assert len(load_traces([tmp_path])) == 3
+
+
+def test_decode_and_diff_synthetic_keys():
+    a = keys.decode_key("[('*fp16', 'D'), ('i32', ''), ('constexpr', 16)]{'debug': False}", PARAMS)
+    b = keys.decode_key("[('*fp16', ''), ('constexpr', 1), ('constexpr', 32)]{'num_warps': 4, 'debug': False}", PARAMS)
+    assert [keys.describe(p) for p in a.params] == ["*fp16, 16-byte aligned", "i32", "16"]
+    assert [d.what for d in keys.diff(a, b)] == [
+        "x_ptr: 16-byte aligned -> unaligned", "n: i32 -> folded constant 1",
+        "BLOCK (constexpr): 16 -> 32", "options: num_warps default -> 4"]
+    c = keys.decode_key("[('*fp16', 'D'), ('i32', ''), ('constexpr', 16)]{'debug': False, 'num_warps': 4}", PARAMS)
+    d = keys.decode_key("[('*fp16', 'D'), ('i32', ''), ('constexpr', 16)]{'num_warps': 4, 'debug': False}", PARAMS)
+    assert [x.change for x in keys.diff(c, d)] == ["option_order"]
+    # a constexpr that is not a Python literal, and quotes/brackets inside values
+    e = keys.decode_key("[('*bf16', None), ('i64', 'D'), ('constexpr', fp8e4nv)]{'note': \"a]{b\"}", PARAMS)
+    assert e.params[2].constexpr == "fp8e4nv" and e.options == {"note": "a]{b"}
+    assert keys.describe(e.params[0]) == "*bf16, alignment not specialized"
+    assert keys.describe(e.params[1]) == "i64, divisible by 16"
+
+
+def test_closest_prefers_fewest_params_then_facets():
+    v = [keys.decode_key(f"[('*fp16', 'D'), {n}, ('constexpr', 16)]{{}}", PARAMS)
+         for n in ("('i32', '')", "('i32', 'D')", "('constexpr', 1)")]
+    new = keys.decode_key("[('*fp16', 'D'), ('i64', 'D'), ('constexpr', 16)]{}", PARAMS)
+    assert keys.closest(new, v) == 1  # i32, divisible by 16 -> i64, divisible by 16
+    assert compat.split_key("[('i32', '')]{'a': 1}") == ("[('i32', '')]", "{'a': 1}")
+
+
+def test_findings_from_trace(recorded):
+    w, _, _ = recorded
+    fs = findings_from_trace(w.snapshot())
+    by = {(f.code, f.param): f for f in fs}
+    assert set(by) == {("JG001", "n"), ("JG002", "BLOCK"), ("JG007", None)}
+    jg1 = by[("JG001", "n")]
+    assert jg1.source == "runtime" and jg1.fix_safety == "safe" and jg1.kernel.endswith("copy_body")
+    assert jg1.details["recompiles"] == 2 and "do_not_specialize" in jg1.message
+    with open(jg1.details["kernel_path"]) as fh:
+        assert fh.read().splitlines()[jg1.line - 1].startswith("def copy_body(")
+    assert "num_warps" in by[("JG007", None)].message
+
+
+def test_report_text_explains_each_recompile(recorded, tmp_path):
+    w, _, ns = recorded
+    text = render_text(load_trace(w.to_json(tmp_path / "t.json")))
+    assert "copy_body" in text and "5 variants, 4 recompiles" in text
+    for line in ("n: i32 -> i32, divisible by 16", "n: i32 -> folded constant 1",
+                 "BLOCK (constexpr): 64 -> 128", "options: num_warps default -> 8"):
+        assert line in text
+    assert 'fix: add "n" to do_not_specialize' in text
+    (row,) = summarize(w.trace)
+    assert row["recompiles"] == 4 and {c["param"] for c in row["culprits"]} == {"n", "BLOCK", "options.num_warps"}
+
+
+def test_predict_matches_what_triton_compiles(recorded):
+    _, k, _ = recorded
+    x = FakeTensor(16 * RNG.randrange(1, 1 << 20), dtype("float16"))
+    y = FakeTensor(16 * RNG.randrange(1, 1 << 20), dtype("float16"))
+    ns = list(range(1, 513))
+    pred = jitguard.predict(copy_body_kernel(), [(x, y, n, 64) for n in ns])
+    assert len(pred) == 3  # folded 1, divisible by 16, other
+    assert {keys.describe(v.params[2]) for v in pred} == {"folded constant 1", "i32, divisible by 16", "i32"}
+    assert "do_not_specialize" in pred.explain()
+    fixed = jitguard.predict(fresh(copy_body, do_not_specialize=["n"]), [(x, y, n, 64) for n in ns])
+    assert len(fixed) == 1 and fixed.variants[0].calls == list(range(len(ns)))
+    # ground truth: the keys predicted are exactly the keys Triton puts in its cache
+    sample = RNG.sample(ns, 6) + [1, 16 * RNG.randrange(1, 30)]
+    real = fresh()
+    with stand_in_driver():
+        for n in sample:
+            real.warmup(x, y, n, BLOCK=64, grid=(1,))
+    cached = set(next(iter(real.device_caches.values()))[0])
+    assert set(jitguard.predict(real, [((x, y, n), {"BLOCK": 64}) for n in sample]).keys) == cached
+
+
+def copy_body_kernel():
+    return fresh()
+
+
+def test_predict_rejects_bad_input():
+    with pytest.raises(TypeError, match="@triton.jit"):
+        jitguard.predict(lambda: None, [()])
+    with pytest.raises(ValueError, match="cuda:90"):
+        jitguard.predict(fresh(), [()], target="sm90")
+
+
+def test_implicit_run_kwargs_match_run_source():
+    names = compat.implicit_run_kwargs(fresh())
+    assert "debug" in names and names["debug"] is False
