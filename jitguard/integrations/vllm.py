@@ -2,87 +2,177 @@
 
 Registered in pyproject.toml under the entry point group ``vllm.general_plugins``; vLLM calls
 :func:`register` in every process it starts (API server, engine core, each GPU worker). It does
-nothing unless ``JITGUARD_TRACE_DIR`` is set, so installing jitguard never changes a deployment::
+nothing unless ``JITGUARD`` is set (the same variables as ``jitguard run``), so installing
+jitguard never changes a deployment::
 
-    JITGUARD_TRACE_DIR=/tmp/jg vllm serve MODEL --tensor-parallel-size 8
-    jitguard report /tmp/jg          # merged across ranks: straggler compiles, per-rank variants
+    JITGUARD=record JITGUARD_TRACE=/tmp/jg/ vllm serve MODEL --tensor-parallel-size 8
+    jitguard report /tmp/jg/         # merged across ranks: compiles and variants per rank
 
-Each process writes ``jitguard-rank{R}-{host}-pid{PID}.json`` (``norank`` for processes outside
-the tensor-parallel group) when it exits. ``JITGUARD_MODE`` (record | warn | raise, default record)
-is passed to the watcher. Steps: vLLM does not call ``jitguard.mark_step``; add it to the model
-runner's step (or use ``jitguard.watch(distributed=True)`` in your own loop) to get straggler
-analysis, otherwise the report lists compiles per rank and variants per rank.
+``JITGUARD`` is record | warn | raise (``1`` = warn); ``JITGUARD_TRACE`` is the directory
+(default ``./jitguard-traces/``); ``JITGUARD_MAX_RECOMPILES`` the warn/raise budget. Each process
+writes ``jitguard-trace.rank{R}.pid{P}.json`` there when it exits (no ``rank`` part for processes
+outside the distributed group). The rank is captured when the process group is initialized, since
+vLLM tears it down before exit.
 
-This module never imports vLLM, torch or Triton at import time: only :func:`register` does work.
+Straggler compiles need step numbers: vLLM does not call ``jitguard.mark_step``; call it once per
+model-runner step (e.g. in a custom worker) to line compiles up across ranks. Without it the report
+still lists compiles per rank and each kernel's variants per rank.
+
+This module never imports vLLM, and imports nothing heavy at import time: only :func:`register`
+does work. When ``jitguard run`` already activated the watcher in a process, the plugin leaves it be.
 """
 from __future__ import annotations
 
 import atexit
+import importlib.abc
+import importlib.util
 import os
 import signal
-import socket
 import sys
 import threading
 from typing import Any
 
-ENV_DIR = "JITGUARD_TRACE_DIR"
-ENV_MODE = "JITGUARD_MODE"
+DEFAULT_DIR = "jitguard-traces"
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"pid": None, "watch": None, "written": False, "dir": None}
+_state: dict[str, Any] = {"pid": None, "watch": None, "written": False, "target": None}
 _fork_hook_installed = False
 
 
-def _rank_now(fallback: int | None) -> int | None:
-    """The process's rank: torch.distributed if initialized, else the trace's, else RANK env."""
+def _settings(environ=None) -> tuple[str, int | None, str] | None:
+    """(mode, max_recompiles, trace directory) from the environment, or None when off."""
+    from jitguard.runtime.activate import ENV_MAX, ENV_MODE, ENV_TRACE, ActivationError, _mode_from_env
+
+    env = os.environ if environ is None else environ
     try:
-        dist = sys.modules.get("torch.distributed")
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            return int(dist.get_rank())
-    except Exception:
-        pass
-    if fallback is not None:
-        return fallback
-    for name in ("RANK", "LOCAL_RANK"):
-        value = os.environ.get(name)
-        if value is not None and value.strip().lstrip("-").isdigit():
-            return int(value)
-    return None
+        mode = _mode_from_env(env.get(ENV_MODE, ""))
+        if mode is None:
+            return None
+        raw = env.get(ENV_MAX)
+        max_recompiles = int(raw) if raw not in (None, "") else None
+        if max_recompiles is not None and max_recompiles < 0:
+            raise ActivationError(f"{ENV_MAX}={raw!r}: must be >= 0")
+    except (ActivationError, ValueError) as exc:
+        print(f"jitguard: vLLM plugin not activated: {exc}", file=sys.stderr)
+        return None
+    target = env.get(ENV_TRACE) or DEFAULT_DIR
+    if not os.path.splitext(target)[1] and not target.endswith(("/", os.sep)):
+        target += os.sep  # a name without an extension is a directory: one file per process
+    return mode, max_recompiles, target
 
 
-def trace_filename(rank: int | None, host: str | None = None, pid: int | None = None) -> str:
-    """``jitguard-rank3-node1-pid4242.json``; ``norank`` when the process has no rank."""
-    host = (host or socket.gethostname()).split(".")[0] or "host"
-    host = "".join(c if c.isalnum() or c in "-_" else "_" for c in host)
-    who = f"rank{rank}" if rank is not None else "norank"
-    return f"jitguard-{who}-{host}-pid{pid if pid is not None else os.getpid()}.json"
+def trace_path() -> str | None:
+    """Where this process's trace goes (None when the plugin is not active here)."""
+    from jitguard.runtime.activate import trace_path_for_process
 
-
-def _trace_of(watch: Any):
-    trace = getattr(watch, "trace", None)
-    return trace() if callable(trace) else trace
+    watch, target = _state["watch"], _state["target"]
+    if watch is None or target is None:
+        return None
+    return trace_path_for_process(target, watch.trace.process.rank)
 
 
 def write_now() -> str | None:
-    """Write this process's trace into the trace directory (idempotent per process); returns the
-    path, or None when the plugin is not active here. Safe to call from exit handlers."""
+    """Stop the watcher and write this process's trace (once per process); returns the path, or
+    None when the plugin is not active here. Safe to call from exit and signal handlers."""
     with _lock:
-        watch, directory = _state["watch"], _state["dir"]
+        watch = _state["watch"]
         if watch is None or _state["pid"] != os.getpid() or _state["written"]:
             return None
         _state["written"] = True
+    rank = watch.trace.process.rank
     try:
-        trace = _trace_of(watch)
-        rank = _rank_now(getattr(getattr(trace, "process", None), "rank", None))
-        if trace is not None and getattr(trace, "process", None) is not None:
-            trace.process.rank = rank if trace.process.rank is None else trace.process.rank
-        path = os.path.join(directory, trace_filename(rank))
-        watch.to_json(path)
-        return path
+        watch.__exit__(None, None, None)
+    except Exception as exc:
+        print(f"jitguard: could not stop the watcher: {exc}", file=sys.stderr)
+    if watch.trace.process.rank is None:  # the group is gone by now: keep what we captured
+        watch.trace.process.rank = rank
+    path = trace_path()
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        return watch.to_json(path)
     except Exception as exc:  # never turn a clean vLLM exit into a crash
-        print(f"jitguard: could not write the vLLM trace into {directory}: "
-              f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"jitguard: could not write the vLLM trace {path}: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
         return None
+
+
+def _capture_rank() -> None:
+    """Record rank and world size on the trace while the process group exists."""
+    watch = _state["watch"]
+    if watch is None:
+        return
+    from jitguard.runtime.process import rank_info
+
+    rank, world, local = rank_info()
+    proc = watch.trace.process
+    proc.rank = rank if rank is not None else proc.rank
+    proc.world_size = world if world is not None else proc.world_size
+    proc.local_rank = local if local is not None else proc.local_rank
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``then()`` right after ``fullname`` is imported (torch.distributed may come later
+    than the plugin)."""
+
+    def __init__(self, fullname: str, then):
+        self.fullname, self.then, self.busy = fullname, then, False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.fullname or self.busy:
+            return None
+        self.busy = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self.busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        loader, finder = spec.loader, self
+
+        class _Loader(importlib.abc.Loader):
+            def create_module(self, spec):
+                return loader.create_module(spec)
+
+            def exec_module(self, module):
+                loader.exec_module(module)
+                if finder in sys.meta_path:
+                    sys.meta_path.remove(finder)
+                try:
+                    finder.then()
+                except Exception:
+                    pass
+
+        spec.loader = _Loader()
+        return spec
+
+
+def _wrap_init_process_group() -> None:
+    dist = sys.modules.get("torch.distributed")
+    if dist is None:
+        if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+            sys.meta_path.insert(0, _AfterImport("torch.distributed", _wrap_init_process_group))
+        return
+    if not hasattr(dist, "init_process_group"):
+        return
+    if dist.is_available() and dist.is_initialized():
+        _capture_rank()
+        return
+    original = dist.init_process_group
+    if getattr(original, "__jitguard__", False):
+        return
+
+    def init_process_group(*args, **kwargs):
+        result = original(*args, **kwargs)
+        try:
+            _capture_rank()
+        except Exception:
+            pass
+        return result
+
+    init_process_group.__jitguard__ = True
+    init_process_group.__wrapped__ = original
+    init_process_group.__doc__ = original.__doc__
+    dist.init_process_group = init_process_group
 
 
 def _on_sigterm(previous):
@@ -96,49 +186,81 @@ def _on_sigterm(previous):
     return handler
 
 
-def _stop_inherited() -> None:
-    """After fork: the parent's watcher (and its events) came along; drop them without writing."""
-    watch = _state["watch"]
-    _state.update(pid=None, watch=None, written=False)
-    if watch is not None:
-        try:
-            watch.__exit__(None, None, None)
-        except Exception:
-            pass
-
-
 def _after_fork_in_child() -> None:
+    # The parent's watcher and its events came along with the fork: drop them (the parent writes
+    # its own trace) and start this process's own.
     if _state["pid"] is not None and _state["pid"] != os.getpid():
-        _stop_inherited()
+        inherited = _state["watch"]
+        _state.update(pid=None, watch=None, written=False)
+        if inherited is not None:
+            inherited.print_summary = False  # the parent reports its own events
+            try:
+                inherited.__exit__(None, None, None)
+            except Exception:
+                pass
         register()
 
 
+class _Token:
+    """Kept alive for multiprocessing's weak after-fork registry."""
+
+
+_AFTER_FORK_TOKEN = _Token()
+
+
+def _arm_multiprocessing_finalizer() -> None:
+    # multiprocessing children started by fork leave through os._exit, which skips atexit; their
+    # exit still runs multiprocessing's finalizers. A forked child clears the finalizers it
+    # inherited, then runs the after-fork callbacks: re-arm from there.
+    import multiprocessing.util as mp_util
+
+    try:
+        mp_util.Finalize(None, write_now, exitpriority=100)
+        mp_util.register_after_fork(_AFTER_FORK_TOKEN, lambda _token: _arm_after_fork())
+    except Exception:
+        pass
+
+
+def _arm_after_fork() -> None:
+    if _state["pid"] == os.getpid():
+        import multiprocessing.util as mp_util
+
+        mp_util.Finalize(None, write_now, exitpriority=100)
+
+
 def register() -> None:
-    """vLLM calls this in every process. Starts the watcher once per process when
-    ``JITGUARD_TRACE_DIR`` is set, and arranges for the trace to be written on exit."""
+    """The ``vllm.general_plugins`` entry point: vLLM calls it in every process it starts.
+
+    When ``JITGUARD`` is set, starts a process-wide watcher (once per process), captures the rank
+    when the process group comes up, and writes the trace at exit (atexit, multiprocessing
+    finalizers, SIGTERM). Never raises: a problem prints one line and leaves vLLM untouched."""
     global _fork_hook_installed
-    directory = os.environ.get(ENV_DIR)
-    if not directory:
+    settings = _settings()
+    if settings is None:
         return
+    mode, max_recompiles, target = settings
     pid = os.getpid()
     with _lock:
         if _state["pid"] == pid:
-            _arm_multiprocessing_finalizer()  # vLLM may call us again after a fork: re-arm
+            _arm_multiprocessing_finalizer()  # called again after a fork: re-arm in this process
+            _wrap_init_process_group()
             return
-    if _state["pid"] is not None:  # forked from a process that had it active
-        _stop_inherited()
     try:
-        os.makedirs(directory, exist_ok=True)
+        from jitguard.runtime.activate import active_watch
+
+        if active_watch() is not None:
+            return  # `jitguard run` already watches this process and writes its trace
         import jitguard
 
-        watch = jitguard.watch(mode=os.environ.get(ENV_MODE, "record") or "record")
+        watch = jitguard.watch(mode=mode, max_recompiles=max_recompiles)
         watch.__enter__()
     except Exception as exc:
         print(f"jitguard: vLLM plugin not active in pid {pid}: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         return
     with _lock:
-        _state.update(pid=pid, watch=watch, written=False, dir=os.path.abspath(directory))
+        _state.update(pid=pid, watch=watch, written=False, target=target)
+    _wrap_init_process_group()
     atexit.register(write_now)
     _arm_multiprocessing_finalizer()
     if threading.current_thread() is threading.main_thread():
@@ -151,15 +273,3 @@ def register() -> None:
     if not _fork_hook_installed and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_in_child)
         _fork_hook_installed = True
-
-
-def _arm_multiprocessing_finalizer() -> None:
-    # multiprocessing children started by fork leave through os._exit, skipping atexit; their
-    # exit still runs multiprocessing's finalizers.
-    mp_util = sys.modules.get("multiprocessing.util")
-    if mp_util is None:
-        return
-    try:
-        mp_util.Finalize(None, write_now, exitpriority=100)
-    except Exception:
-        pass
