@@ -1,0 +1,138 @@
+"""jitguard run, activation by environment variable, the pytest plugin, and a lazy import."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("triton")
+
+from jitguard.runtime.trace import load_trace  # noqa: E402
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+RNG = random.Random(os.urandom(8))
+
+PROG = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    from runtime_helpers import stand_in_driver, FakeTensor, dtype
+    import jitguard
+    from runtime_kernels import fresh
+    k = fresh()
+    with stand_in_driver():
+        x = FakeTensor(16 * 4096, dtype("float16"))
+        for step, n in enumerate({ns!r}):
+            jitguard.mark_step(step)
+            k[(1,)](x, x, n, BLOCK=64)
+    print("program done")
+    sys.exit({code})
+""")
+
+
+def _env(tmp_path):
+    env = dict(os.environ)
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
+    env.pop("JITGUARD", None)
+    env["PYTHONWARNINGS"] = "ignore::UserWarning:triton.knobs"
+    return env
+
+
+def _jitguard(*args, cwd, env):
+    return subprocess.run([sys.executable, "-m", "jitguard", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_jitguard_run_records_a_trace_and_keeps_the_exit_code(tmp_path):
+    odd = RNG.randrange(2, 1000) * 16 + RNG.randrange(1, 16)
+    ns = [odd, odd + 16, 16 * RNG.randrange(1, 100), 1]
+    code = RNG.randrange(3, 50)
+    (tmp_path / "prog.py").write_text(PROG.format(tests=TESTS, ns=ns, code=code))
+    r = _jitguard("run", "--trace", "out/t.json", "--mode", "warn", "--", sys.executable, "prog.py",
+                  cwd=tmp_path, env=_env(tmp_path))
+    assert r.returncode == 2  # click: out/ does not exist
+    assert "does not exist" in r.stderr
+    (tmp_path / "out").mkdir()
+    r = _jitguard("run", "--trace", "out/t.json", "--", "prog.py", cwd=tmp_path, env=_env(tmp_path))
+    assert r.returncode == code, r.stderr
+    assert "program done" in r.stdout
+    assert "n: i32 -> i32, divisible by 16" in r.stderr and "3 variants, 2 recompiles" in r.stderr
+    trace = load_trace(tmp_path / "out" / "t.json")
+    assert [e.step for e in trace.events] == [0, 2, 3]
+    assert trace.process.argv[-1] == "prog.py" and trace.process.mode == "warn"
+    rep = _jitguard("report", str(tmp_path / "out" / "t.json"), cwd=tmp_path, env=_env(tmp_path))
+    assert rep.returncode == 0 and "n: i32 -> folded constant 1" in rep.stdout
+
+
+def test_jitguard_run_raise_mode_fails_the_program(tmp_path):
+    ns = [17, 32]
+    (tmp_path / "prog.py").write_text(PROG.format(tests=TESTS, ns=ns, code=0))
+    r = _jitguard("run", "--mode", "raise", "--trace", "t.json", "--", sys.executable, "prog.py",
+                  cwd=tmp_path, env=_env(tmp_path))
+    assert r.returncode == 1 and "program done" not in r.stdout
+    assert "RecompileError" in r.stderr and "n: i32 -> i32, divisible by 16" in r.stderr
+    assert json.loads((tmp_path / "t.json").read_text())["events"][-1]["variant"] == 2
+
+
+def test_env_activation_without_jitguard_run(tmp_path):
+    """JITGUARD + PYTHONPATH=<site dir> in a process jitguard did not start; a directory trace."""
+    site = _jitguard("run", "--print-site-dir", cwd=tmp_path, env=_env(tmp_path)).stdout.strip()
+    assert os.path.isfile(os.path.join(site, "sitecustomize.py"))
+    (tmp_path / "prog.py").write_text(PROG.format(tests=TESTS, ns=[5, 1], code=0))
+    env = _env(tmp_path)
+    env.update(JITGUARD="record", JITGUARD_TRACE=str(tmp_path / "traces") + "/", RANK="2", WORLD_SIZE="4",
+               PYTHONPATH=site)
+    (tmp_path / "traces").mkdir()
+    r = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    (name,) = os.listdir(tmp_path / "traces")
+    assert name.startswith("jitguard-trace.rank2.pid")
+    trace = load_trace(tmp_path / "traces" / name)
+    assert (trace.process.rank, trace.process.world_size) == (2, 4) and len(trace.events) == 2
+    env["JITGUARD"] = "loud"
+    r = subprocess.run([sys.executable, "-c", "pass"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "not activated" in r.stderr
+
+
+def test_pytest_plugin_marker_and_report(tmp_path):
+    (tmp_path / "test_k.py").write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {TESTS!r})
+        import pytest
+        from runtime_helpers import stand_in_driver, FakeTensor, dtype
+        from runtime_kernels import fresh
+
+        def run(ns):
+            k = fresh()
+            with stand_in_driver():
+                x = FakeTensor(16 * 4096, dtype("float16"))
+                for n in ns:
+                    k.warmup(x, x, n, BLOCK=64, grid=(1,))
+
+        @pytest.mark.jitguard(max_recompiles=0)
+        def test_recompiles():
+            run([{RNG.randrange(1, 99) * 16 + 3}, {RNG.randrange(1, 99) * 16}])
+
+        @pytest.mark.jitguard(max_recompiles=0)
+        def test_one_variant():
+            run([{RNG.randrange(1, 99) * 16 + 5}, {RNG.randrange(1, 99) * 16 + 7}])
+    """))
+    env = _env(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--jitguard", "test_k.py"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    out = r.stdout
+    assert r.returncode == 1, out
+    assert "1 failed, 1 passed" in out
+    assert "jitguard: 1 recompiles (max_recompiles=0)" in out and "n: i32 -> i32, divisible by 16" in out
+    assert "Triton compiles per test" in out and "test_k.py::test_one_variant" in out
+
+
+def test_import_jitguard_does_not_import_triton():
+    code = "import sys, jitguard; jitguard.mark_step; import jitguard.pytest_plugin; print('triton' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "False", r.stderr
