@@ -10,6 +10,7 @@ import os
 from collections import Counter, defaultdict
 from typing import Any
 
+from jitguard.runtime.keys import remedy
 from jitguard.runtime.trace import Event, Trace
 
 
@@ -98,15 +99,20 @@ def summarize(trace: Trace) -> list[dict[str, Any]]:
         compiles = [e for e in events if e.kind == "compile"]
         autotunes = [e for e in events if e.kind == "autotune"]
         culprits: Counter = Counter()
-        fixes: list[str] = []
+        unique: dict = {}
+        autotune_fixes: list[str] = []
         for e in events:
             if e.autotuning:
                 continue
             for d in e.diff:
                 label = f"options.{d.option}" if d.param == "options" and d.option else d.param
                 culprits[(label, d.change)] += 1
-            if e.remedy and e.remedy not in fixes and not e.autotuning:
-                fixes.append(e.remedy)
+                unique.setdefault((d.param, d.option, d.change), d)
+            if e.kind == "autotune" and e.remedy and e.remedy not in autotune_fixes:
+                autotune_fixes.append(e.remedy)
+        # one combined fix per kernel: every culprit parameter in one do_not_specialize list, etc.
+        combined = remedy([d for d in unique.values() if d.change != "autotune_key"])
+        fixes = ([combined] if combined else []) + autotune_fixes
         totals = trace.kernels.get(name)
         first = events[0]
         out.append({
