@@ -78,12 +78,14 @@ def pytest_runtest_call(item):
         return
     problems = []
     if limits["max_compiles"] is not None and w.compile_count > limits["max_compiles"]:
-        problems.append(f"{w.compile_count} compiles (max_compiles={limits['max_compiles']})")
+        problems.append(f"{w.compile_count} compile{'s' if w.compile_count != 1 else ''} "
+                        f"(max_compiles={limits['max_compiles']})")
         offending = w.events
     else:
         offending = w.recompiles
     if len(w.recompiles) > (limits["max_recompiles"] or 0):
-        problems.append(f"{len(w.recompiles)} recompiles (max_recompiles={limits['max_recompiles']})")
+        n = len(w.recompiles)
+        problems.append(f"{n} recompile{'s' if n != 1 else ''} (max_recompiles={limits['max_recompiles']})")
     if not problems:
         return
     from jitguard.report.recompiles import explain_event

@@ -128,7 +128,7 @@ def test_pytest_plugin_marker_and_report(tmp_path):
     out = r.stdout
     assert r.returncode == 1, out
     assert "1 failed, 1 passed" in out
-    assert "jitguard: 1 recompiles (max_recompiles=0)" in out and "n: i32 -> i32, divisible by 16" in out
+    assert "jitguard: 1 recompile (max_recompiles=0)" in out and "n: i32 -> i32, divisible by 16" in out
     assert "Triton compiles per test" in out and "test_k.py::test_one_variant" in out
 
 
