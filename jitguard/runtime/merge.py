@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from jitguard.runtime.keys import describe
+from jitguard.runtime.keys import remedy as keys_remedy
 from jitguard.runtime.trace import Event, Param, Trace, TraceError, load_traces
 
 MERGED_SCHEMA = "jitguard.merged_report"
@@ -139,14 +140,17 @@ class KernelSummary:
     variants: list[VariantRow]
     compiles_by_rank: dict[Any, int]
     compile_ms: float
-    remedies: list[str]
+    remedies: list[str]  # distinct remedies of the events, as recorded
+    culprits: list[str]  # parameters (or "options.X") that changed between variants on any rank
+    fix: str | None  # one remedy for all of them (keys.remedy over every rank's diffs)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "kernel": self.kernel, "kernel_path": self.kernel_path, "kernel_line": self.kernel_line,
             "variants": [v.to_dict() for v in self.variants],
             "variants_by_rank": {str(k): v for k, v in self.compiles_by_rank.items()},
-            "compile_ms": round(self.compile_ms, 3), "remedies": self.remedies,
+            "compile_ms": round(self.compile_ms, 3), "culprits": self.culprits, "fix": self.fix,
+            "remedies": self.remedies,
         }
 
 
@@ -169,6 +173,7 @@ class CompileOnRank:
     call_path: str | None
     call_line: int | None
     seen_elsewhere: dict[int, int | None]  # rank -> step where that rank compiled the same variant
+    disk_cache_hit: bool | None = None  # Triton's disk cache served it (another rank built it first)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -179,6 +184,7 @@ class CompileOnRank:
             "kernel_path": self.kernel_path, "kernel_line": self.kernel_line,
             "call_path": self.call_path, "call_line": self.call_line,
             "same_variant_on": {str(k): v for k, v in sorted(self.seen_elsewhere.items())},
+            "disk_cache_hit": self.disk_cache_hit,
         }
 
 
@@ -378,13 +384,26 @@ def _kernel_summaries(traces: Sequence[Trace], variant_no: dict) -> list[KernelS
                 per_rank[_rank_key(t)] += 1
         first = min(items, key=lambda te: te[1].wall)[1]
         remedies = []
+        diffs: dict[tuple, Any] = {}
         for _, e in items:
             if e.remedy and e.remedy not in remedies:
                 remedies.append(e.remedy)
+            if not e.autotuning:
+                for d in e.diff:
+                    diffs.setdefault((d.param, d.change, d.option), d)
+        culprits = []
+        for d in diffs.values():
+            label = f"options.{d.option}" if d.param == "options" and d.option else d.param
+            if label not in culprits:
+                culprits.append(label)
+        fix = keys_remedy(list(diffs.values()), short_name(kernel)) if diffs else None
+        if fix is None and len(remedies) == 1:
+            fix = remedies[0]
         ms = sum(t.kernels[kernel].compile_ms for t in {id(t): t for t, _ in items}.values()
                  if kernel in t.kernels)
         out.append(KernelSummary(kernel, first.kernel_path, first.kernel_line,
-                                 [rows[n] for n in sorted(rows)], dict(per_rank), ms, remedies))
+                                 [rows[n] for n in sorted(rows)], dict(per_rank), ms, remedies,
+                                 culprits, fix))
     return out
 
 
@@ -484,7 +503,8 @@ def _find_stragglers(ranked: Sequence[Trace], variant_no: dict) -> tuple[list[St
                     first_on_rank=first_on_rank, diff=[d.to_dict() for d in e.diff],
                     culprits=culprits, why=why, remedy=e.remedy,
                     kernel_path=e.kernel_path, kernel_line=e.kernel_line,
-                    call_path=e.call_path, call_line=e.call_line, seen_elsewhere=elsewhere))
+                    call_path=e.call_path, call_line=e.call_line, seen_elsewhere=elsewhere,
+                    disk_cache_hit=e.disk_cache_hit))
         stragglers.append(StragglerStep(
             step=step, compiles=compiles, compiling_ranks=compiling, waiting_ranks=waiting,
             stall_ms=worst, stall_by_rank={r: worst - extra_ms[r] for r in ranks},
@@ -547,6 +567,7 @@ def straggler_line(s: StragglerStep) -> str:
         cs = by_rank[r]
         what = ", ".join(
             f"{short_name(c.kernel)}{' (autotune)' if c.kind == 'autotune' else ''} ({c.why})"
+            + (" from the disk cache" if c.disk_cache_hit else "")
             for c in cs)
         total = None if any(c.compile_ms is None for c in cs) else sum(c.compile_ms or 0 for c in cs)
         parts.append(f"rank {r} compiled {what} in {_ms(total)}")
@@ -591,18 +612,20 @@ def render_text(report: MergedReport, *, max_stragglers: int | None = 30, color:
         shown = sorted(shown, key=lambda s: s.step)
         for s in shown:
             lines.append("  " + straggler_line(s))
-            fixes: list[str] = []
-            for c in s.compiles:
-                fix = c.remedy or ("see the first step this rank ran the kernel" if c.first_on_rank else None)
-                where = _loc(c.kernel_path, c.kernel_line)
-                if fix:
-                    f = f"      fix: {fix} ({short_name(c.kernel)} at {where})"
-                    if f not in fixes:
-                        fixes.append(f)
-            lines.extend(fixes)
         if max_stragglers is not None and len(st) > max_stragglers:
             lines.append(f"  ... {len(st) - max_stragglers} more straggler steps with smaller stalls "
                          f"(--format json lists all)")
+        by_kernel = {k.kernel: k for k in report.kernels}
+        involved = []
+        for s in st:
+            for c in s.compiles:
+                if c.kernel not in involved:
+                    involved.append(c.kernel)
+        for name in involved:
+            k = by_kernel.get(name)
+            fixes = [k.fix] if k and k.fix else (k.remedies if k else [])
+            for fix in fixes:
+                lines.append(f"  fix {short_name(name)} ({_loc(k.kernel_path, k.kernel_line)}): {fix}")
         lines.append("")
 
     if ranks or procs:
@@ -637,8 +660,8 @@ def render_text(report: MergedReport, *, max_stragglers: int | None = 30, color:
                 cells.append(",".join("-" if s is None else f"s{s}" for s in steps) if steps else ".")
             rows.append(tuple(cells))
         lines.extend("  " + r for r in _table(rows))
-        for rem in k.remedies:
-            lines.append(f"  fix: {rem}")
+        for fix in ([k.fix] if k.fix else k.remedies):
+            lines.append(f"  fix: {fix}")
         lines.append("")
     if report.kernels:
         lines.append("(cells: the step at which that rank compiled the variant; '.' = never; "
