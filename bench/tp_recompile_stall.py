@@ -396,6 +396,7 @@ def main(argv=None) -> int:
                                   if torch.cuda.is_available() else None),
                          "backend": dist.get_backend()},
             "env": {k: os.environ.get(k) for k in NVLS_ENV},
+            "source": source_state(),
             "config": {"world_size": world, "steps": args.steps, "seed": args.seed,
                        "decode_max": args.decode_max, "prefill_prob": args.prefill_prob,
                        "prefill_max": args.prefill_max, "groups": args.groups,
@@ -428,6 +429,22 @@ def main(argv=None) -> int:
     dist.barrier()
     dist.destroy_process_group()
     return 0
+
+
+def source_state() -> dict:
+    """The commit, and whether the kernel sources differ from it (results name what they ran)."""
+    import subprocess
+
+    def git(*a):
+        try:
+            return subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    return {"commit": git("rev-parse", "HEAD") or None,
+            "kernels_modified": bool(git("status", "--porcelain", "--", "kernels", "fixtures",
+                                         "bench/tp_recompile_stall.py"))}
 
 
 def print_table(doc) -> None:
