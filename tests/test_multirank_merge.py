@@ -238,3 +238,21 @@ def test_old_single_process_trace_still_loads_and_renders(tmp_path):
 ])
 def test_describe_param(param, words):
     assert describe_param(param) == words
+
+
+def test_one_combined_fix_per_kernel_in_parameter_order():
+    def ev(step, stride_cls, n_cls, diff):
+        return Event(kind="compile", seq=0 if not diff else 1, kernel=KERNEL, step=step, wall=step,
+                     compile_ms=100.0, variant=2 if diff else 1, diff=diff,
+                     params=[num_tokens_param(n_cls),
+                             Param("scale_stride", 2, "int", "i32", value_class=stride_cls)])
+    a = Trace(process=ProcessInfo(pid=1, host="h", rank=0, world_size=2))
+    b = Trace(process=ProcessInfo(pid=2, host="h", rank=1, world_size=2))
+    a.add(ev(0, "none", "none", []))
+    b.add(ev(0, "none", "none", []))
+    # rank 0 changes scale_stride, rank 1 num_tokens: the kernel-level fix covers both
+    a.add(ev(3, "div16", "none", [DiffEntry("scale_stride", "i32", "i32, divisible by 16", "s", "value_class")]))
+    b.add(ev(5, "none", "div16", [DiffEntry("num_tokens", "i32", "i32, divisible by 16", "n", "value_class")]))
+    (kernel,) = merge_traces([b, a]).kernels
+    assert kernel.culprits == ["num_tokens", "scale_stride"]
+    assert kernel.fix.startswith('add "num_tokens", "scale_stride" to do_not_specialize')
