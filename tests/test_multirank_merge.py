@@ -12,6 +12,7 @@ import pytest
 
 from jitguard.runtime.merge import (
     MergeError,
+    _ranks_words,
     describe_param,
     merge_traces,
     render_text,
@@ -256,3 +257,26 @@ def test_one_combined_fix_per_kernel_in_parameter_order():
     (kernel,) = merge_traces([b, a]).kernels
     assert kernel.culprits == ["num_tokens", "scale_stride"]
     assert kernel.fix.startswith('add "num_tokens", "scale_stride" to do_not_specialize')
+
+
+def test_wide_jobs_list_steps_and_ranks_instead_of_a_column_per_rank():
+    rng = random.Random()
+    world = rng.randint(17, 64)
+    late = sorted(rng.sample(range(world), 3))
+    traces = []
+    for r in range(world):
+        t = Trace(process=ProcessInfo(pid=r, host="h", rank=r, world_size=world))
+        t.add(compile_event(0, 0, "none", 1, None, 50.0))
+        if r in late:
+            t.add(compile_event(1, 9, "div16", 2, "none", 80.0))
+        traces.append(t)
+    text = render_text(merge_traces(traces))
+    assert f"s0: ranks 0-{world - 1}" in text
+    assert f"s9: ranks {_ranks_words(late)}" in text
+    assert f"r{world - 1}" not in text  # no per-rank columns
+    (s,) = merge_traces(traces).stragglers
+    assert s.compiling_ranks == late and len(s.waiting_ranks) == world - 3
+
+
+def test_rank_lists_are_compressed():
+    assert _ranks_words([0, 1, 2, 3, 7, 9, 10]) == "0-3, 7, 9, 10"

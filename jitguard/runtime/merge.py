@@ -32,6 +32,7 @@ from jitguard.runtime.trace import Event, Param, Trace, TraceError, load_traces
 
 MERGED_SCHEMA = "jitguard.merged_report"
 MERGED_VERSION = 1
+WIDE_RANKS = 16  # beyond this many ranks, variant tables list "step: ranks" instead of a column each
 
 
 class MergeError(TraceError):
@@ -653,14 +654,32 @@ def render_text(report: MergedReport, *, max_stragglers: int | None = 30, color:
             for name in v.description:
                 if name not in params:
                     params.append(name)
-        header = ("variant", *params, *(_rank_col(p) for p in cols))
+        wide = len(cols) > WIDE_RANKS
+        if wide:  # one column listing "step: ranks" instead of a column per rank
+            header = ("variant", *params, "compiled at step: by ranks")
+        else:
+            header = ("variant", *params, *(_rank_col(p) for p in cols))
         rows = [header]
         for v in k.variants:
             cells = [f"#{v.number}" + (" autotune" if v.kind == "autotune" else "")]
             cells += [v.description.get(n, "") for n in params]
-            for p in cols:
-                steps = v.steps_by_rank.get(p.rank if p.rank is not None else f"pid {p.pid}")
-                cells.append(",".join("-" if s is None else f"s{s}" for s in steps) if steps else ".")
+            if wide:
+                by_step: dict[Any, list] = defaultdict(list)
+                for who, steps in v.steps_by_rank.items():
+                    for st in sorted(set(steps), key=lambda x: (x is None, x or 0)):
+                        by_step[st].append(who)
+                parts = []
+                for st in sorted(by_step, key=lambda x: (x is None, x or 0)):
+                    ranks_ = [w for w in by_step[st] if isinstance(w, int)]
+                    others = [str(w) for w in by_step[st] if not isinstance(w, int)]
+                    who = ", ".join(([f"ranks {_ranks_words(ranks_)}" if len(ranks_) > 1 else
+                                      f"rank {ranks_[0]}"] if ranks_ else []) + others)
+                    parts.append(f"{'s' + str(st) if st is not None else '-'}: {who}")
+                cells.append("; ".join(parts))
+            else:
+                for p in cols:
+                    steps = v.steps_by_rank.get(p.rank if p.rank is not None else f"pid {p.pid}")
+                    cells.append(",".join("-" if s is None else f"s{s}" for s in steps) if steps else ".")
             rows.append(tuple(cells))
         lines.extend("  " + r for r in _table(rows))
         for fix in ([k.fix] if k.fix else k.remedies):
