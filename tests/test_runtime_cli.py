@@ -51,7 +51,11 @@ def test_jitguard_run_records_a_trace_and_keeps_the_exit_code(tmp_path):
     odd = RNG.randrange(2, 1000) * 16 + RNG.randrange(1, 16)
     ns = [odd, odd + 16, 16 * RNG.randrange(1, 100), 1]
     code = RNG.randrange(3, 50)
-    (tmp_path / "prog.py").write_text(PROG.format(tests=TESTS, ns=ns, code=code))
+    # prog.py first runs a child Python process that compiles too: it writes its own trace
+    (tmp_path / "child.py").write_text(PROG.format(tests=TESTS, ns=[3, 48], code=0))
+    (tmp_path / "prog.py").write_text(
+        "import subprocess, sys\nsubprocess.run([sys.executable, 'child.py'], check=True)\n"
+        + PROG.format(tests=TESTS, ns=ns, code=code))
     r = _jitguard("run", "--trace", "out/t.json", "--mode", "warn", "--", sys.executable, "prog.py",
                   cwd=tmp_path, env=_env(tmp_path))
     assert r.returncode == 2  # click: out/ does not exist
@@ -63,6 +67,10 @@ def test_jitguard_run_records_a_trace_and_keeps_the_exit_code(tmp_path):
     assert "n: i32 -> i32, divisible by 16" in r.stderr and "3 variants, 2 recompiles" in r.stderr
     trace = load_trace(tmp_path / "out" / "t.json")
     assert [e.step for e in trace.events] == [0, 2, 3]
+    (child_name,) = [n for n in os.listdir(tmp_path / "out") if n != "t.json"]
+    child = load_trace(tmp_path / "out" / child_name)
+    assert child_name == f"t.pid{child.process.pid}.json" and child.process.pid != trace.process.pid
+    assert len(child.events) == 2 and child.process.argv[-1] == "child.py"
     assert trace.process.argv[-1] == "prog.py" and trace.process.mode == "warn"
     rep = _jitguard("report", str(tmp_path / "out" / "t.json"), cwd=tmp_path, env=_env(tmp_path))
     assert rep.returncode == 0 and "n: i32 -> folded constant 1" in rep.stdout
@@ -136,3 +144,4 @@ def test_import_jitguard_does_not_import_triton():
     code = "import sys, jitguard; jitguard.mark_step; import jitguard.pytest_plugin; print('triton' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "False", r.stderr
+

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import click
 
@@ -85,10 +86,39 @@ def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None,
     if summary is not None:
         env["JITGUARD_SUMMARY"] = "1" if summary else "0"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (site_dir(), env.get("PYTHONPATH")) if p)
+    started = time.time()
     try:
         proc = subprocess.run(argv, env=env)
     except OSError as exc:
         raise click.ClickException(f"cannot run {argv[0]}: {exc}") from None
     except KeyboardInterrupt:
         sys.exit(130)
+    _say_where_traces_are(trace_abs, started)
     sys.exit(proc.returncode)
+
+
+def _say_where_traces_are(target: str, started: float) -> None:
+    """Tell the user when the trace is not where they asked (no Triton, or only child processes)."""
+    if target.endswith(os.sep):
+        directory, names = target, None
+    else:
+        if os.path.isfile(target) and os.path.getmtime(target) >= started - 1:
+            return
+        directory = os.path.dirname(target)
+        stem = os.path.splitext(os.path.basename(target))[0]
+        names = stem + "."
+    try:
+        found = sorted(
+            n for n in os.listdir(directory)
+            if n.endswith(".json") and (names is None or n.startswith(names))
+            and os.path.getmtime(os.path.join(directory, n)) >= started - 1
+        )
+    except OSError:
+        found = []
+    if not found:
+        click.echo("jitguard: no trace was written (did the program import Triton and exit normally?)",
+                   err=True)
+    elif names is not None:
+        click.echo(f"jitguard: the traces are per process: {', '.join(found[:8])}"
+                   f"{' ...' if len(found) > 8 else ''} in {directory} (jitguard report {directory})",
+                   err=True)

@@ -171,6 +171,10 @@ def activate_from_env(environ=None) -> bool:
     summary_env = env.get(ENV_SUMMARY)
     summary = None if summary_env in (None, "") else summary_env not in ("0", "off", "false", "no")
     trace = env.get(ENV_TRACE) or None
+    if trace and not (trace.endswith(("/", os.sep)) or os.path.isdir(trace)):
+        # Claim the file at startup, before any child exists: processes started from this one
+        # (workers, torchrun ranks) then write <stem>.pid<P>.json beside it instead of racing.
+        os.environ.setdefault(ENV_CLAIMED, str(os.getpid()))
 
     def start():
         activate(mode, trace=trace, max_recompiles=max_recompiles, summary=summary)
