@@ -55,14 +55,24 @@ def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=20).hexdigest()
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace`` (atomic on POSIX)."""
+    """Write ``text`` to ``path`` through a temporary file and ``os.replace`` (atomic on POSIX).
+
+    Missing parent directories are created; the file gets the usual 0666 & ~umask permissions.
+    """
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -1,6 +1,8 @@
 """Helpers shared by the rule modules (not a rule)."""
 from __future__ import annotations
 
+import re
+
 from jitguard.static.facts import VARYING, ArgFacts
 from jitguard.static.program import BoundLaunch, Program
 
@@ -10,6 +12,26 @@ def where(b: BoundLaunch, kernel_path: str) -> str:
     if b.file.path == kernel_path:
         return f"launch line {b.launch.line}"
     return f"{b.file.path}:{b.launch.line}"
+
+
+def origin(arg: ArgFacts) -> str:
+    """Where the value comes from, in a few words: the innermost evidence's expression."""
+    if not arg.evidence:
+        return arg.text
+    head = arg.evidence[-1].split(": ", 1)[0]
+    head = re.sub(r" \(line \d+\)$", "", head)
+    if " = " in head:
+        head = head.split(" = ", 1)[1]
+    return head
+
+
+def source_of(arg: ArgFacts, b: BoundLaunch, kernel_path: str) -> str:
+    """'x.shape[0] at launch line 88' or 'num_tokens at launch line 88, from x.numel()'."""
+    src = origin(arg)
+    at = where(b, kernel_path)
+    if src == arg.text or src in arg.text:
+        return f"{arg.text} at {at}"
+    return f"{arg.text} at {at}, from {src}"
 
 
 def varying_hits(program: Program, accept) -> dict[tuple[str, str], list[tuple[BoundLaunch, ArgFacts]]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from jitguard.static.facts import USE_ADDRESS, USE_CALL
 from jitguard.static.program import Program
 from jitguard.static.rules import COST_INT, Rule
-from jitguard.static.rules._common import launch_records, uses_record, varying_hits, where
+from jitguard.static.rules._common import launch_records, source_of, uses_record, varying_hits
 
 CODE = "JG001"
 
@@ -33,7 +33,7 @@ def check(program: Program):
         elif USE_CALL in kinds:
             note = " (it is passed to another function: check its uses)"
         msg = (
-            f"{CODE} {name} varies per call ({arg.text} at {where(b, kfile.path)}) and is specialized "
+            f"{CODE} {name} varies per call ({source_of(arg, b, kfile.path)}) and is specialized "
             f'(==1 / %16): add do_not_specialize=["{name}"]{note}'
         )
         yield program.finding(

@@ -4,7 +4,7 @@ from __future__ import annotations
 from jitguard.static.facts import USE_CONSTEXPR
 from jitguard.static.program import Program
 from jitguard.static.rules import COST_CONSTEXPR, Rule
-from jitguard.static.rules._common import launch_records, uses_record, varying_hits, where
+from jitguard.static.rules._common import launch_records, source_of, uses_record, varying_hits
 
 CODE = "JG002"
 
@@ -29,7 +29,7 @@ def check(program: Program):
             fix = f'drop tl.constexpr and add do_not_specialize=["{name}"]'
             safety = "unsafe"
         msg = (
-            f"{CODE} {name} varies per call ({arg.text} at {where(b, kfile.path)}) and is a tl.constexpr: "
+            f"{CODE} {name} varies per call ({source_of(arg, b, kfile.path)}) and is a tl.constexpr: "
             f"one compile per value; {fix}"
         )
         yield program.finding(

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from jitguard.static.program import Program
 from jitguard.static.rules import COST_AUTOTUNE, Rule
-from jitguard.static.rules._common import launch_records, varying_hits, where
+from jitguard.static.rules._common import launch_records, source_of, varying_hits
 
 CODE = "JG003"
 
@@ -17,7 +17,7 @@ def check(program: Program):
         b, arg = hits[0]
         k, kfile = b.kernel, b.kernel_file
         msg = (
-            f"{CODE} autotune key {name} varies per call ({arg.text} at {where(b, kfile.path)}): every new "
+            f"{CODE} autotune key {name} varies per call ({source_of(arg, b, kfile.path)}): every new "
             f"value re-benchmarks all configs; key on a bucketed value (triton.next_power_of_2) or drop it from key"
         )
         line = k.autotune_line or k.decorator_line
