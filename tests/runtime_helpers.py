@@ -30,7 +30,11 @@ class _Launcher:
 
 class _Utils:
     def load_binary(self, name, kernel, shared, device):
-        return (object(), object(), 32, 0, 1024)
+        import triton
+
+        # (module, function, n_regs, n_spills[, n_max_threads from 3.4])
+        major_minor = tuple(int(x) for x in triton.__version__.split(".")[:2])
+        return (object(), object(), 32, 0) + ((1024,) if major_minor >= (3, 4) else ())
 
     def unload_module(self, module):
         return None

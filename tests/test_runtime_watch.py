@@ -106,7 +106,10 @@ def test_disk_cache_hit_is_reported(tmp_path):
     with jitguard.watch() as w:
         fresh().warmup(x, y, n, BLOCK=32, grid=(1,))
         fresh().warmup(x, y, n, BLOCK=32, grid=(1,))  # new in-memory cache, same disk cache
-    assert [e.disk_cache_hit for e in w.events] == [False, True]
+    if compat.compilation_listener_site() is not None:  # Triton 3.4+
+        assert [e.disk_cache_hit for e in w.events] == [False, True]
+    else:  # 3.3 has no compilation listener: unknown, never guessed
+        assert [e.disk_cache_hit for e in w.events] == [None, None]
     assert w.events[1].variant == 1  # a different JITFunction object: its own first variant
 
 
