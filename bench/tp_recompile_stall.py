@@ -392,8 +392,7 @@ def main(argv=None) -> int:
             },
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
                          "triton": triton.__version__, "jitguard": jitguard.__version__,
-                         "nccl": (".".join(map(str, torch.cuda.nccl.version()))
-                                  if torch.cuda.is_available() else None),
+                         "nccl": _nccl_version(),
                          "backend": dist.get_backend()},
             "env": {k: os.environ.get(k) for k in NVLS_ENV},
             "source": source_state(),
@@ -429,6 +428,14 @@ def main(argv=None) -> int:
     dist.barrier()
     dist.destroy_process_group()
     return 0
+
+
+def _nccl_version() -> str | None:
+    try:
+        v = torch.cuda.nccl.version() if torch.cuda.is_available() else None
+    except Exception:
+        return None
+    return ".".join(map(str, v)) if isinstance(v, (tuple, list)) else (str(v) if v else None)
 
 
 def source_state() -> dict:
