@@ -190,3 +190,57 @@ def test_report_cli_on_the_per_rank_trace_files(job):
     assert res.exit_code == 1 and "Straggler compiles" in res.output
     res = runner.invoke(report_cmd, [str(out / "corrected"), "--fail-on-stragglers"])
     assert res.exit_code == 0 and "no straggler compiles" in res.output
+
+
+# ------------------------------------------------------------------------------------------------
+# in-process gathering when it cannot happen: never a crash, never a hang
+
+
+def test_gather_without_a_process_group_warns_and_returns_none():
+    import io
+
+    from jitguard.runtime.distributed import gather_and_report
+    from jitguard.runtime.trace import ProcessInfo, Trace
+
+    assert not dist.is_initialized()
+    out = io.StringIO()
+    assert gather_and_report(Trace(process=ProcessInfo(pid=1, host="h")), stream=out) is None
+    assert "torch.distributed is not initialized" in out.getvalue()
+
+
+def _late_rank_main(rank: int, port: int, out: str) -> None:
+    import io
+
+    os.environ["JITGUARD_GATHER_TIMEOUT"] = "2"
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    from jitguard.runtime.distributed import gather_and_report
+    from jitguard.runtime.trace import ProcessInfo, Trace
+
+    if rank == 0:
+        buf = io.StringIO()
+        t0 = time.monotonic()
+        result = gather_and_report(Trace(process=ProcessInfo(pid=os.getpid(), host="h")), stream=buf)
+        with open(os.path.join(out, "rank0.txt"), "w") as fh:
+            fh.write(f"{result is None} {time.monotonic() - t0:.1f}\n{buf.getvalue()}")
+    else:  # never reaches the gather (crashed or stuck, as far as rank 0 can tell)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(os.path.join(out, "rank0.txt")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    os._exit(0)
+
+
+def test_gather_with_a_rank_that_never_arrives_times_out(tmp_path):
+    ctx = mp.start_processes(_late_rank_main, args=(_free_port(), str(tmp_path)), nprocs=2,
+                             join=False, start_method="spawn")
+    deadline = time.monotonic() + 60
+    try:
+        while not ctx.join(timeout=1):
+            assert time.monotonic() < deadline, "the gather hung"
+    finally:
+        for p in ctx.processes:
+            if p.is_alive():
+                p.kill()
+    first, rest = (tmp_path / "rank0.txt").read_text().split("\n", 1)
+    returned_none, seconds = first.split()
+    assert returned_none == "True" and float(seconds) < 10
+    assert "gathering traces to rank 0 failed" in rest and "per-process traces are unaffected" in rest

@@ -47,8 +47,8 @@ def _timeout_s(timeout_s: float | None) -> float:
         return DEFAULT_TIMEOUT_S
 
 
-def gather_traces(trace: Trace | dict[str, Any], *, dst: int = 0,
-                  timeout_s: float | None = None) -> list[Trace] | None:
+def gather_traces(trace: Trace | dict[str, Any], *, dst: int = 0, timeout_s: float | None = None,
+                  stream: IO[str] | None = None) -> list[Trace] | None:
     """Collective: send this rank's trace to rank ``dst``; there, return every rank's trace (ordered
     by rank); elsewhere return ``[]``. Returns ``None`` (after a warning) when torch.distributed is
     not initialized or the gather fails; a single-process job returns ``[trace]``."""
@@ -57,7 +57,7 @@ def gather_traces(trace: Trace | dict[str, Any], *, dst: int = 0,
     dist = _dist()
     if dist is None:
         _warn("watch(distributed=True): torch.distributed is not initialized here, so nothing was "
-              "gathered (initialize the process group before the watch exits)")
+              "gathered (initialize the process group before the watch exits)", stream)
         return None
     rank, world = dist.get_rank(), dist.get_world_size()
     # The watcher may have started before init_process_group: fill in what the group knows.
@@ -82,7 +82,7 @@ def gather_traces(trace: Trace | dict[str, Any], *, dst: int = 0,
     except Exception as exc:  # a dead or late rank: say so, never break the user's exit
         _warn(f"watch(distributed=True): gathering traces to rank {dst} failed "
               f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
-              f"the per-process traces are unaffected")
+              f"the per-process traces are unaffected", stream)
         return None
     finally:
         if made_group and group is not None:
@@ -109,7 +109,7 @@ def gather_and_report(trace: Trace | dict[str, Any], *, stream: IO[str] | None =
     rank ``dst``, merge them, print the merged report there (to ``stream``, default stderr) and,
     if ``json_path`` is given (default: env ``JITGUARD_MERGED_JSON``), write the merged report as
     JSON. Returns the merged report on rank ``dst``, ``None`` on the other ranks or on failure."""
-    traces = gather_traces(trace, dst=dst, timeout_s=timeout_s)
+    traces = gather_traces(trace, dst=dst, timeout_s=timeout_s, stream=stream)
     if not traces:
         return None
     report = merge_traces(traces)
