@@ -212,3 +212,21 @@ def test_predict_rejects_bad_input():
 def test_implicit_run_kwargs_match_run_source():
     names = compat.implicit_run_kwargs(fresh())
     assert "debug" in names and names["debug"] is False
+
+
+def test_variant_index_agrees_with_brute_force():
+    """Hundreds of variants (a per-call constexpr): the index picks a variant as close as the full
+    search does (same number of differing parameters and facets)."""
+    def key(ptr_attr, n_entry, block):
+        return f"[('*fp16', '{ptr_attr}'), {n_entry}, ('constexpr', {block})]{{}}"
+
+    n_entries = ["('i32', '')", "('i32', 'D')", "('constexpr', 1)", "('i64', 'D')"]
+    index, flat = keys.VariantIndex(), []
+    for _ in range(300):
+        v = keys.decode_key(key(RNG.choice("D "), RNG.choice(n_entries), 16 * RNG.randrange(1, 400)), PARAMS)
+        if flat:
+            got, want = index.closest(v), keys.closest(v, flat)
+            assert keys.distance(v, flat[got]) == keys.distance(v, flat[want])
+        index.append(v)
+        flat.append(v)
+    assert len(index) == 300 and index[5] is flat[5]

@@ -176,6 +176,47 @@ def closest(new: Variant, previous: Sequence[Variant]) -> int | None:
     return best
 
 
+class VariantIndex:
+    """The variants of one kernel, indexed per parameter so ``closest`` stays cheap when a kernel
+    has hundreds of variants (a constexpr fed a per-call value): counting matching parameters
+    walks only the variants that share a value, and the facet tie-break looks at the most
+    recent ``TIE_WINDOW`` of the equally close ones."""
+
+    TIE_WINDOW = 64
+
+    def __init__(self) -> None:
+        self.variants: list[Variant] = []
+        self._by_position: list[dict[str, list[int]]] = []
+
+    def __len__(self) -> int:
+        return len(self.variants)
+
+    def __getitem__(self, i: int) -> Variant:
+        return self.variants[i]
+
+    def append(self, v: Variant) -> None:
+        j = len(self.variants)
+        self.variants.append(v)
+        while len(self._by_position) < len(v.signature):
+            self._by_position.append({})
+        for pos, value in enumerate(v.signature):
+            self._by_position[pos].setdefault(value, []).append(j)
+
+    def closest(self, new: Variant) -> int | None:
+        n = len(self.variants)
+        if n <= self.TIE_WINDOW:
+            return closest(new, self.variants)
+        matches = [0] * n
+        for pos, value in enumerate(new.signature):
+            if pos < len(self._by_position):
+                for j in self._by_position[pos].get(value, ()):
+                    matches[j] += 1
+        top = max(matches)
+        tied = [j for j in range(n) if matches[j] == top][-self.TIE_WINDOW:]
+        pick = closest(new, [self.variants[j] for j in tied])
+        return tied[pick] if pick is not None else None
+
+
 def remedy(entries: Sequence[DiffEntry], kernel_name: str = "") -> str | None:
     """What to do about the differences, in one or two sentences."""
     if not entries:

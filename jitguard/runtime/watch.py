@@ -68,7 +68,7 @@ class _KernelHistory:
     path: str | None
     line: int | None
     params: list
-    variants: list = field(default_factory=list)  # keys.Variant, in compile order
+    variants: keys.VariantIndex = field(default_factory=keys.VariantIndex)  # in compile order
     keys_seen: set = field(default_factory=set)
 
 
@@ -283,7 +283,7 @@ def _on_pre(kwargs: dict) -> None:
     with _STATE.lock:
         h = _STATE.history(call.jit_function, call.device, call.key)
         variant = keys.decode_key(call.key, h.params)
-        idx = keys.closest(variant, h.variants)
+        idx = h.variants.closest(variant)
         entries: list[DiffEntry] = keys.diff(h.variants[idx], variant) if idx is not None else []
         event = Event(
             kind="compile",
