@@ -1,6 +1,8 @@
 """The vLLM general plugin, tested without vLLM: processes that call the plugin function the way
-vLLM does (in every process, before the process group exists), then run a gloo job, tear the
-group down and exit; plus a forked worker that leaves through os._exit like multiprocessing's."""
+vLLM does (in every process, before the process group exists and before the worker module is
+imported), then run a gloo job through a stand-in ``vllm.v1.worker.gpu_worker.Worker`` whose
+``execute_model`` the plugin labels with steps, tear the group down and exit; plus a forked worker
+that leaves through os._exit like multiprocessing's."""
 from __future__ import annotations
 
 import json
@@ -19,43 +21,65 @@ from jitguard.cli.report import report as report_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 
-WORKER = textwrap.dedent("""
-    import os, sys
-    sys.path.insert(0, {tests!r})
-    from jitguard.integrations import vllm as plugin
-    plugin.register()                      # what vLLM does first in every process
-    plugin.register()                      # ...possibly more than once
-    assert "vllm" not in sys.modules
-    import torch, torch.distributed as dist
+# A stand-in for vLLM's GPU worker module: vLLM calls Worker.execute_model once per engine step.
+FAKE_GPU_WORKER = textwrap.dedent("""
+    import torch
     import triton, triton.language as tl
-    import jitguard
-    from runtime_helpers import FakeTensor, stand_in_driver
+    from runtime_helpers import FakeTensor
 
     @triton.jit
     def plugin_kernel(x_ptr, n, BLOCK: tl.constexpr):
         i = tl.arange(0, BLOCK)
         tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n), mask=i < n)
 
+    class Worker:
+        def execute_model(self, num_tokens):
+            plugin_kernel.warmup(FakeTensor(4096, torch.float32), num_tokens, BLOCK=16, grid=(1,))
+            return num_tokens
+""")
+
+WORKER = textwrap.dedent("""
+    import os, sys
+    sys.path.insert(0, {tests!r})
+    sys.path.insert(0, {fake_site!r})
+    from jitguard.integrations import vllm as plugin
+    plugin.register()                      # what vLLM does first in every process
+    plugin.register()                      # ...possibly more than once
+    assert "vllm" not in sys.modules
+    import torch, torch.distributed as dist
+    import jitguard
+    from runtime_helpers import stand_in_driver
+    from vllm.v1.worker.gpu_worker import Worker, plugin_kernel   # imported after the plugin
+
     rank = int(sys.argv[1])
     counts = [int(c) for c in sys.argv[2].split(",")]
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[3], rank=rank,
                             world_size=2)
-    x = FakeTensor(4096, torch.float32)
+    worker = Worker()
     with stand_in_driver():
-        for step, n in enumerate(counts):
-            jitguard.mark_step(step)
-            plugin_kernel.warmup(x, n, BLOCK=16, grid=(1,))
+        for n in counts:                   # no mark_step here: the plugin labels each step
+            assert worker.execute_model(n) == n
             dist.all_reduce(torch.ones(1))
         if rank == 0:
             import multiprocessing as mp
+            from runtime_helpers import FakeTensor
             def child():
                 jitguard.mark_step(100)
-                plugin_kernel.warmup(x, 1, BLOCK=32, grid=(1,))   # a variant only the child makes
+                plugin_kernel.warmup(FakeTensor(4096, torch.float32), 1, BLOCK=32, grid=(1,))
             p = mp.get_context("fork").Process(target=child)
             p.start(); p.join()
             assert p.exitcode == 0
     dist.destroy_process_group()           # vLLM tears the group down before exit
 """)
+
+
+def _fake_vllm(root: Path) -> Path:
+    pkg = root / "site" / "vllm" / "v1" / "worker"
+    pkg.mkdir(parents=True)
+    for d in (pkg, pkg.parent, pkg.parent.parent):
+        (d / "__init__.py").write_text("")
+    (pkg / "gpu_worker.py").write_text(FAKE_GPU_WORKER)
+    return root / "site"
 
 
 def _free_port() -> int:
@@ -68,7 +92,7 @@ def test_plugin_writes_one_trace_per_process_with_rank(tmp_path):
     rng = random.Random()
     trace_dir = tmp_path / "traces"
     script = tmp_path / "worker.py"
-    script.write_text(WORKER.format(tests=str(ROOT / "tests")))
+    script.write_text(WORKER.format(tests=str(ROOT / "tests"), fake_site=str(_fake_vllm(tmp_path))))
     plain = [n for n in range(2, 100) if n % 16]
     counts = {0: [rng.choice(plain) for _ in range(4)], 1: [rng.choice(plain) for _ in range(4)]}
     straggler_step = rng.randrange(1, 4)
@@ -111,6 +135,10 @@ def test_plugin_writes_one_trace_per_process_with_rank(tmp_path):
     (s,) = merged["straggler_steps"]
     assert s["compiling_ranks"] == [1] and s["waiting_ranks"] == [0]
     assert s["compiles"][0]["culprits"] == ["n"]
+    # the steps came from the plugin's wrapper around Worker.execute_model: 0, 1, 2, ...
+    for name, data in by_name.items():
+        if data is not child[0]:
+            assert all(e["step"] is not None and 0 <= e["step"] < 4 for e in data["events"])
 
 
 def test_plugin_is_inert_without_the_variable_and_imports_nothing_heavy(tmp_path):

@@ -14,9 +14,12 @@ writes ``jitguard-trace.rank{R}.pid{P}.json`` there when it exits (no ``rank`` p
 outside the distributed group). The rank is captured when the process group is initialized, since
 vLLM tears it down before exit.
 
-Straggler compiles need step numbers: vLLM does not call ``jitguard.mark_step``; call it once per
-model-runner step (e.g. in a custom worker) to line compiles up across ranks. Without it the report
-still lists compiles per rank and each kernel's variants per rank.
+Steps: straggler compiles are found by lining ranks up on step numbers. The plugin numbers the
+engine steps itself: ``jitguard.mark_step()`` runs at the top of each GPU worker's
+``execute_model`` (and ``execute_dummy_batch``), which every rank calls once per engine step
+(vLLM's ``vllm.v1.worker.gpu_worker.Worker`` and the older ``vllm.worker.worker.Worker``).
+Compiles during start-up (profiling, CUDA-graph capture) carry no step. ``JITGUARD_VLLM_STEPS=0``
+turns the step labels off.
 
 This module never imports vLLM, and imports nothing heavy at import time: only :func:`register`
 does work. When ``jitguard run`` already activated the watcher in a process, the plugin leaves it be.
@@ -24,6 +27,7 @@ does work. When ``jitguard run`` already activated the watcher in a process, the
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib.abc
 import importlib.util
 import os
@@ -146,11 +150,53 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _after_import(fullname: str, then) -> None:
+    """Run ``then()`` now if ``fullname`` is imported, else right after it is (once)."""
+    if fullname in sys.modules:
+        then()
+    elif not any(isinstance(f, _AfterImport) and f.fullname == fullname for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(fullname, then))
+
+
+# vLLM's worker classes: one call of these per engine step on every rank, in lockstep.
+STEP_TARGETS = (("vllm.v1.worker.gpu_worker", "Worker"), ("vllm.worker.worker", "Worker"))
+STEP_METHODS = ("execute_model", "execute_dummy_batch")
+ENV_STEPS = "JITGUARD_VLLM_STEPS"
+
+
+def _wrap_worker_class(module_name: str, class_name: str) -> None:
+    """Label each engine step: ``jitguard.mark_step()`` at the top of the worker's
+    ``execute_model`` (and ``execute_dummy_batch``, which data-parallel ranks run to stay in step)."""
+    cls = getattr(sys.modules.get(module_name), class_name, None)
+    if cls is None:
+        return
+    from jitguard.runtime.steps import mark_step
+
+    for name in STEP_METHODS:
+        original = cls.__dict__.get(name)
+        if original is None or not callable(original) or getattr(original, "__jitguard__", False):
+            continue
+
+        def wrapper(self, *args, __original=original, **kwargs):
+            mark_step()
+            return __original(self, *args, **kwargs)
+
+        functools.update_wrapper(wrapper, original)
+        wrapper.__jitguard__ = True
+        setattr(cls, name, wrapper)
+
+
+def _install_step_marks() -> None:
+    if os.environ.get(ENV_STEPS, "1").strip().lower() in ("0", "off", "false", "no"):
+        return
+    for module_name, class_name in STEP_TARGETS:
+        _after_import(module_name, lambda m=module_name, c=class_name: _wrap_worker_class(m, c))
+
+
 def _wrap_init_process_group() -> None:
     dist = sys.modules.get("torch.distributed")
     if dist is None:
-        if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-            sys.meta_path.insert(0, _AfterImport("torch.distributed", _wrap_init_process_group))
+        _after_import("torch.distributed", _wrap_init_process_group)
         return
     if not hasattr(dist, "init_process_group"):
         return
@@ -261,6 +307,7 @@ def register() -> None:
     with _lock:
         _state.update(pid=pid, watch=watch, written=False, target=target)
     _wrap_init_process_group()
+    _install_step_marks()
     atexit.register(write_now)
     _arm_multiprocessing_finalizer()
     if threading.current_thread() is threading.main_thread():
