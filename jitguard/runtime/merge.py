@@ -590,12 +590,15 @@ def render_text(report: MergedReport, *, max_stragglers: int | None = 30, color:
     hosts = sorted({p.host for p in procs if p.host})
     total_compiles = sum(p.compiles for p in procs)
     total_ms = sum(p.compile_ms for p in procs)
-    who = (f"rank{'s' if len(ranks) > 1 else ''} {_ranks_words(ranks)}" if ranks else "no ranks")
-    if report.world_size:
-        who += f" of world size {report.world_size}"
     extra = len(procs) - len(ranks)
-    if extra:
-        who += f" + {extra} process{'es' if extra > 1 else ''} without a rank"
+    if ranks:
+        who = f"rank{'s' if len(ranks) > 1 else ''} {_ranks_words(ranks)}"
+        if report.world_size:
+            who += f" of world size {report.world_size}"
+        if extra:
+            who += f" + {extra} process{'es' if extra > 1 else ''} without a rank"
+    else:
+        who = "no ranks (not a distributed job)" if len(procs) > 1 else "no rank"
     lines.append(f"jitguard: {len(procs)} trace{'s' if len(procs) != 1 else ''}, {who}, "
                  f"on {len(hosts)} host{'s' if len(hosts) != 1 else ''}; "
                  f"{total_compiles} compile{'s' if total_compiles != 1 else ''} in {_ms(total_ms)} "
@@ -633,7 +636,7 @@ def render_text(report: MergedReport, *, max_stragglers: int | None = 30, color:
         lines.append("")
 
     if ranks or procs:
-        lines.append("Per rank:")
+        lines.append("Per rank:" if ranks else "Per process:")
         rows = [("rank", "host", "pid", "compiles", "compile time", "steps with events")]
         for p in procs:
             steps = f"{p.steps[0]}..{p.steps[1]}" if p.steps else "-"
@@ -645,7 +648,7 @@ def render_text(report: MergedReport, *, max_stragglers: int | None = 30, color:
     for k in report.kernels:
         nvar = len(k.variants)
         lines.append(f"{k.kernel}  ({_loc(k.kernel_path, k.kernel_line)}): {nvar} variant"
-                     f"{'s' if nvar != 1 else ''} across ranks, {_ms(k.compile_ms)}")
+                     f"{'s' if nvar != 1 else ''}{' across ranks' if ranks else ''}, {_ms(k.compile_ms)}")
         cols = [p for p in procs if any(_rank_label(p) in map(str, v.steps_by_rank) for v in k.variants)]
         if not cols:
             continue
@@ -686,7 +689,7 @@ def render_text(report: MergedReport, *, max_stragglers: int | None = 30, color:
             lines.append(f"  fix: {fix}")
         lines.append("")
     if report.kernels:
-        lines.append("(cells: the step at which that rank compiled the variant; '.' = never; "
+        lines.append("(cells: the step at which that rank or process compiled the variant; '.' = never; "
                      "'-' = no step marked)")
     for w in report.warnings:
         lines.append(f"warning: {w}")
