@@ -12,7 +12,8 @@ Finds ``@triton.jit`` kernels through LibCST's qualified-name metadata (never by
   level or as a class attribute.
 
 ``iter_kernels`` yields a ``KernelSite`` holding the CST nodes, so the codemod (jitguard fix) edits
-exactly the nodes the linter looked at.
+the nodes of exactly the kernels the linter reports. The scanner itself recognizes the same forms on
+the stdlib ``ast`` (extract.py, for speed); tests/test_static_discovery.py checks both agree.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from typing import Iterator, Mapping
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, QualifiedNameProvider
+
+from jitguard.static.names import is_triton_name
 
 JIT_NAMES = ("jit",)
 AUTOTUNE_NAMES = ("autotune",)
@@ -62,14 +65,6 @@ def _qnames(qmap: Mapping, node: cst.CSTNode) -> set[str]:
     return {q.name for q in value}
 
 
-def is_triton_name(names: set[str], attrs: tuple[str, ...]) -> bool:
-    """True if a qualified name is ``triton....<attr>`` (also through re-exports like
-    ``pkg.triton_utils.triton.jit``): the last part is ``attr`` and a part before it is ``triton``."""
-    for q in names:
-        parts = q.split(".")
-        if len(parts) >= 2 and parts[-1] in attrs and "triton" in parts[:-1]:
-            return True
-    return False
 
 
 def _kwarg(call: cst.Call, name: str) -> cst.Arg | None:

@@ -1,4 +1,4 @@
-"""How each kernel parameter is used inside a @triton.jit body.
+"""How each kernel parameter is used inside a @triton.jit body (stdlib ``ast``).
 
 Every read of a parameter (directly, or through locals computed from it) is put in one class:
 
@@ -13,7 +13,7 @@ Every read of a parameter (directly, or through locals computed from it) is put 
 """
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from jitguard.static.facts import (
     USE_ADDRESS,
@@ -52,7 +52,6 @@ _CONSTEXPR_ARGS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
     "argmin": ((1,), ("axis",)),
     "reduce": ((1,), ("axis",)),
     "cumsum": ((1,), ("axis",)),
-    "split": ((), ()),
     "histogram": ((1,), ("num_bins",)),
     "gather": ((2,), ("axis",)),
     "dot": ((), ("input_precision", "allow_tf32", "max_num_imprecise_acc")),
@@ -63,156 +62,137 @@ _TL_PLAIN = {"cdiv", "minimum", "maximum", "where", "abs", "program_id", "num_pr
              "sqrt", "rsqrt", "cast", "to", "fdiv", "umulhi", "clamp", "floor", "ceil", "int32", "int64",
              "float32", "fma", "div_rn", "sigmoid", "rand", "randn", "randint", "philox", "assume",
              "device_assert", "debug_barrier", "inline_asm_elementwise", "advance", "min", "max"}
-_RANGE = {"range"}
+_LIB_ROOTS = {"tl", "libdevice", "math", "triton", "language", "tle", "tldevice"}
+_BLOCK_PTR = ["base", "shape", "strides", "offsets", "block_shape", "order"]
+_BLOCK_PTR_KIND = {"base": USE_ADDRESS, "shape": USE_COMPARE, "strides": USE_ADDRESS, "offsets": USE_ADDRESS,
+                   "block_shape": USE_CONSTEXPR, "order": USE_CONSTEXPR}
 
 
-def _attr_name(func: cst.BaseExpression) -> str | None:
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    if isinstance(func, cst.Name):
-        return func.value
+def _call_name(func: ast.AST) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
     return None
 
 
-def _is_tl_call(func: cst.BaseExpression) -> bool:
-    """``tl.x`` / ``triton.language.x`` / ``libdevice.x`` (any dotted name with a base)."""
-    return isinstance(func, cst.Attribute)
-
-
 class _Reads:
-    """Collects (name, kind, node) for every Name read, with the context it is read in."""
+    """Collects (name, kind, name node, context node) for every Name read, and local data flow."""
 
-    def __init__(self, module: cst.Module, pos):
-        self.module = module
-        self.pos = pos
-        self.reads: list[tuple[str, str, cst.CSTNode, cst.CSTNode]] = []  # name, kind, name node, context node
-        self.deps: dict[str, set[str]] = {}  # local -> names it is computed from
+    def __init__(self, segment):
+        self.segment = segment
+        self.reads: list[tuple[str, str, ast.AST, ast.AST]] = []
+        self.deps: dict[str, set[str]] = {}
 
-    def code(self, node: cst.CSTNode) -> str:
-        text = self.module.code_for_node(node).strip().replace("\n", " ")
+    def code(self, node: ast.AST) -> str:
+        text = " ".join(self.segment(node).split())
         return text if len(text) <= 80 else text[:77] + "..."
 
     # ---- expressions ----
-    def expr(self, node: cst.CSTNode | None, kind: str, ctx: cst.CSTNode | None = None) -> None:
+    def expr(self, node: ast.AST | None, kind: str, ctx: ast.AST | None = None) -> None:
         if node is None:
             return
         ctx = ctx if ctx is not None else node
-        if isinstance(node, cst.Name):
-            self.reads.append((node.value, kind, node, ctx))
-            return
-        if isinstance(node, cst.Comparison):
-            self.expr(node.left, USE_COMPARE, node)
-            for c in node.comparisons:
-                self.expr(c.comparator, USE_COMPARE, node)
-            return
-        if isinstance(node, cst.Call):
+        if isinstance(node, ast.Name):
+            self.reads.append((node.id, kind, node, ctx))
+        elif isinstance(node, ast.Compare):
+            for x in [node.left, *node.comparators]:
+                self.expr(x, USE_COMPARE, node)
+        elif isinstance(node, ast.Call):
             self.call(node, kind, ctx)
+        elif isinstance(node, ast.Attribute):
+            self.expr(node.value, kind, ctx)
+        elif isinstance(node, (ast.Lambda, ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
             return
-        if isinstance(node, cst.Attribute):
-            self.expr(node.value, kind, ctx)  # x.T, n.to(...) via Call, ptr.dtype
-            return
-        if isinstance(node, cst.Lambda):
-            return
-        if isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
-            return
-        for child in node.children:
-            if isinstance(child, cst.BaseExpression) or isinstance(
-                child, (cst.Element, cst.Arg, cst.SubscriptElement, cst.Index, cst.Slice, cst.StarredElement,
-                        cst.DictElement, cst.FormattedStringExpression, cst.FormattedString)
-            ):
-                self.expr(child, kind, ctx)
+        elif isinstance(node, ast.IfExp):
+            self.expr(node.test, USE_COMPARE, node)
+            self.expr(node.body, kind, ctx)
+            self.expr(node.orelse, kind, ctx)
+        else:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.expr, ast.keyword, ast.comprehension)):
+                    self.expr(child.value if isinstance(child, ast.keyword) else child, kind, ctx)
 
-    def call(self, node: cst.Call, kind: str, ctx: cst.CSTNode) -> None:
+    def call(self, node: ast.Call, kind: str, ctx: ast.AST) -> None:
         func = node.func
-        name = _attr_name(func)
-        # x.to(...), n.to(tl.int64): the receiver flows on.
-        if isinstance(func, cst.Attribute) and name in ("to", "cast"):
+        name = _call_name(func)
+        is_attr = isinstance(func, ast.Attribute)
+        if is_attr and name in ("to", "cast") and not (isinstance(func.value, ast.Name) and func.value.id in _LIB_ROOTS):
             self.expr(func.value, kind, ctx)
             for a in node.args:
-                self.expr(a.value, USE_OTHER, node)
+                self.expr(a, USE_OTHER, node)
             return
-        if name in _CONSTEXPR_ARGS and _is_tl_call(func):
+        if is_attr and name in _CONSTEXPR_ARGS:
             positions, keywords = _CONSTEXPR_ARGS[name]
-            pos_i = 0
-            for a in node.args:
-                if a.keyword is None:
-                    k = USE_CONSTEXPR if pos_i in positions else kind
-                    pos_i += 1
-                else:
-                    k = USE_CONSTEXPR if a.keyword.value in keywords else kind
-                if name == "dot" and a.keyword is None:
-                    k = kind
-                self.expr(a.value, k, node)
+            for i, a in enumerate(node.args):
+                k = kind if name == "dot" else (USE_CONSTEXPR if i in positions else kind)
+                self.expr(a, k, node)
+            for kw in node.keywords:
+                self.expr(kw.value, USE_CONSTEXPR if kw.arg in keywords else kind, node)
             return
-        if name in _MEMORY and _is_tl_call(func):
-            first = True
-            for a in node.args:
-                if a.keyword is None and first:
-                    self.expr(a.value, USE_ADDRESS, node)
-                    first = False
-                elif a.keyword is not None and a.keyword.value in ("mask", "other"):
-                    self.expr(a.value, USE_COMPARE, node)
-                elif a.keyword is not None and a.keyword.value in ("pointer", "base", "ptr"):
-                    self.expr(a.value, USE_ADDRESS, node)
-                elif a.keyword is not None and a.keyword.value in ("shape",):
-                    self.expr(a.value, USE_COMPARE, node)
-                elif a.keyword is not None and a.keyword.value in ("strides",):
-                    self.expr(a.value, USE_ADDRESS, node)
-                elif a.keyword is not None and a.keyword.value in ("block_shape",):
-                    self.expr(a.value, USE_CONSTEXPR, node)
-                elif a.keyword is None and name in ("load",):
-                    # positional mask / other
-                    self.expr(a.value, USE_COMPARE, node)
+        if is_attr and name in _MEMORY:
+            for i, a in enumerate(node.args):
+                if i == 0:
+                    self.expr(a, USE_ADDRESS, node)
+                elif name == "load":
+                    self.expr(a, USE_COMPARE, node)  # positional mask / other
                 else:
-                    self.expr(a.value, USE_OTHER if kind == FLOW else kind, node)
-            return
-        if name == "make_block_ptr" and _is_tl_call(func):
-            order = ["base", "shape", "strides", "offsets", "block_shape", "order"]
-            kinds = {"base": USE_ADDRESS, "shape": USE_COMPARE, "strides": USE_ADDRESS, "offsets": USE_ADDRESS,
-                     "block_shape": USE_CONSTEXPR, "order": USE_CONSTEXPR}
-            i = 0
-            for a in node.args:
-                if a.keyword is None:
-                    key = order[i] if i < len(order) else "order"
-                    i += 1
-                else:
-                    key = a.keyword.value
-                self.expr(a.value, kinds.get(key, USE_OTHER), node)
-            return
-        if name in _RANGE:
-            for a in node.args:
-                k = USE_LOOP_BOUND
-                if a.keyword is not None and a.keyword.value in ("num_stages", "loop_unroll_factor", "flatten",
-                                                                 "warp_specialize", "disallow_acc_multi_buffer"):
+                    self.expr(a, USE_OTHER if kind == FLOW else kind, node)
+            for kw in node.keywords:
+                if kw.arg in ("mask", "other", "shape"):
+                    k = USE_COMPARE
+                elif kw.arg in ("pointer", "base", "ptr", "strides"):
+                    k = USE_ADDRESS
+                elif kw.arg == "block_shape":
                     k = USE_CONSTEXPR
-                self.expr(a.value, k, node)
+                else:
+                    k = USE_OTHER if kind == FLOW else kind
+                self.expr(kw.value, k, node)
             return
-        if name in _TL_PLAIN or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
-                                 and func.value.value in ("tl", "libdevice", "math", "triton", "language")):
+        if is_attr and name == "make_block_ptr":
+            for i, a in enumerate(node.args):
+                key = _BLOCK_PTR[i] if i < len(_BLOCK_PTR) else "order"
+                self.expr(a, _BLOCK_PTR_KIND[key], node)
+            for kw in node.keywords:
+                self.expr(kw.value, _BLOCK_PTR_KIND.get(kw.arg or "", USE_OTHER), node)
+            return
+        if name == "range":
             for a in node.args:
-                self.expr(a.value, kind, ctx)
+                self.expr(a, USE_LOOP_BOUND, node)
+            for kw in node.keywords:
+                self.expr(kw.value, USE_CONSTEXPR if kw.arg in ("num_stages", "loop_unroll_factor", "flatten",
+                                                               "warp_specialize", "disallow_acc_multi_buffer")
+                          else USE_LOOP_BOUND, node)
             return
-        if isinstance(func, cst.Name) and func.value in ("min", "max", "abs", "int", "float", "bool", "len"):
+        lib = is_attr and isinstance(func.value, ast.Name) and func.value.id in _LIB_ROOTS
+        if name in _TL_PLAIN or lib or (isinstance(func, ast.Name) and name in ("min", "max", "abs", "int", "float", "bool", "len")):
             for a in node.args:
-                self.expr(a.value, kind, ctx)
+                self.expr(a, kind, ctx)
+            for kw in node.keywords:
+                self.expr(kw.value, kind, ctx)
             return
-        # a call to another function (a jit helper): args are handed over
+        # a call to another function (a jit helper): the args are handed over
         self.expr(func, USE_OTHER, node)
         for a in node.args:
-            self.expr(a.value, USE_CALL, node)
+            self.expr(a, USE_CALL, node)
+        for kw in node.keywords:
+            self.expr(kw.value, USE_CALL, node)
 
     # ---- statements ----
-    def targets(self, target: cst.BaseExpression) -> list[str]:
-        if isinstance(target, cst.Name):
-            return [target.value]
-        if isinstance(target, (cst.Tuple, cst.List)):
+    @staticmethod
+    def targets(target: ast.AST) -> list[str]:
+        if isinstance(target, ast.Name):
+            return [target.id]
+        if isinstance(target, (ast.Tuple, ast.List)):
             out: list[str] = []
-            for el in target.elements:
-                out.extend(self.targets(el.value))
+            for el in target.elts:
+                out.extend(_Reads.targets(el))
             return out
+        if isinstance(target, ast.Starred):
+            return _Reads.targets(target.value)
         return []
 
-    def flow(self, targets: list[str], value: cst.BaseExpression | None, augment: bool = False) -> None:
+    def flow(self, targets: list[str], value: ast.AST | None, augment: bool = False) -> None:
         if value is None:
             return
         start = len(self.reads)
@@ -223,91 +203,69 @@ class _Reads:
             if augment:
                 self.deps[t].add(t)
 
-    def block(self, body) -> None:
-        stmts = body.body if hasattr(body, "body") else body
-        if isinstance(stmts, cst.BaseSuite):
-            stmts = stmts.body
-        for st in stmts if isinstance(stmts, (list, tuple)) else [stmts]:
+    def block(self, stmts) -> None:
+        for st in stmts:
             self.stmt(st)
 
-    def stmt(self, st: cst.CSTNode) -> None:
-        if isinstance(st, cst.SimpleStatementLine):
-            for small in st.body:
-                self.small(small)
-            return
-        if isinstance(st, cst.If):
+    def stmt(self, st: ast.stmt) -> None:
+        if isinstance(st, ast.Assign):
+            names: list[str] = []
+            for t in st.targets:
+                names.extend(self.targets(t))
+            self.flow(names, st.value)
+        elif isinstance(st, ast.AnnAssign):
+            self.flow(self.targets(st.target), st.value)
+        elif isinstance(st, ast.AugAssign):
+            self.flow(self.targets(st.target), st.value, augment=True)
+        elif isinstance(st, (ast.Expr, ast.Return)):
+            self.expr(st.value, USE_OTHER)
+        elif isinstance(st, ast.Assert):
+            self.expr(st.test, USE_COMPARE)
+        elif isinstance(st, ast.If):
             self.expr(st.test, USE_COMPARE)
             self.block(st.body)
-            if st.orelse is not None:
-                if isinstance(st.orelse, cst.If):
-                    self.stmt(st.orelse)
-                else:
-                    self.block(st.orelse.body)
-            return
-        if isinstance(st, cst.While):
+            self.block(st.orelse)
+        elif isinstance(st, ast.While):
             self.expr(st.test, USE_COMPARE)
             self.block(st.body)
-            return
-        if isinstance(st, cst.For):
-            it = st.iter
-            if isinstance(it, cst.Call):
-                self.call(it, USE_LOOP_BOUND, it)
+            self.block(st.orelse)
+        elif isinstance(st, ast.For):
+            if isinstance(st.iter, ast.Call):
+                self.call(st.iter, USE_LOOP_BOUND, st.iter)
             else:
-                self.expr(it, USE_LOOP_BOUND)
+                self.expr(st.iter, USE_LOOP_BOUND)
             for t in self.targets(st.target):
                 self.deps.setdefault(t, set())
             self.block(st.body)
-            if st.orelse is not None:
-                self.block(st.orelse.body)
-            return
-        if isinstance(st, cst.With):
+            self.block(st.orelse)
+        elif isinstance(st, ast.With):
             for item in st.items:
-                self.expr(item.item, USE_OTHER)
+                self.expr(item.context_expr, USE_OTHER)
             self.block(st.body)
-            return
-        if isinstance(st, cst.Try):
+        elif isinstance(st, ast.Try):
             self.block(st.body)
             for h in st.handlers:
                 self.block(h.body)
-            return
-        if isinstance(st, (cst.FunctionDef, cst.ClassDef)):
-            return
-        # match statements and anything else: look at nothing rather than guess
-
-    def small(self, node: cst.CSTNode) -> None:
-        if isinstance(node, cst.Assign):
-            names: list[str] = []
-            for t in node.targets:
-                names.extend(self.targets(t.target))
-            self.flow(names, node.value)
-        elif isinstance(node, cst.AnnAssign):
-            self.flow(self.targets(node.target), node.value)
-        elif isinstance(node, cst.AugAssign):
-            self.flow(self.targets(node.target), node.value, augment=True)
-        elif isinstance(node, cst.Expr):
-            self.expr(node.value, USE_OTHER)
-        elif isinstance(node, cst.Return):
-            self.expr(node.value, USE_OTHER)
-        elif isinstance(node, cst.Assert):
-            self.expr(node.test, USE_COMPARE)
+            self.block(st.orelse)
+            self.block(st.finalbody)
+        # nested defs, match statements and the rest: look at nothing rather than guess
 
 
-def analyze_uses(fn: cst.FunctionDef, params: list[str], module: cst.Module, pos) -> tuple[dict[str, list[ParamUse]], set[str]]:
+def analyze_uses(fn: ast.FunctionDef, params: list[str], segment) -> tuple[dict[str, list[ParamUse]], set[str]]:
     """Uses of each parameter in ``fn``'s body, and the set of parameters used as pointers."""
-    reads = _Reads(module, pos)
+    reads = _Reads(segment)
     try:
         reads.block(fn.body)
     except RecursionError:
         return {p: [] for p in params}, set()
-    # Locals derived from each parameter (transitively).
     derived: dict[str, set[str]] = {p: {p} for p in params}
-    changed = True
-    rounds = 0
-    while changed and rounds < 50:
-        changed = False
-        rounds += 1
-        for local, srcs in reads.deps.items():
-            for p in params:
+    for p in params:
+        changed = True
+        rounds = 0
+        while changed and rounds < 50:
+            changed = False
+            rounds += 1
+            for local, srcs in reads.deps.items():
                 if local not in derived[p] and srcs & derived[p]:
                     derived[p].add(local)
                     changed = True
@@ -318,36 +276,30 @@ def analyze_uses(fn: cst.FunctionDef, params: list[str], module: cst.Module, pos
         uses: list[ParamUse] = []
         seen = set()
         for name, kind, node, ctx in reads.reads:
-            if name not in names or kind == FLOW:
+            if kind == FLOW or name not in names:
                 continue
-            try:
-                where = pos[node].start
-                line, col = where.line, where.column + 1
-            except KeyError:
-                line, col = 0, 0
-            key = (kind, line, col)
+            key = (kind, node.lineno, node.col_offset)
             if key in seen:
                 continue
             seen.add(key)
-            uses.append(ParamUse(kind=kind, line=line, column=col, context=reads.code(ctx)))
+            uses.append(ParamUse(kind=kind, line=node.lineno, column=node.col_offset + 1, context=reads.code(ctx)))
         out[p] = uses
-        # A pointer: read directly (not through a local) as the address of a load/store, or named so.
         low = p.lower()
         if low.endswith(("ptr", "ptrs", "_p", "pointer", "_desc", "descriptor")) or low.startswith("ptr_"):
             pointers.add(p)
-        else:
-            for name, kind, node, ctx in reads.reads:
-                if name == p and kind == USE_ADDRESS and isinstance(ctx, cst.Call) and _attr_name(ctx.func) in _MEMORY \
-                        and ctx.args and _is_pointer_base(ctx.args[0].value, p):
-                    pointers.add(p)
-                    break
+            continue
+        for name, kind, node, ctx in reads.reads:
+            if (name == p and kind == USE_ADDRESS and isinstance(ctx, ast.Call) and _call_name(ctx.func) in _MEMORY | {"make_block_ptr"}
+                    and ctx.args and _is_pointer_base(ctx.args[0], p)):
+                pointers.add(p)
+                break
     return out, pointers
 
 
-def _is_pointer_base(expr: cst.BaseExpression, p: str) -> bool:
+def _is_pointer_base(expr: ast.AST, p: str) -> bool:
     """``p`` or ``p + offs`` / ``p + a * b + ...``: p is the leftmost term of a sum (the base)."""
-    if isinstance(expr, cst.Name):
-        return expr.value == p
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
+    if isinstance(expr, ast.Name):
+        return expr.id == p
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
         return _is_pointer_base(expr.left, p)
     return False

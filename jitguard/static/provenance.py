@@ -10,16 +10,14 @@ documents every rule.
 """
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import libcst as cst
-
 from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING
 
 _RANK = {VARYING: 3, BUCKETED: 2, UNKNOWN: 1, STABLE: 0}
-MAX_DEPTH = 6
 
 
 class Prov(NamedTuple):
@@ -32,19 +30,22 @@ class Prov(NamedTuple):
 
 
 def join(items: list[Prov], vtype: str | None = None) -> Prov:
+    """The most varying of several possible values (VARYING > BUCKETED > UNKNOWN > STABLE)."""
     if not items:
         return Prov(UNKNOWN, vtype or "unknown")
     best = max(items, key=lambda p: _RANK[p.cls])
     if vtype is None:
-        types = {p.vtype for p in items if p.vtype != "unknown"}
+        types = {p.vtype for p in items if p.vtype not in ("unknown", "none")}
         if "float" in types:
             vtype = "float"
         elif types == {"bool"}:
             vtype = "bool"
         elif "int" in types:
             vtype = "int"
+        elif "tensor" in types:
+            vtype = "tensor"
         else:
-            vtype = best.vtype
+            vtype = "unknown"
     return Prov(best.cls, vtype, best.evidence)
 
 
@@ -69,6 +70,7 @@ _VARYING_NAME = re.compile(
 
 
 def name_class(name: str | None, varying: frozenset[str] = frozenset(), stable: frozenset[str] = frozenset()) -> str | None:
+    """VARYING / STABLE when a name alone suggests it, else None. Config names win."""
     if not name:
         return None
     if name in stable:
@@ -91,17 +93,17 @@ _WEIGHT_NAME = re.compile(
 )
 
 
-def weight_like(expr: cst.BaseExpression) -> bool:
+def weight_like(expr: ast.AST) -> bool:
     """self.x / cls.x / obj.weight / w13 / key_cache: a tensor fixed for the model's life."""
-    if isinstance(expr, cst.Attribute):
+    if isinstance(expr, ast.Attribute):
         base = expr
-        while isinstance(base, cst.Attribute):
+        while isinstance(base, ast.Attribute):
             base = base.value
-        if isinstance(base, cst.Name) and base.value in ("self", "cls"):
+        if isinstance(base, ast.Name) and base.id in ("self", "cls"):
             return True
-        return bool(_WEIGHT_NAME.search(expr.attr.value.lower()))
-    if isinstance(expr, cst.Name):
-        return bool(_WEIGHT_NAME.search(expr.value.lower()))
+        return bool(_WEIGHT_NAME.search(expr.attr.lower()))
+    if isinstance(expr, ast.Name):
+        return bool(_WEIGHT_NAME.search(expr.id.lower()))
     return False
 
 
@@ -111,8 +113,8 @@ class Entry:
     """One way a local gets its value."""
 
     kind: str  # "expr" | "dim" | "item" | "loop" | "opaque" | "aug"
-    node: cst.CSTNode | None = None  # value expression (expr/aug/item), tensor expression (dim)
-    index: int | None = None  # dim index / tuple item index
+    node: ast.AST | None = None  # value expression (expr/aug/item), tensor expression (dim)
+    index: int | None = None  # dim index
     line: int = 0
     ndim: int | None = None
 
@@ -120,9 +122,9 @@ class Entry:
 @dataclass
 class ParamInfo:
     name: str
-    index: int  # position in the call (self excluded for methods)
-    default: cst.BaseExpression | None
-    annotation: cst.BaseExpression | None
+    index: int  # position in a call (self excluded for methods), -1 keyword-only
+    default: ast.AST | None
+    annotation: ast.AST | None
     kind: str  # "pos" | "kwonly" | "star"
 
 
@@ -130,107 +132,99 @@ class ParamInfo:
 class FunctionInfo:
     qual: str
     name: str
-    node: cst.FunctionDef
+    node: ast.AST
     class_name: str | None
-    is_method: bool  # first parameter is self/cls
+    is_method: bool
     parent: "FunctionInfo | None"
     params: dict[str, ParamInfo] = field(default_factory=dict)
     assigns: dict[str, list[Entry]] = field(default_factory=dict)
+    imported: set[str] = field(default_factory=set)
+    scope: object = None  # the names.Scope of the body
 
 
 @dataclass
 class ModuleInfo:
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
-    constants: dict[str, cst.BaseExpression] = field(default_factory=dict)
+    constants: dict[str, ast.AST] = field(default_factory=dict)
     imported: set[str] = field(default_factory=set)
-    # callee key -> [(call node, caller function)]: key is a module-level function name or "Class.method"
-    calls: dict[str, list[tuple[cst.Call, FunctionInfo | None]]] = field(default_factory=dict)
+    # callee qual -> [(call node, caller function or None)]
+    calls: dict[str, list[tuple[ast.Call, FunctionInfo | None]]] = field(default_factory=dict)
 
 
 _ALLOC = {"empty", "zeros", "ones", "full", "randn", "rand", "randint", "new_empty", "new_zeros", "new_ones",
-          "new_full", "empty_strided", "arange"}
+          "new_full", "empty_strided"}
 _LIKE = {"empty_like", "zeros_like", "ones_like", "full_like", "randn_like", "rand_like"}
 _SAME = {"contiguous", "clone", "to", "float", "half", "bfloat16", "int", "long", "cuda", "cpu", "detach",
-         "type", "view_as", "type_as", "requires_grad_", "fill_", "zero_", "copy_"}
+         "type", "view_as", "type_as", "requires_grad_", "fill_", "zero_", "copy_", "normal_", "uniform_"}
 _ARITH_FUNCS = {"cdiv", "ceil_div", "div_up", "ceildiv", "round_up", "roundup", "align", "align_up",
-                "round_up_to", "min", "max", "abs", "int", "ceil", "floor", "prod", "sum", "pow",
-                "cdiv_", "next_multiple_of", "round_to_multiple", "divide_round_up", "ceil_to"}
+                "round_up_to", "min", "max", "abs", "int", "ceil", "floor", "prod", "pow", "next_multiple_of",
+                "round_to_multiple", "divide_round_up", "ceil_to", "cdiv_round_up"}
 _BUCKET = re.compile(r"next_power_of_2|next_pow2|power_of_2|pow2|bucket|next_power|_pow_2|round_up_pow")
-_STABLE_CALLS = {"dim", "element_size", "get_device_capability", "is_contiguous", "data_ptr_alignment",
-                 "get_num_sms", "num_sms", "get_device_properties", "multi_processor_count",
-                 "device_count", "current_device", "get_device", "itemsize", "cdiv_stable"}
+_STABLE_CALLS = {"dim", "element_size", "get_device_capability", "is_contiguous", "get_num_sms", "num_sms",
+                 "get_device_properties", "device_count", "current_device", "get_device", "data_ptr_alignment"}
 _DATA_DEP = {"item", "tolist"}
 
 
-def _int_literal(node: cst.BaseExpression) -> int | None:
-    neg = False
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        neg, node = True, node.expression
-    if isinstance(node, cst.Integer):
-        try:
-            v = int(node.value, 0)
-        except ValueError:
-            return None
-        return -v if neg else v
+def int_literal(node: ast.AST | None) -> int | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = int_literal(node.operand)
+        return -v if v is not None else None
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
     return None
 
 
-def _call_name(func: cst.BaseExpression) -> str | None:
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    if isinstance(func, cst.Name):
-        return func.value
+def _call_name(func: ast.AST) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
     return None
 
 
-def _annotation_vtype(ann: cst.BaseExpression | None, code) -> str:
-    if ann is None:
+def annotation_vtype(text: str | None) -> str:
+    if not text:
         return "unknown"
-    text = code(ann)
     if "Tensor" in text:
         return "tensor"
-    if text in ("int", "Optional[int]", "int | None"):
+    t = text.replace(" ", "")
+    if t in ("int", "Optional[int]", "int|None", "SymInt"):
         return "int"
-    if text in ("float", "Optional[float]", "float | None"):
+    if t in ("float", "Optional[float]", "float|None"):
         return "float"
-    if text == "bool":
+    if t in ("bool", "Optional[bool]", "bool|None"):
         return "bool"
     return "unknown"
 
 
 class Classifier:
-    def __init__(self, module: cst.Module, info: ModuleInfo, pos, varying: frozenset[str], stable: frozenset[str]):
-        self.module = module
+    def __init__(self, info: ModuleInfo, segment, varying: frozenset[str], stable: frozenset[str]):
         self.info = info
-        self.pos = pos
+        self.segment = segment
         self.varying = varying
         self.stable = stable
         self._busy: set[tuple[int, str]] = set()
         self._memo: dict[tuple[int, str], Prov] = {}
+        self._tensor_memo: dict[int, tuple] = {}
 
     # ---- helpers ----
-    def code(self, node: cst.CSTNode) -> str:
-        text = self.module.code_for_node(node).strip().replace("\n", " ")
-        text = re.sub(r"\s+", " ", text)
+    def code(self, node: ast.AST) -> str:
+        text = " ".join(self.segment(node).split())
         return text if len(text) <= 60 else text[:57] + "..."
-
-    def line(self, node: cst.CSTNode) -> int:
-        try:
-            return self.pos[node].start.line
-        except KeyError:
-            return 0
 
     def by_name(self, name: str | None) -> str | None:
         return name_class(name, self.varying, self.stable)
 
     def lookup(self, name: str, fn: FunctionInfo | None) -> tuple[FunctionInfo | None, str]:
-        """Where ``name`` is bound: ('assign'|'param'|'module'|'import'|'free') and the function."""
+        """Where ``name`` is bound: ('assign'|'param'|'import'|'module'|'free') and the function."""
         f = fn
         while f is not None:
             if name in f.assigns:
                 return f, "assign"
             if name in f.params:
                 return f, "param"
+            if name in f.imported:
+                return f, "import"
             f = f.parent
         if name in self.info.constants:
             return None, "module"
@@ -238,57 +232,61 @@ class Classifier:
             return None, "import"
         return None, "free"
 
+    def apply_name(self, name: str, prov: Prov) -> Prov:
+        cls = self.by_name(name)
+        if cls is None:
+            return prov
+        return Prov(cls, prov.vtype, (f"{name}: the name suggests a {'per-call' if cls == VARYING else 'fixed'} value",))
+
     # ---- entry point ----
-    def classify(self, expr: cst.BaseExpression, fn: FunctionInfo | None, depth: int = 0) -> Prov:
+    def classify(self, expr: ast.AST, fn: FunctionInfo | None, depth: int = 0) -> Prov:
         try:
             return self._classify(expr, fn, depth)
         except RecursionError:
             return Prov(UNKNOWN)
 
-    def _classify(self, e: cst.BaseExpression, fn: FunctionInfo | None, depth: int) -> Prov:
-        if depth > 40:
+    def _classify(self, e: ast.AST, fn: FunctionInfo | None, depth: int) -> Prov:
+        if depth > 60:
             return Prov(UNKNOWN)
         d = depth + 1
-        if isinstance(e, cst.Integer):
-            return Prov(STABLE, "int", (f"literal {e.value}",))
-        if isinstance(e, (cst.Float, cst.Imaginary)):
-            return Prov(STABLE, "float", (f"literal {e.value}",))
-        if isinstance(e, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
-            return Prov(STABLE, "str")
-        if isinstance(e, cst.Name):
-            if e.value in ("True", "False"):
-                return Prov(STABLE, "bool", (f"literal {e.value}",))
-            if e.value == "None":
+        if isinstance(e, ast.Constant):
+            v = e.value
+            if isinstance(v, bool):
+                return Prov(STABLE, "bool", (f"literal {v}",))
+            if isinstance(v, int):
+                return Prov(STABLE, "int", (f"literal {v}",))
+            if isinstance(v, float):
+                return Prov(STABLE, "float", (f"literal {v}",))
+            if v is None:
                 return Prov(STABLE, "none", ("None",))
-            return self.name(e.value, fn, d)
-        if isinstance(e, cst.UnaryOperation):
-            inner = self._classify(e.expression, fn, d)
-            if isinstance(e.operator, cst.Not):
-                return Prov(inner.cls, "bool", inner.evidence)
-            return inner
-        if isinstance(e, cst.BinaryOperation):
+            return Prov(STABLE, "str")
+        if isinstance(e, ast.Name):
+            return self.name(e.id, fn, d)
+        if isinstance(e, ast.UnaryOp):
+            inner = self._classify(e.operand, fn, d)
+            return Prov(inner.cls, "bool", inner.evidence) if isinstance(e.op, ast.Not) else inner
+        if isinstance(e, ast.BinOp):
             left, right = self._classify(e.left, fn, d), self._classify(e.right, fn, d)
-            vt = "float" if isinstance(e.operator, cst.Divide) else None
-            out = join([left, right], vt)
+            out = join([left, right], "float" if isinstance(e.op, ast.Div) else None)
             if out.cls == VARYING:
                 return out.why(f"{self.code(e)}: arithmetic on a varying value")
             return out
-        if isinstance(e, (cst.Comparison, cst.BooleanOperation)):
-            parts = [e.left] + [c.comparator for c in e.comparisons] if isinstance(e, cst.Comparison) else [e.left, e.right]
-            out = join([self._classify(x, fn, d) for x in parts])
-            vt = "bool" if isinstance(e, cst.Comparison) else out.vtype
-            return Prov(out.cls, vt, out.evidence)
-        if isinstance(e, cst.IfExp):
+        if isinstance(e, ast.Compare):
+            out = join([self._classify(x, fn, d) for x in [e.left, *e.comparators]])
+            return Prov(out.cls, "bool", out.evidence)
+        if isinstance(e, ast.BoolOp):
+            return join([self._classify(x, fn, d) for x in e.values])
+        if isinstance(e, ast.IfExp):
             return join([self._classify(e.body, fn, d), self._classify(e.orelse, fn, d)])
-        if isinstance(e, cst.Attribute):
+        if isinstance(e, ast.Attribute):
             return self.attribute(e, fn, d)
-        if isinstance(e, cst.Subscript):
+        if isinstance(e, ast.Subscript):
             return self.subscript(e, fn, d)
-        if isinstance(e, cst.Call):
+        if isinstance(e, ast.Call):
             return self.call(e, fn, d)
-        if isinstance(e, cst.NamedExpr):
+        if isinstance(e, ast.NamedExpr):
             return self._classify(e.value, fn, d)
-        if isinstance(e, (cst.Tuple, cst.List)):
+        if isinstance(e, (ast.Tuple, ast.List)):
             return Prov(UNKNOWN, "tuple")
         return Prov(UNKNOWN)
 
@@ -303,10 +301,9 @@ class Classifier:
                 return Prov(UNKNOWN)
             self._busy.add(key)
             try:
-                results = [self.entry(name, en, owner, depth) for en in owner.assigns[name]]
+                out = join([self.entry(name, en, owner, depth) for en in owner.assigns[name]])
             finally:
                 self._busy.discard(key)
-            out = join(results)
             if out.cls == UNKNOWN:
                 out = self.apply_name(name, out)
             self._memo[key] = out
@@ -314,27 +311,20 @@ class Classifier:
         if where == "param":
             return self.param(owner, name, depth)
         if where == "module":
-            value = self.info.constants[name]
             key = (0, name)
             if key in self._busy:
-                return Prov(STABLE, evidence=(f"module-level {name}",))
+                return Prov(STABLE, evidence=(f"{name}: module-level value",))
             self._busy.add(key)
             try:
-                inner = self._classify(value, None, depth)
+                inner = self._classify(self.info.constants[name], None, depth)
             finally:
                 self._busy.discard(key)
             if inner.cls in (UNKNOWN, STABLE):
                 return Prov(STABLE, inner.vtype, (f"{name}: module-level constant",))
-            return inner.why(f"module-level {name} = {self.code(value)}")
+            return inner.why(f"module-level {name} = {self.code(self.info.constants[name])}")
         if where == "import":
             return Prov(STABLE, "unknown", (f"{name}: imported constant",))
         return self.apply_name(name, Prov(UNKNOWN))
-
-    def apply_name(self, name: str, prov: Prov) -> Prov:
-        cls = self.by_name(name)
-        if cls is None:
-            return prov
-        return Prov(cls, prov.vtype, (f"{name}: the name suggests a {'per-call' if cls == VARYING else 'fixed'} value",))
 
     def entry(self, name: str, en: Entry, fn: FunctionInfo, depth: int) -> Prov:
         where = f"line {en.line}"
@@ -343,20 +333,12 @@ class Classifier:
         if en.kind == "opaque":
             return Prov(UNKNOWN)
         if en.kind == "dim":
-            return self.dim(en.node, en.index, fn, depth, target=name, ndim=en.ndim).why(
-                f"{name} = {self.code(en.node)}.shape[{en.index}] ({where})"
-            ) if False else self.dim(en.node, en.index, fn, depth, target=name, ndim=en.ndim, line=en.line)
+            return self.dim(en.node, en.index, fn, depth, target=name, ndim=en.ndim, line=en.line)
         if en.kind == "item":
             return self.apply_name(name, Prov(UNKNOWN))
         inner = self._classify(en.node, fn, depth)
-        if en.kind == "aug" and inner.cls != VARYING:
-            # x += k inside a loop still changes per iteration: treat the accumulation as varying
-            inner = Prov(VARYING, inner.vtype, (f"{name} is accumulated ({where})",)) if inner.cls == STABLE and False else inner
         if inner.cls == UNKNOWN:
             return self.apply_name(name, inner)
-        if inner.cls == STABLE and self.by_name(name) == VARYING and inner.vtype not in ("float", "bool", "none", "str"):
-            # a literal/constant assigned to a varying-looking name stays what the code says
-            return inner.why(f"{name} = {self.code(en.node)} ({where})")
         return inner.why(f"{name} = {self.code(en.node)} ({where})")
 
     # ---- parameters of the enclosing function: follow the callers in this module ----
@@ -365,33 +347,33 @@ class Classifier:
         key = (id(fn), "param:" + name)
         if key in self._memo:
             return self._memo[key]
-        vt = _annotation_vtype(p.annotation, self.code)
-        if key in self._busy or depth > MAX_DEPTH * 6:
+        vt = annotation_vtype(self.code(p.annotation) if p.annotation is not None else None)
+        if key in self._busy or depth > 40:
             return Prov(UNKNOWN, vt)
         self._busy.add(key)
         try:
             results: list[Prov] = []
             callers = self.info.calls.get(fn.qual, []) if p.kind != "star" else []
-            for call, caller in callers:
-                arg = self._arg_for(call, p)
+            for call, caller in callers[:50]:
+                arg = self.arg_for(call, p)
                 if arg is None:
                     if p.default is not None:
                         results.append(self._classify(p.default, None, depth).why(f"{name} defaults to {self.code(p.default)}"))
                     continue
-                if isinstance(arg, str):  # star args: can't map
+                if isinstance(arg, str):  # *args / **kwargs at the call: can't map
                     continue
-                r = self._classify(arg, caller, depth + 6)
+                r = self._classify(arg, caller, depth + 4)
                 cname = caller.qual if caller is not None else "module level"
-                results.append(r.why(f"{fn.name}({name}={self.code(arg)}) called in {cname} (line {self.line(call)})"))
+                results.append(r.why(f"{fn.name}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"))
             out = join(results) if results else Prov(UNKNOWN)
             if out.cls == UNKNOWN:
                 named = self.apply_name(name, out)
                 if named.cls != UNKNOWN:
                     out = named
                 elif not results and p.default is not None:
-                    d = self._classify(p.default, None, depth)
-                    if d.cls == STABLE:
-                        out = Prov(STABLE, d.vtype, (f"{name} defaults to {self.code(p.default)} and no caller in this module passes it",))
+                    dflt = self._classify(p.default, None, depth)
+                    if dflt.cls == STABLE:
+                        out = Prov(STABLE, dflt.vtype, (f"{name} defaults to {self.code(p.default)} and no caller in this module passes it",))
             if vt != "unknown":
                 out = Prov(out.cls, vt, out.evidence)
         finally:
@@ -400,116 +382,113 @@ class Classifier:
         return out
 
     @staticmethod
-    def _arg_for(call: cst.Call, p: ParamInfo):
+    def arg_for(call: ast.Call, p: ParamInfo):
+        """The argument expression a call passes for ``p``; None if defaulted; 'star' if unmappable."""
         pos = 0
         for a in call.args:
-            if a.star == "*":
+            if isinstance(a, ast.Starred):
                 return "star"
-            if a.star == "**":
-                continue
-            if a.keyword is None:
-                if p.kind == "pos" and pos == p.index:
-                    return a.value
-                pos += 1
-            elif a.keyword.value == p.name:
-                return a.value
-        if any(a.star == "**" for a in call.args):
+            if p.kind == "pos" and pos == p.index:
+                return a
+            pos += 1
+        for kw in call.keywords:
+            if kw.arg == p.name:
+                return kw.value
+        if any(kw.arg is None for kw in call.keywords):
             return "star"
         return None
 
     # ---- attributes, shapes, strides ----
-    def attribute(self, e: cst.Attribute, fn, depth) -> Prov:
-        attr = e.attr.value
+    def attribute(self, e: ast.Attribute, fn, depth) -> Prov:
+        attr = e.attr
         if attr in ("ndim", "itemsize", "dtype", "device", "is_cuda", "layout"):
             return Prov(STABLE, "int" if attr in ("ndim", "itemsize") else "unknown", (f"{self.code(e)}: tensor metadata",))
-        if attr == "T":
+        if attr in ("T", "mT", "data"):
             return Prov(UNKNOWN, "tensor")
         base = e
-        while isinstance(base, cst.Attribute):
+        while isinstance(base, ast.Attribute):
             base = base.value
-        root = base.value if isinstance(base, cst.Name) else None
+        root = base.id if isinstance(base, ast.Name) else None
         named = self.by_name(attr)
         if root in ("self", "cls") or (root and ("config" in root.lower() or "cfg" in root.lower())):
-            if named == VARYING and not attr.startswith("max_"):
+            if named == VARYING:
                 return Prov(VARYING, "unknown", (f"{self.code(e)}: attribute named like a per-call value",))
             return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of {root} (fixed for the model)",))
         if named is not None:
             return Prov(named, "unknown", (f"{self.code(e)}: the attribute name suggests a {'per-call' if named == VARYING else 'fixed'} value",))
-        if root is not None and self.lookup(root, fn)[1] in ("import",):
+        if root is not None and self.lookup(root, fn)[1] == "import":
             return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of an imported module",))
         return Prov(UNKNOWN)
 
-    def subscript(self, e: cst.Subscript, fn, depth) -> Prov:
-        if len(e.slice) != 1 or not isinstance(e.slice[0].slice, cst.Index):
+    def subscript(self, e: ast.Subscript, fn, depth) -> Prov:
+        if isinstance(e.slice, (ast.Slice, ast.Tuple)):
             return Prov(UNKNOWN)
-        idx = _int_literal(e.slice[0].slice.value)
+        idx = int_literal(e.slice)
         v = e.value
-        # x.shape[i] / x.size()[i] / x.stride()[i]
-        if isinstance(v, cst.Attribute) and v.attr.value == "shape":
-            return self.dim(v.value, idx, fn, depth, line=self.line(e))
-        if isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and not v.args:
-            if v.func.attr.value == "size":
-                return self.dim(v.func.value, idx, fn, depth, line=self.line(e))
-            if v.func.attr.value == "stride":
+        if isinstance(v, ast.Attribute) and v.attr == "shape":
+            return self.dim(v.value, idx, fn, depth, line=e.lineno)
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and not v.args and not v.keywords:
+            if v.func.attr == "size":
+                return self.dim(v.func.value, idx, fn, depth, line=e.lineno)
+            if v.func.attr == "stride":
                 return self.stride(v.func.value, idx, fn, depth)
-        # shape = x.shape; shape[0]
-        if isinstance(v, cst.Name):
-            owner, where = self.lookup(v.value, fn)
-            if where == "assign" and len(owner.assigns[v.value]) == 1:
-                en = owner.assigns[v.value][0]
-                if en.kind == "expr" and isinstance(en.node, cst.Attribute) and en.node.attr.value == "shape":
-                    return self.dim(en.node.value, idx, owner, depth, line=self.line(e))
-                if en.kind == "expr" and isinstance(en.node, (cst.Tuple, cst.List)) and idx is not None:
-                    els = en.node.elements
-                    if -len(els) <= idx < len(els) and not isinstance(els[idx], cst.StarredElement):
-                        return self._classify(els[idx].value, owner, depth)
+        if isinstance(v, ast.Name):
+            owner, where = self.lookup(v.id, fn)
+            if where == "assign" and len(owner.assigns[v.id]) == 1:
+                en = owner.assigns[v.id][0]
+                if en.kind == "expr" and isinstance(en.node, ast.Attribute) and en.node.attr == "shape":
+                    return self.dim(en.node.value, idx, owner, depth, line=e.lineno)
+                if en.kind == "expr" and isinstance(en.node, (ast.Tuple, ast.List)) and idx is not None:
+                    els = en.node.elts
+                    if -len(els) <= idx < len(els) and not any(isinstance(x, ast.Starred) for x in els):
+                        return self._classify(els[idx], owner, depth)
         return Prov(UNKNOWN)
 
-    def tensor(self, t: cst.BaseExpression, fn, depth) -> tuple[list[Prov] | None, list[Prov] | None, bool, str]:
+    def tensor(self, t: ast.AST, fn, depth) -> tuple[list[Prov] | None, list[Prov] | None, bool, str]:
         """(dims, strides, weight_like, description) of a tensor expression; dims None if unknown."""
-        if depth > 60:
+        if depth > 80:
             return None, None, False, ""
         d = depth + 1
-        if isinstance(t, cst.Name):
-            owner, where = self.lookup(t.value, fn)
+        if isinstance(t, ast.Name):
+            owner, where = self.lookup(t.id, fn)
             if where == "assign":
-                entries = owner.assigns[t.value]
+                entries = owner.assigns[t.id]
                 if len(entries) == 1 and entries[0].kind == "expr":
-                    key = (id(owner), "tensor:" + t.value)
+                    key = (id(owner), "tensor:" + t.id)
                     if key in self._busy:
-                        return None, None, weight_like(t), t.value
+                        return None, None, weight_like(t), t.id
                     self._busy.add(key)
                     try:
                         dims, strides, w, _ = self.tensor(entries[0].node, owner, d)
                     finally:
                         self._busy.discard(key)
-                    return dims, strides, w or weight_like(t), t.value
-            if where == "param" and self._param_weight(owner, t.value, d):
-                return None, None, True, t.value
-            return None, None, weight_like(t), t.value
-        if isinstance(t, cst.Attribute):
-            if t.attr.value in ("T", "mT"):
+                    return dims, strides, w or weight_like(t), t.id
+            if where == "param" and self._param_weight(owner, t.id, d):
+                return None, None, True, t.id
+            return None, None, weight_like(t), t.id
+        if isinstance(t, ast.Attribute):
+            if t.attr in ("T", "mT"):
                 dims, strides, w, desc = self.tensor(t.value, fn, d)
                 if dims is not None and len(dims) == 2:
                     return dims[::-1], strides[::-1], w, desc
                 return None, None, w, desc
-            if t.attr.value in ("data", "real"):
+            if t.attr in ("data", "real"):
                 return self.tensor(t.value, fn, d)
             return None, None, weight_like(t), self.code(t)
-        if isinstance(t, cst.Subscript):
+        if isinstance(t, ast.Subscript):
             _, _, w, desc = self.tensor(t.value, fn, d)
             return None, None, w, desc
-        if isinstance(t, cst.Call):
+        if isinstance(t, ast.Call):
             name = _call_name(t.func)
-            recv = t.func.value if isinstance(t.func, cst.Attribute) else None
-            if name in _ALLOC and name != "arange":
+            recv = t.func.value if isinstance(t.func, ast.Attribute) else None
+            if name in _ALLOC:
                 shape = self._shape_args(t)
                 if shape is not None:
                     dims = [self._classify(x, fn, d) for x in shape]
                     return dims, _contiguous(dims), False, self.code(t)
                 return None, None, False, self.code(t)
             if name in _LIKE and t.args:
-                dims, _, w, desc = self.tensor(t.args[0].value, fn, d)
+                dims, _, w, desc = self.tensor(t.args[0], fn, d)
                 return dims, _contiguous(dims) if dims is not None else None, w, desc
             if recv is not None and name in _SAME:
                 dims, strides, w, desc = self.tensor(recv, fn, d)
@@ -521,7 +500,7 @@ class Classifier:
                 if dims is None:
                     return None, None, w, desc
                 order = list(range(len(dims)))
-                ints = [_int_literal(a.value) for a in t.args]
+                ints = [int_literal(a) for a in t.args]
                 if name == "t" and len(dims) == 2:
                     order = [1, 0]
                 elif name in ("transpose", "swapaxes", "movedim") and len(ints) == 2 and None not in ints:
@@ -532,14 +511,14 @@ class Classifier:
                 else:
                     return None, None, w, desc
                 return [dims[i] for i in order], [strides[i] for i in order], w, desc
-            if recv is not None and name in ("view", "reshape", "expand", "new_empty", "new_zeros"):
+            if recv is not None and name in ("view", "reshape", "expand"):
                 src_dims, _, w, desc = self.tensor(recv, fn, d)
                 shape = self._shape_args(t)
                 if shape is None:
                     return None, None, w, desc
                 dims = []
                 for x in shape:
-                    if _int_literal(x) == -1:
+                    if int_literal(x) == -1:
                         if src_dims is not None:
                             dims.append(join(src_dims).why("-1 takes the product of the source dims"))
                         elif w:
@@ -556,42 +535,41 @@ class Classifier:
 
     def _param_weight(self, fn: FunctionInfo, name: str, depth: int) -> bool:
         """A wrapper parameter is weight-like if every caller in this module passes a weight-like tensor."""
-        if weight_like(cst.Name(name)):
+        if weight_like(ast.Name(id=name)):
             return True
         p = fn.params.get(name)
         callers = self.info.calls.get(fn.qual, [])
-        if p is None or not callers or depth > 30:
+        if p is None or not callers or depth > 40:
             return False
-        seen = 0
-        for call, caller in callers:
-            arg = self._arg_for(call, p)
-            if arg is None or isinstance(arg, str):
-                return False
-            _, _, w, _ = self.tensor(arg, caller, depth + 10)
-            if not w:
-                return False
-            seen += 1
-        return seen > 0
+        key = (id(fn), "weight:" + name)
+        if key in self._busy:
+            return False
+        self._busy.add(key)
+        try:
+            for call, caller in callers[:20]:
+                arg = self.arg_for(call, p)
+                if arg is None or isinstance(arg, str):
+                    return False
+                if not self.tensor(arg, caller, depth + 10)[2]:
+                    return False
+        finally:
+            self._busy.discard(key)
+        return True
 
     @staticmethod
-    def _shape_args(call: cst.Call) -> list[cst.BaseExpression] | None:
-        for a in call.args:
-            if a.keyword is not None and a.keyword.value == "size":
-                if isinstance(a.value, (cst.Tuple, cst.List)):
-                    return [el.value for el in a.value.elements]
-                return None
-        pos = [a for a in call.args if a.keyword is None]
-        if not pos or any(a.star for a in pos):
+    def _shape_args(call: ast.Call) -> list[ast.AST] | None:
+        for kw in call.keywords:
+            if kw.arg == "size":
+                return list(kw.value.elts) if isinstance(kw.value, (ast.Tuple, ast.List)) else None
+        pos = call.args
+        if not pos or any(isinstance(a, ast.Starred) for a in pos):
             return None
-        if isinstance(pos[0].value, (cst.Tuple, cst.List)):
-            els = pos[0].value.elements
-            if any(isinstance(el, cst.StarredElement) for el in els):
-                return None
-            return [el.value for el in els]
-        name = _call_name(call.func)
-        if name in ("full", "new_full"):
+        if isinstance(pos[0], (ast.Tuple, ast.List)):
+            els = pos[0].elts
+            return None if any(isinstance(x, ast.Starred) for x in els) else list(els)
+        if _call_name(call.func) in ("full", "new_full"):
             return None
-        ints = [a.value for a in pos if not isinstance(a.value, (cst.SimpleString, cst.Attribute))]
+        ints = [a for a in pos if not isinstance(a, ast.Attribute) and not (isinstance(a, ast.Constant) and isinstance(a.value, str))]
         return ints if len(ints) == len(pos) else None
 
     def dim(self, t, idx, fn, depth, target: str | None = None, ndim: int | None = None, line: int = 0) -> Prov:
@@ -627,24 +605,25 @@ class Classifier:
         return Prov(STABLE, "int", (f"{label}: stride of an existing tensor (product of trailing dimensions)",))
 
     # ---- calls ----
-    def call(self, e: cst.Call, fn, depth) -> Prov:
+    def call(self, e: ast.Call, fn, depth) -> Prov:
         name = _call_name(e.func)
-        recv = e.func.value if isinstance(e.func, cst.Attribute) else None
-        args = [a.value for a in e.args if a.keyword is None and not a.star]
+        recv = e.func.value if isinstance(e.func, ast.Attribute) else None
+        args = [a for a in e.args if not isinstance(a, ast.Starred)]
         if recv is not None and name == "size":
             if not args:
                 return Prov(UNKNOWN, "tuple")
-            return self.dim(recv, _int_literal(args[0]), fn, depth, line=self.line(e))
+            return self.dim(recv, int_literal(args[0]), fn, depth, line=e.lineno)
         if recv is not None and name == "stride" and args:
-            return self.stride(recv, _int_literal(args[0]), fn, depth)
+            return self.stride(recv, int_literal(args[0]), fn, depth)
         if recv is not None and name in ("numel", "nelement"):
             dims, _, w, desc = self.tensor(recv, fn, depth)
             if dims is not None:
-                return Prov(join(dims).cls, "int", (f"{self.code(e)}: product of the dims of {desc}",) + join(dims).evidence)
+                j = join(dims)
+                return Prov(j.cls, "int", (f"{self.code(e)}: product of the dims of {desc}",) + j.evidence)
             if w:
                 return Prov(STABLE, "int", (f"{self.code(e)}: size of the weight-like tensor",))
             return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation",))
-        if name == "len" and isinstance(e.func, cst.Name) and args:
+        if name == "len" and isinstance(e.func, ast.Name) and args:
             dims, _, w, desc = self.tensor(args[0], fn, depth)
             if dims:
                 return Prov(dims[0].cls, "int", (f"{self.code(e)}: first dim of {desc}",) + dims[0].evidence)
@@ -655,41 +634,33 @@ class Classifier:
             return Prov(VARYING, "unknown", (f"{self.code(e)}: value read from device data",))
         if name in _STABLE_CALLS:
             return Prov(STABLE, "int", (f"{self.code(e)}: device/tensor property",))
-        if name == "float" and isinstance(e.func, cst.Name):
+        if name in ("float", "bool") and isinstance(e.func, ast.Name):
             inner = self._classify(args[0], fn, depth) if args else Prov(STABLE)
-            return Prov(inner.cls, "float", inner.evidence)
-        if name == "bool" and isinstance(e.func, cst.Name):
-            inner = self._classify(args[0], fn, depth) if args else Prov(STABLE)
-            return Prov(inner.cls, "bool", inner.evidence)
+            return Prov(inner.cls, name, inner.evidence)
         if name and _BUCKET.search(name.lower()):
             inner = join([self._classify(a, fn, depth) for a in args]) if args else Prov(UNKNOWN)
             if inner.cls == VARYING:
                 return Prov(BUCKETED, "int", (f"{self.code(e)}: bucketed (a few distinct values)",) + inner.evidence)
             return Prov(inner.cls, "int", inner.evidence)
-        if name in _ARITH_FUNCS or (isinstance(e.func, cst.Attribute) and isinstance(e.func.value, cst.Name)
-                                    and e.func.value.value == "math"):
-            parts = [self._classify(a, fn, depth) for a in args]
-            out = join(parts, "float" if name in ("ceil", "floor") and False else None)
-            if name in ("min", "max") and out.cls == VARYING and any(p.cls == STABLE for p in parts) and False:
-                pass
+        if name in _ARITH_FUNCS or (recv is not None and isinstance(recv, ast.Name) and recv.id == "math"):
+            out = join([self._classify(a, fn, depth) for a in args])
             if out.cls == VARYING:
                 return out.why(f"{self.code(e)}: arithmetic on a varying value")
-            if out.cls == BUCKETED:
-                return out
             return Prov(out.cls, out.vtype if out.vtype != "unknown" else "int", out.evidence)
-        if name in _ALLOC | _LIKE:
+        if name in _ALLOC or name in _LIKE:
             return Prov(UNKNOWN, "tensor")
         return Prov(UNKNOWN)
 
 
 def _contiguous(dims: list[Prov]) -> list[Prov]:
+    """Strides of a contiguous tensor: stride i is the product of the dims after i."""
     out = []
     for i in range(len(dims)):
         trailing = dims[i + 1:]
         if not trailing:
             out.append(Prov(STABLE, "int", ("innermost stride 1",)))
-        else:
-            j = join(trailing)
-            out.append(Prov(j.cls if j.cls != BUCKETED else BUCKETED, "int",
-                            (("the layout includes a varying dimension",) if j.cls == VARYING else ()) + j.evidence))
+            continue
+        j = join(trailing)
+        lead = ("the layout includes a varying dimension",) if j.cls == VARYING else ()
+        out.append(Prov(j.cls, "int", lead + j.evidence))
     return out

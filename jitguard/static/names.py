@@ -1,0 +1,118 @@
+"""Structural name resolution on the stdlib ``ast``: what does ``tr.jit`` or ``ops.kernel`` name?
+
+Follows ``import x.y as z``, ``from x import y as z`` (relative ones too) and module-level
+definitions, per scope (a function's own imports shadow the module's). This is the fast path the
+scanner uses; ``discover.py`` answers the same question on a LibCST tree through LibCST's
+QualifiedNameProvider for the codemod, and tests/test_static_discovery.py checks that both agree.
+"""
+from __future__ import annotations
+
+import ast
+
+LOCAL = "local"
+IMPORT = "import"
+
+
+def dotted(expr: ast.AST) -> list[str] | None:
+    """``a.b.c`` -> ['a', 'b', 'c']; None for anything that isn't a Name/Attribute chain."""
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    parts.append(expr.id)
+    return parts[::-1]
+
+
+def resolve_relative(name: str, module: str, is_package: bool) -> str:
+    """'.ops.k' seen in module 'pkg.sub.mod' -> 'pkg.sub.ops.k'."""
+    if not name.startswith("."):
+        return name
+    level = len(name) - len(name.lstrip("."))
+    rest = name[level:]
+    parts = module.split(".") if module else []
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)] if len(parts) >= level - 1 else []
+    base = ".".join(parts)
+    if not rest:
+        return base
+    return f"{base}.{rest}" if base else rest
+
+
+class Scope:
+    """Bindings of one module, class or function body."""
+
+    def __init__(self, kind: str, name: str, parent: "Scope | None"):
+        self.kind = kind  # "module" | "class" | "function"
+        self.name = name
+        self.parent = parent
+        self.imports: dict[str, str] = {}  # local name -> dotted target (relative kept as '.x')
+        self.defs: set[str] = set()  # names bound by def/class/assignment
+
+    @property
+    def prefix(self) -> str:
+        """Qualified prefix of names defined in this scope ('' at module level)."""
+        parts = []
+        s: Scope | None = self
+        while s is not None and s.kind != "module":
+            parts.append(s.name if s.kind == "class" else f"{s.name}.<locals>")
+            s = s.parent
+        return ".".join(reversed(parts))
+
+
+def add_import(scope: Scope, node: ast.AST) -> None:
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                scope.imports[alias.asname] = alias.name
+            else:
+                root = alias.name.split(".")[0]
+                scope.imports[root] = root
+    elif isinstance(node, ast.ImportFrom):
+        base = "." * (node.level or 0) + (node.module or "")
+        for alias in node.names:
+            if alias.name == "*":
+                continue
+            local = alias.asname or alias.name
+            if base.endswith("."):
+                scope.imports[local] = base + alias.name
+            else:
+                scope.imports[local] = f"{base}.{alias.name}" if base else alias.name
+
+
+def qualified(expr: ast.AST, scope: Scope) -> list[tuple[str, str]]:
+    """Qualified names of a Name/Attribute chain seen in ``scope``: [(name, LOCAL|IMPORT)].
+
+    Class scopes are skipped for lookups from inside their methods, as Python does.
+    """
+    parts = dotted(expr)
+    if parts is None:
+        return []
+    root, rest = parts[0], parts[1:]
+    s: Scope | None = scope
+    first = True
+    while s is not None:
+        if s.kind == "class" and not first:
+            s = s.parent
+            continue
+        if root in s.imports:
+            return [(".".join([s.imports[root]] + rest), IMPORT)]
+        if root in s.defs:
+            prefix = s.prefix
+            return [(".".join(([prefix] if prefix else []) + parts), LOCAL)]
+        first = False
+        s = s.parent
+    return []
+
+
+def is_triton_name(names, attrs: tuple[str, ...]) -> bool:
+    """True if a qualified name is ``triton....<attr>`` (also through re-exports like
+    ``pkg.triton_utils.triton.jit``): the last part is ``attr`` and a part before it is ``triton``."""
+    for q in names:
+        parts = q.split(".")
+        if len(parts) >= 2 and parts[-1] in attrs and "triton" in parts[:-1]:
+            return True
+    return False
