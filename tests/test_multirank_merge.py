@@ -280,3 +280,29 @@ def test_wide_jobs_list_steps_and_ranks_instead_of_a_column_per_rank():
 
 def test_rank_lists_are_compressed():
     assert _ranks_words([0, 1, 2, 3, 7, 9, 10]) == "0-3, 7, 9, 10"
+
+
+def test_autotune_rebenchmark_on_one_rank_counts_once():
+    from jitguard.runtime.trace import AutotuneInfo
+
+    rng = random.Random()
+    bench_ms = rng.uniform(500, 2000)
+    config_ms = [rng.uniform(50, 150) for _ in range(3)]
+    traces = []
+    for r in range(3):
+        t = Trace(process=ProcessInfo(pid=r, host="h", rank=r, world_size=3))
+        t.add(compile_event(0, 0, "none", 1, None, 50.0))
+        if r == 2:
+            for i, ms in enumerate(config_ms):
+                t.add(Event(kind="compile", seq=1 + i, kernel=KERNEL, step=4, wall=4.0 + i, compile_ms=ms,
+                            autotuning=True, variant=2 + i,
+                            params=[Param("BLOCK", 0, "constexpr", "constexpr", constexpr=32 << i)]))
+            t.add(Event(kind="autotune", seq=4, kernel=KERNEL, step=4, wall=5.0, variant=2,
+                        autotune=AutotuneInfo(key={"n": 4096}, configs=3, bench_ms=bench_ms)))
+        traces.append(t)
+    (s,) = merge_traces(traces).stragglers
+    assert (s.step, s.compiling_ranks, s.waiting_ranks) == (4, [2], [0, 1])
+    assert s.stall_ms == pytest.approx(bench_ms)  # not bench + the config compiles again
+    assert [c.kind for c in s.compiles] == ["autotune"]
+    assert "rank 2 compiled fused_inv_rope_fp8_quant autotune (key n=4096; 3 configs benchmarked) in " \
+        in straggler_line(s)

@@ -483,7 +483,11 @@ def _find_stragglers(ranked: Sequence[Trace], variant_no: dict) -> tuple[list[St
         worst = max(extra_ms.values())
         compiles = []
         for r in compiling:
+            # an autotune re-benchmark stands for the config compiles it caused (its time covers them)
+            autotuned = {e.kernel for e in extras[r] if e.kind == "autotune"}
             for e in extras[r]:
+                if e.kind == "compile" and e.autotuning and e.kernel in autotuned:
+                    continue
                 vk = variant_no[(e.kernel, variant_signature(e))]
                 elsewhere = {o: first_step_of[(o, e.kernel, vk)] for o in ranks
                              if o != r and (o, e.kernel, vk) in first_step_of}
@@ -492,11 +496,13 @@ def _find_stragglers(ranked: Sequence[Trace], variant_no: dict) -> tuple[list[St
                     why = _diff_words(e)
                 elif e.kind == "autotune":
                     key = e.autotune.key if e.autotune else {}
-                    why = "autotune key " + ", ".join(f"{k}={v!r}" for k, v in (key or {}).items())
+                    why = "key " + ", ".join(f"{k}={v!r}" for k, v in (key or {}).items())
                 elif first_on_rank:
                     why = "first compile of this kernel on this rank"
                 else:
                     why = "no previous variant to compare"
+                if e.kind == "autotune" and e.autotune and e.autotune.configs:
+                    why += f"; {e.autotune.configs} configs benchmarked"
                 culprits = []
                 for d in e.diff:
                     name = d.param if d.param != "options" or not d.option else f"options.{d.option}"
@@ -570,7 +576,7 @@ def straggler_line(s: StragglerStep) -> str:
     for r in s.compiling_ranks:
         cs = by_rank[r]
         what = ", ".join(
-            f"{short_name(c.kernel)}{' (autotune)' if c.kind == 'autotune' else ''} ({c.why})"
+            f"{short_name(c.kernel)}{' autotune' if c.kind == 'autotune' else ''} ({c.why})"
             + (" from the disk cache" if c.disk_cache_hit else "")
             for c in cs)
         total = None if any(c.compile_ms is None for c in cs) else sum(c.compile_ms or 0 for c in cs)
