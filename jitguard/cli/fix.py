@@ -10,8 +10,8 @@ import click
 
 EPILOG = """\b
 Exit status: 0 done (or nothing to do); 1 with --check when fixes are
-pending, or with --write when a file could not be written; 2 usage or
-internal error.
+pending, or with --write when a file could not be written; 2 usage error,
+or an internal error on some file (the other files are still fixed).
 
 \b
 Fix safety (jitguard rule CODE says more):
@@ -141,13 +141,15 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
     findings = []
     facts = []
     scan_errors = []
+    internal_errors = []
     if not no_scan:
         from jitguard.static.runner import scan_paths
 
         result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache, keep_facts=True)
         facts = list(result.facts)
         findings.extend(result.findings)  # select/ignore/per-file-ignores already applied
-        scan_errors = list(result.errors) + list(getattr(result, "internal_errors", []))
+        internal_errors = list(getattr(result, "internal_errors", []))
+        scan_errors = list(result.errors) + internal_errors
     for t in traces:
         findings.extend(
             f for f in _trace_findings(t)
@@ -214,6 +216,10 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
         msg += f"; {_plural(len(scan_errors), 'file')} not analyzed"
     err(msg + ".")
 
+    if internal_errors:  # a jitguard bug hid part of the tree: never look clean
+        err(f"jitguard fix: {_plural(len(internal_errors), 'file')} hit an internal error (a bug in "
+            "jitguard; set JITGUARD_DEBUG=1 with `jitguard scan` for tracebacks); please report it")
+        return 2
     if check and pending:
         return 1
     if write and any(f.error and f.changed and not f.written for f in plan.files):
