@@ -304,5 +304,5 @@ def test_autotune_rebenchmark_on_one_rank_counts_once():
     assert (s.step, s.compiling_ranks, s.waiting_ranks) == (4, [2], [0, 1])
     assert s.stall_ms == pytest.approx(bench_ms)  # not bench + the config compiles again
     assert [c.kind for c in s.compiles] == ["autotune"]
-    assert "rank 2 compiled fused_inv_rope_fp8_quant autotune (key n=4096; 3 configs benchmarked) in " \
+    assert "rank 2 autotuned fused_inv_rope_fp8_quant (key n=4096; 3 configs benchmarked) in " \
         in straggler_line(s)

@@ -576,11 +576,11 @@ def straggler_line(s: StragglerStep) -> str:
     for r in s.compiling_ranks:
         cs = by_rank[r]
         what = ", ".join(
-            f"{short_name(c.kernel)}{' autotune' if c.kind == 'autotune' else ''} ({c.why})"
-            + (" from the disk cache" if c.disk_cache_hit else "")
+            f"{'autotuned' if c.kind == 'autotune' else 'loaded' if c.disk_cache_hit else 'compiled'} "
+            f"{short_name(c.kernel)} ({c.why})" + (" from the disk cache" if c.disk_cache_hit else "")
             for c in cs)
         total = None if any(c.compile_ms is None for c in cs) else sum(c.compile_ms or 0 for c in cs)
-        parts.append(f"rank {r} compiled {what} in {_ms(total)}")
+        parts.append(f"rank {r} {what} in {_ms(total)}")
     n = len(s.waiting_ranks)
     waited = f"{n} rank{'s' if n != 1 else ''} waited"
     if len(s.compiling_ranks) > 1:
