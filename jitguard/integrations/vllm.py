@@ -38,7 +38,7 @@ from typing import Any
 
 DEFAULT_DIR = "jitguard-traces"
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # reentrant: write_now may run in a signal handler
 _state: dict[str, Any] = {"pid": None, "watch": None, "written": False, "target": None}
 _fork_hook_installed = False
 
