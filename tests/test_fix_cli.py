@@ -325,3 +325,22 @@ def test_rope_fp8_uncorrected_gets_the_corrected_set(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     fixed = dns_of((tmp_path / "rope.py").read_text(), "_inv_rope_fp8_quant_kernel")
     assert sorted(fixed) == sorted(corrected) and len(corrected) >= 1
+
+
+def test_every_ineffective_entry_is_removed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bad = sorted(RNG.sample(range(3, 40), 3))
+    typo = _name("zz")
+    src = f'''import triton
+import triton.language as tl
+
+
+@triton.jit(do_not_specialize=[{bad[0]}, "n", {bad[1]}], do_not_specialize_on_alignment=["BLOCK", "{typo}", {bad[2]}])
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+'''
+    (tmp_path / "k.py").write_text(src)
+    r = fix("--write", ".")
+    assert r.exit_code == 0, r.output
+    assert "5 fixes applied" in r.stderr
+    assert '@triton.jit(do_not_specialize=["n"])\ndef k(' in (tmp_path / "k.py").read_text()

@@ -340,6 +340,9 @@ def plan_fixes(
         for f in file_findings:
             kf = _find_kernel_facts(ffacts, f.kernel, _kernel_line(f))
             key = (kf.qualname if kf is not None else f.kernel, f.code, f.param)
+            if f.code in ("JG004", "JG005", "JG006"):  # one fix per entry and list
+                d = f.details or {}
+                key += (repr(d.get("entry")), d.get("option"))
             fix = fixes.get(key)
             if fix is None:
                 fix = fixes[key] = Fix(
