@@ -66,15 +66,17 @@ def _moe_align_kernel(
     EM,  # capacity of sorted_token_ids (a multiple of BLOCK_M): varies per call
     BLOCK_M: tl.constexpr,
     BLOCK_E: tl.constexpr,  # next power of two >= num_experts
-    CHUNK: tl.constexpr,  # slots handled per step
+    CHUNK: tl.constexpr,  # slots handled per step (CHUNK x BLOCK_E one-hot tiles)
+    FILL: tl.constexpr,  # sentinel entries written per step
 ):
     """Single-program counting sort of the slots by expert (stable), each expert padded to BLOCK_M."""
     offs_e = tl.arange(0, BLOCK_E)
     offs_c = tl.arange(0, CHUNK)
     # 1. Fill with the sentinel.
-    for start in range(0, EM, CHUNK):
-        offs = start + offs_c
-        tl.store(sorted_token_ids_ptr + offs, tl.zeros([CHUNK], tl.int32) + num_slots, mask=offs < EM)
+    offs_f = tl.arange(0, FILL)
+    for start in range(0, EM, FILL):
+        offs = start + offs_f
+        tl.store(sorted_token_ids_ptr + offs, tl.zeros([FILL], tl.int32) + num_slots, mask=offs < EM)
     # 2. Count slots per expert.
     counts = tl.zeros([BLOCK_E], tl.int32)
     for start in range(0, num_slots, CHUNK):
@@ -252,11 +254,14 @@ def _check_config(config: Mapping[str, Any], arg: str = "config") -> dict:
     return out
 
 
-def get_config(E: int, N: int, K: int, topk: int, M: int, dtype: torch.dtype) -> dict:
-    """The committed config (kernels/moe_configs.py) for one grouped GEMM, by shape class and M bucket."""
+def get_config(E: int, N: int, K: int, topk: int, M: int, dtype: torch.dtype,
+               swap_ab: bool | None = None) -> dict:
+    """The committed config (kernels/moe_configs.py) for one grouped GEMM [E, N, K] of a call with M
+    tokens and ``topk`` slots each, by shape class and M bucket; ``swap_ab`` picks the orientation
+    (None = the measured faster one)."""
     from .moe_configs import lookup
 
-    return dict(lookup(E=E, N=N, K=K, topk=topk, M=M, fp8=dtype == FP8_DTYPE))
+    return dict(lookup(E=E, N=N, K=K, topk=topk, M=M, fp8=dtype == FP8_DTYPE, swap_ab=swap_ab))
 
 
 def _check_tensor(t: Any, name: str, ndim: int) -> torch.Tensor:
@@ -361,12 +366,13 @@ def moe_align_block_size(
     total = torch.zeros(1, dtype=torch.int32, device=device)
     if num_slots == 0:
         return sorted_ids, expert_ids, total
+    # Constexprs from E only (never from M): one compile per (block_m, E) for any number of tokens.
     block_e = max(16, _next_pow2(num_experts))
-    chunk = max(16, min(128, 8192 // block_e))
+    chunk = max(16, min(256, 32768 // block_e))
     _moe_align_kernel[(1,)](
         topk_ids.contiguous(), sorted_ids, expert_ids, total,
         num_slots, EM,
-        BLOCK_M=block_m, BLOCK_E=block_e, CHUNK=chunk, num_warps=4,
+        BLOCK_M=block_m, BLOCK_E=block_e, CHUNK=chunk, FILL=1024, num_warps=8,
     )
     return sorted_ids, expert_ids, total
 
@@ -568,8 +574,8 @@ def fused_moe(
     flat_weights = topk_weights.contiguous().reshape(-1)
     num_slots = M * topk
     wdtype = w1.dtype
-    cfg_w1 = cfg1 or get_config(E, two_i, K, topk, M, wdtype)
-    cfg_w2 = cfg1 or get_config(E, K, inter, topk, M, wdtype)
+    cfg_w1 = cfg1 or get_config(E, two_i, K, topk, M, wdtype, swap_ab)
+    cfg_w2 = cfg1 or get_config(E, K, inter, topk, M, wdtype, swap_ab)
     aligned: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
 
     def _align(bm: int):
@@ -601,4 +607,4 @@ def fused_moe(
                  topk_weights=flat_weights,
                  a_scale=a2_scale if use_fp8 else None, w_scale=w2_scale if use_fp8 else None,
                  swap_ab=swap_ab)
-    return y.view(M, topk, K).float().sum(dim=1).to(x.dtype)
+    return y.view(M, topk, K).sum(dim=1)  # torch accumulates low-precision sums in fp32

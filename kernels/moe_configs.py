@@ -1,14 +1,14 @@
 """Grouped-GEMM configs for kernels/moe.py, per (shape class, M bucket).
 
-``TABLE`` maps a shape class ``E{E}_N{N}_K{K}_top{topk}_{bf16|fp8}`` to ``{M bucket: config}``; a call
-with M tokens uses the largest bucket <= M (the smallest bucket for smaller M). Shapes not in the table
-fall back to :func:`default_config`, which picks BLOCK_M from the expected tokens per expert.
-The entries are written by bench/bench_moe.py --sweep from measurements on an H200
-(bench/results/moe_sweep.json); each records whether Swap-AB was the faster orientation.
+``TABLE`` maps a shape class ``E{E}_N{N}_K{K}_top{topk}_{bf16|fp8}`` to ``{M bucket: entry}``; an entry
+holds the fastest measured config of each orientation (``"swap"``, ``"noswap"``) and ``"auto"``, the
+faster of the two. A call with M tokens uses the largest bucket <= M (the smallest bucket for smaller
+M). Shapes not in the table fall back to :func:`default_config`, which picks BLOCK_M from the expected
+tokens per expert and Swap-AB from the rule in ``moe.choose_swap_ab``. The table is written from
+bench/results/moe_sweep.json (``python bench/bench_moe.py --sweep`` on an H200).
 """
 from __future__ import annotations
 
-# Filled in from bench/results/moe_sweep.json (see bench/NOTES_moe.md).
 TABLE: dict[str, dict[int, dict]] = {}
 
 
@@ -27,14 +27,26 @@ def default_config(E: int, N: int, K: int, topk: int, M: int, fp8: bool) -> dict
     return {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3}
 
 
-def lookup(E: int, N: int, K: int, topk: int, M: int, fp8: bool) -> dict:
-    """The config for one grouped GEMM of a call with M tokens."""
+def lookup(E: int, N: int, K: int, topk: int, M: int, fp8: bool, swap_ab: bool | None = None) -> dict:
+    """The config for one grouped GEMM of a call with M tokens.
+
+    ``swap_ab`` None: the measured faster orientation (``SWAP_AB`` set in the result); True/False: the
+    best measured config of that orientation. Without a table entry: :func:`default_config`, with
+    ``SWAP_AB`` left to the caller's rule unless forced.
+    """
     buckets = TABLE.get(shape_class(E, N, K, topk, fp8))
     if not buckets:
-        return default_config(E, N, K, topk, M, fp8)
+        cfg = default_config(E, N, K, topk, M, fp8)
+        if swap_ab is not None:
+            cfg["SWAP_AB"] = swap_ab
+        return cfg
     keys = sorted(buckets)
     chosen = keys[0]
     for key in keys:
         if key <= M:
             chosen = key
-    return dict(buckets[chosen])
+    entry = buckets[chosen]
+    orient = entry["auto"] if swap_ab is None else ("swap" if swap_ab else "noswap")
+    if orient not in entry:  # only one orientation measured correct: use it with the flag forced
+        orient = "swap" if "swap" in entry else "noswap"
+    return dict(entry[orient], SWAP_AB=orient == "swap" if swap_ab is None else swap_ab)

@@ -22,13 +22,14 @@ def grouped_gemm_reference(a, w, topk_ids, top_k, *, a_scale=None, w_scale=None,
     if a_scale is not None:
         rows = rows * a_scale.to(dtype)
     out = torch.zeros(flat.numel(), w.shape[1], dtype=dtype, device=a.device)
-    for s in range(flat.numel()):
-        e = int(flat[s])
+    slot_rows = torch.arange(flat.numel(), device=a.device) // top_k
+    for e in flat.unique().tolist():
+        slots = (flat == e).nonzero().flatten()
         we = w[e].to(dtype)
         if w_scale is not None:
             sc = w_scale[e].to(dtype)
             we = we * (sc[:, None] if sc.dim() == 1 else sc)
-        out[s] = we @ rows[s // top_k]
+        out[slots] = rows[slot_rows[slots]] @ we.t()
     if topk_weights is not None:
         out = out * topk_weights.reshape(-1, 1).to(dtype)
     return out
