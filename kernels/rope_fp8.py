@@ -17,6 +17,8 @@ token-major scale buffer instead of ``D/128`` scattered 4-byte writes per progra
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 
 import torch
@@ -27,9 +29,54 @@ from .rope_fp8_reference import inv_rope_fp8_quant_reference  # noqa: F401  (re-
 
 FP8_MAX = 448.0
 
-# Block sizes: constants, never derived from T (a T-derived constexpr would compile per value).
-BLOCK_T = 8
-NUM_WARPS = 4
+
+@dataclasses.dataclass(frozen=True)
+class LaunchConfig:
+    """How the kernel is launched: constants, never derived from T (a T-derived constexpr would
+    compile once per value)."""
+
+    block_t: int = 4  # tokens per tile (a multiple of 4: tiles cover the T4 padding rows)
+    num_warps: int = 1
+    num_stages: int = 3  # software-pipelining depth of the tile loop (cp.async prefetch)
+    programs_per_sm: int = 14  # persistent grid of SMs * this; 0: one program per tile
+
+    def grid(self, device: torch.device, num_tiles: int) -> tuple:
+        if self.programs_per_sm <= 0:
+            return (num_tiles,)
+        return (max(1, min(num_tiles, _sm_count(device) * self.programs_per_sm)),)
+
+
+CONFIG = LaunchConfig()
+
+# What bench/bench_rope_fp8.py times (and the GPU tests check) before one is made the default.
+# A persistent config's programs_per_sm is how many of its programs fit on one H200 SM at once
+# (registers and shared memory reported by ptxas for Triton 3.6, sm_90): more would run the
+# persistent grid in two waves.
+CANDIDATE_CONFIGS = (
+    LaunchConfig(8, 2, 1, 0),
+    LaunchConfig(4, 2, 1, 0),
+    LaunchConfig(4, 1, 1, 0),
+    LaunchConfig(8, 4, 1, 0),
+    LaunchConfig(4, 1, 3, 14),
+    LaunchConfig(4, 1, 4, 12),
+    LaunchConfig(8, 1, 3, 9),
+    LaunchConfig(4, 2, 3, 10),
+    LaunchConfig(8, 2, 3, 6),
+    LaunchConfig(8, 4, 3, 5),
+    LaunchConfig(16, 4, 3, 3),
+)
+
+
+def _sm_count(device: torch.device) -> int:
+    """Multiprocessors of a CUDA device; 1 elsewhere (the CPU interpreter then loops too)."""
+    if device.type != "cuda":
+        return 1
+    return _cuda_sm_count(torch.cuda.current_device() if device.index is None else device.index)
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 @triton.jit(do_not_specialize=["num_tokens", "scale_stride"])
@@ -52,81 +99,107 @@ def _inv_rope_fp8_quant_kernel(
     BLOCK_T: tl.constexpr,
     BLOCK_Q: tl.constexpr,  # next power of two >= (NOPE_DIM + ROPE_DIM) / QUANT_GROUP
     ROPE_CHUNK: tl.constexpr,  # largest power of two dividing NOPE_DIM, ROPE_DIM and QUANT_GROUP
+    NUM_STAGES: tl.constexpr,  # software-pipelining depth of the tile loop
 ):
     HEAD_DIM: tl.constexpr = NOPE_DIM + ROPE_DIM
     NUM_Q: tl.constexpr = HEAD_DIM // QUANT_GROUP  # scale blocks per head
     NUM_SCALES: tl.constexpr = HEADS_PER_GROUP * NUM_Q  # scale blocks per (token, group)
-    HALF_GROUP: tl.constexpr = QUANT_GROUP // 2
     HALF_ROPE: tl.constexpr = ROPE_DIM // 2
     NUM_HEADS: tl.constexpr = N_GROUPS * HEADS_PER_GROUP
-
-    # Heads vary fastest: neighbouring programs read neighbouring memory of o.
-    pid = tl.program_id(0)
-    head = pid % NUM_HEADS
-    t0 = (pid // NUM_HEADS) * BLOCK_T
-    group = head // HEADS_PER_GROUP
-    head_in_group = head % HEADS_PER_GROUP
-
-    rows = tl.arange(0, BLOCK_T)
-    tok = t0 + rows
-    tok_ok = tok < num_tokens
-    cols = tl.arange(0, BLOCK_Q * QUANT_GROUP)
-    tile_ok = tok_ok[:, None] & (cols < HEAD_DIM)[None, :]
-
-    # One 2-D load of BLOCK_T full rows: 16-byte vectors along D.
-    o_base = o_ptr + t0.to(tl.int64) * o_stride_t + head * o_stride_h
-    x = tl.load(o_base + rows[:, None] * o_stride_t + cols[None, :], mask=tile_ok, other=0.0)
-
-    # Rotation, on chunks of ROPE_CHUNK dims (ROPE_CHUNK divides NOPE_DIM, ROPE_DIM and
-    # QUANT_GROUP); chunks at or past NOPE_DIM are rotated. a, b: even / odd element of each pair.
-    NUM_CHUNKS: tl.constexpr = BLOCK_Q * QUANT_GROUP // ROPE_CHUNK
-    HALF_CHUNK: tl.constexpr = ROPE_CHUNK // 2
-    a, b = tl.split(tl.reshape(x.to(tl.float32), (BLOCK_T, NUM_CHUNKS, HALF_CHUNK, 2)))
-    chunk = tl.arange(0, NUM_CHUNKS)
-    is_rope = ((chunk >= NOPE_DIM // ROPE_CHUNK) & (chunk < HEAD_DIM // ROPE_CHUNK))[None, :, None]
-    pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
-    cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
-    if ROPE_CHUNK == ROPE_DIM:
-        # The rope dims are one chunk: load cos/sin once per token, broadcast over chunks.
-        i = tl.arange(0, HALF_CHUNK)
-        c = tl.load(cs_row[:, None] + i[None, :], mask=tok_ok[:, None], other=0.0)[:, None, :]
-        s = tl.load(cs_row[:, None] + HALF_ROPE + i[None, :], mask=tok_ok[:, None], other=0.0)[:, None, :]
-    else:
-        rope_i = (chunk - NOPE_DIM // ROPE_CHUNK)[:, None] * HALF_CHUNK + tl.arange(0, HALF_CHUNK)[None, :]
-        cs_ptr = cs_row[:, None, None] + rope_i[None, :, :]
-        cs_ok = tok_ok[:, None, None] & is_rope
-        c = tl.load(cs_ptr, mask=cs_ok, other=0.0)
-        s = tl.load(cs_ptr + HALF_ROPE, mask=cs_ok, other=0.0)
-
-    # Inverse rotation (the launcher turns FMA contraction off: same rounding as the reference).
-    ya = tl.where(is_rope, a * c + b * s, a)
-    yb = tl.where(is_rope, b * c - a * s, b)
-    ya = tl.reshape(ya, (BLOCK_T, BLOCK_Q, HALF_GROUP))
-    yb = tl.reshape(yb, (BLOCK_T, BLOCK_Q, HALF_GROUP))
-
-    # Per-block power-of-two scale: the smallest 2^e >= max(amax, 1e-10) / 448, by exponent bits.
-    amax = tl.maximum(tl.max(tl.abs(ya), axis=2), tl.max(tl.abs(yb), axis=2))
-    ratio = tl.math.div_rn(tl.maximum(amax, 1e-10), 448.0)
-    ratio_bits = ratio.to(tl.int32, bitcast=True)
-    biased_exp = (ratio_bits >> 23) + ((ratio_bits & 0x7FFFFF) != 0).to(tl.int32)
-    scale = (biased_exp << 23).to(tl.float32, bitcast=True)
-    inv_scale = ((254 - biased_exp) << 23).to(tl.float32, bitcast=True)  # exact: a power of two
-
-    qa = tl.minimum(tl.maximum(ya * inv_scale[:, :, None], -448.0), 448.0).to(tl.float8e4nv)
-    qb = tl.minimum(tl.maximum(yb * inv_scale[:, :, None], -448.0), 448.0).to(tl.float8e4nv)
-    q = tl.reshape(tl.join(qa, qb), (BLOCK_T, BLOCK_Q * QUANT_GROUP))
-
+    WIDTH: tl.constexpr = BLOCK_Q * QUANT_GROUP
+    ROPE_BLOCK: tl.constexpr = NOPE_DIM // QUANT_GROUP
+    # Fast path: the rope dims are a power of two and lie in one quantization block, so only
+    # that slice is rotated (a second, small load of it) and the rest is scaled as loaded.
+    ROPE_IN_ONE_BLOCK: tl.constexpr = (ROPE_DIM > 0) & ((ROPE_DIM & (ROPE_DIM - 1)) == 0) & (
+        ROPE_BLOCK == (HEAD_DIM - 1) // QUANT_GROUP)
     q_row_stride: tl.constexpr = HEADS_PER_GROUP * HEAD_DIM
-    q_base = q_ptr + (group.to(tl.int64) * num_tokens + t0) * q_row_stride + head_in_group * HEAD_DIM
-    tl.store(q_base + rows[:, None] * q_row_stride + cols[None, :], q, mask=tile_ok)
 
-    # Scales are token-major: BLOCK_T consecutive floats per block. Rows T..T4-1 get zeros.
-    blk = tl.arange(0, BLOCK_Q)
-    first_blk = group * NUM_SCALES + head_in_group * NUM_Q
-    s_base = scale_ptr + first_blk.to(tl.int64) * scale_stride + t0
-    s_ptr = s_base + blk[None, :] * scale_stride + rows[:, None]
-    s_ok = (tok < scale_stride)[:, None] & (blk < NUM_Q)[None, :]
-    tl.store(s_ptr, tl.where(tok_ok[:, None], scale, 0.0), mask=s_ok)
+    # Tiles of BLOCK_T tokens x one head; heads vary fastest, so neighbouring programs read
+    # neighbouring memory of o. A grid smaller than the tile count makes each program loop, and
+    # NUM_STAGES > 1 lets Triton prefetch the next tiles' loads (cp.async) during this one.
+    num_tiles = tl.cdiv(num_tokens, BLOCK_T) * NUM_HEADS
+    for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), num_stages=NUM_STAGES):
+        head = tile % NUM_HEADS
+        t0 = (tile // NUM_HEADS) * BLOCK_T
+        group = head // HEADS_PER_GROUP
+        head_in_group = head % HEADS_PER_GROUP
+
+        rows = tl.arange(0, BLOCK_T)
+        tok = t0 + rows
+        tok_ok = tok < num_tokens
+        cols = tl.arange(0, WIDTH)
+        blk = tl.arange(0, BLOCK_Q)
+        o_base = o_ptr + t0.to(tl.int64) * o_stride_t + head * o_stride_h
+        q_base = q_ptr + (group.to(tl.int64) * num_tokens + t0) * q_row_stride + head_in_group * HEAD_DIM
+        pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
+        cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
+
+        if ROPE_IN_ONE_BLOCK:
+            # Whole rows, 16-byte vectors along D; the rope columns are masked off here.
+            x_ok = tok_ok[:, None] & (cols < NOPE_DIM)[None, :]
+            x = tl.load(o_base + rows[:, None] * o_stride_t + cols[None, :], mask=x_ok, other=0.0)
+            xb = tl.reshape(x.to(tl.float32), (BLOCK_T, BLOCK_Q, QUANT_GROUP))
+            # The rope slice, loaded again as interleaved pairs and rotated back.
+            ri = tl.arange(0, HALF_ROPE)
+            r_cols = NOPE_DIM + tl.arange(0, ROPE_DIM)
+            xr = tl.load(o_base + rows[:, None] * o_stride_t + r_cols[None, :],
+                         mask=tok_ok[:, None], other=0.0)
+            a, b = tl.split(tl.reshape(xr.to(tl.float32), (BLOCK_T, HALF_ROPE, 2)))
+            c = tl.load(cs_row[:, None] + ri[None, :], mask=tok_ok[:, None], other=0.0)
+            s = tl.load(cs_row[:, None] + HALF_ROPE + ri[None, :], mask=tok_ok[:, None], other=0.0)
+            # Same rounding as the reference: the launcher turns FMA contraction off.
+            ya = a * c + b * s
+            yb = b * c - a * s
+
+            amax_rope = tl.maximum(tl.max(tl.abs(ya), axis=1), tl.max(tl.abs(yb), axis=1))
+            amax = tl.max(tl.abs(xb), axis=2)  # [BLOCK_T, BLOCK_Q]; rope columns loaded as 0
+            amax = tl.where((blk == ROPE_BLOCK)[None, :], tl.maximum(amax, amax_rope[:, None]), amax)
+        else:
+            # General path: rotate chunks of ROPE_CHUNK dims (ROPE_CHUNK divides NOPE_DIM,
+            # ROPE_DIM and QUANT_GROUP); chunks at or past NOPE_DIM are rotated.
+            NUM_CHUNKS: tl.constexpr = WIDTH // ROPE_CHUNK
+            HALF_CHUNK: tl.constexpr = ROPE_CHUNK // 2
+            x_ok = tok_ok[:, None] & (cols < HEAD_DIM)[None, :]
+            x = tl.load(o_base + rows[:, None] * o_stride_t + cols[None, :], mask=x_ok, other=0.0)
+            a, b = tl.split(tl.reshape(x.to(tl.float32), (BLOCK_T, NUM_CHUNKS, HALF_CHUNK, 2)))
+            chunk = tl.arange(0, NUM_CHUNKS)
+            is_rope = ((chunk >= NOPE_DIM // ROPE_CHUNK) & (chunk < HEAD_DIM // ROPE_CHUNK))[None, :, None]
+            rope_i = (chunk - NOPE_DIM // ROPE_CHUNK)[:, None] * HALF_CHUNK + tl.arange(0, HALF_CHUNK)[None, :]
+            cs_ptr = cs_row[:, None, None] + rope_i[None, :, :]
+            cs_ok = tok_ok[:, None, None] & is_rope
+            c = tl.load(cs_ptr, mask=cs_ok, other=0.0)
+            s = tl.load(cs_ptr + HALF_ROPE, mask=cs_ok, other=0.0)
+            ya = tl.where(is_rope, a * c + b * s, a)
+            yb = tl.where(is_rope, b * c - a * s, b)
+            xb = tl.reshape(tl.join(ya, yb), (BLOCK_T, BLOCK_Q, QUANT_GROUP))
+            amax = tl.max(tl.abs(xb), axis=2)
+
+        # Per-block power-of-two scale: the smallest 2^e >= max(amax, 1e-10) / 448, from the
+        # exponent bits of a correctly rounded quotient (no log2: exact at powers of two).
+        ratio = tl.math.div_rn(tl.maximum(amax, 1e-10), 448.0)
+        ratio_bits = ratio.to(tl.int32, bitcast=True)
+        biased_exp = (ratio_bits >> 23) + ((ratio_bits & 0x7FFFFF) != 0).to(tl.int32)
+        scale = (biased_exp << 23).to(tl.float32, bitcast=True)
+        inv_scale = ((254 - biased_exp) << 23).to(tl.float32, bitcast=True)  # exact: 2^-e
+
+        # |y| * inv_scale <= 448 * (1 + 2^-24) (the quotient above may round down onto 2^e), which
+        # rounds to 448 in e4m3: clamping to +-448 first would change nothing, so it is left out.
+        q = tl.reshape((xb * inv_scale[:, :, None]).to(tl.float8e4nv), (BLOCK_T, WIDTH))
+        tl.store(q_base + rows[:, None] * q_row_stride + cols[None, :], q, mask=x_ok)
+        if ROPE_IN_ONE_BLOCK:
+            inv_rope = tl.sum(tl.where((blk == ROPE_BLOCK)[None, :], inv_scale, 0.0), axis=1)
+            qr = tl.join((ya * inv_rope[:, None]).to(tl.float8e4nv),
+                         (yb * inv_rope[:, None]).to(tl.float8e4nv))
+            qr = tl.reshape(qr, (BLOCK_T, ROPE_DIM))
+            tl.store(q_base + rows[:, None] * q_row_stride + r_cols[None, :], qr,
+                     mask=tok_ok[:, None])
+
+        # Scales are token-major: BLOCK_T consecutive floats per block. Rows T..T4-1 get zeros.
+        first_blk = group * NUM_SCALES + head_in_group * NUM_Q
+        s_base = scale_ptr + first_blk.to(tl.int64) * scale_stride + t0
+        s_ptr = s_base + blk[None, :] * scale_stride + rows[:, None]
+        s_ok = (tok < scale_stride)[:, None] & (blk < NUM_Q)[None, :]
+        tl.store(s_ptr, tl.where(tok_ok[:, None], scale, 0.0), mask=s_ok)
 
 
 _O_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -227,27 +300,30 @@ def _is_interpreted(kernel) -> bool:
 
 
 def _launch(kernel, o, positions, cos_sin_cache, q_buf, scale_buf, n_groups, heads_per_group,
-            nope_dim, rope_dim, quant_group_size, block_t=BLOCK_T, num_warps=NUM_WARPS):
+            nope_dim, rope_dim, quant_group_size, config: LaunchConfig | None = None):
     """Launch ``kernel`` over ``o`` into preallocated buffers (shared by the corrected kernel
     and its uncorrected twin, and by tests that poison the buffers first)."""
+    config = CONFIG if config is None else config
     if o.device.type != "cuda" and not _is_interpreted(kernel):
         raise ValueError(
             f"o is on {o.device}: the kernel needs a CUDA tensor (or TRITON_INTERPRET=1 set "
             "before triton is imported, to run it on CPU in Triton's interpreter)")
-    if block_t % 4:
-        raise ValueError(f"block_t must be a multiple of 4 (it covers the T4 padding), got {block_t}")
+    if config.block_t % 4:
+        raise ValueError(f"block_t must be a multiple of 4 (tiles cover the T4 padding), got "
+                         f"{config.block_t}")
     num_tokens = o.shape[0]
     num_q = (nope_dim + rope_dim) // quant_group_size
-    grid = (triton.cdiv(num_tokens, block_t) * n_groups * heads_per_group,)
-    kernel[grid](
+    num_tiles = triton.cdiv(num_tokens, config.block_t) * n_groups * heads_per_group
+    kernel[config.grid(o.device, num_tiles)](
         o, positions, cos_sin_cache, q_buf, scale_buf,
         num_tokens, scale_buf.shape[2],
         o.stride(0), o.stride(1), cos_sin_cache.stride(0),
         N_GROUPS=n_groups, HEADS_PER_GROUP=heads_per_group,
         NOPE_DIM=nope_dim, ROPE_DIM=rope_dim, QUANT_GROUP=quant_group_size,
-        BLOCK_T=block_t, BLOCK_Q=triton.next_power_of_2(num_q),
+        BLOCK_T=config.block_t, BLOCK_Q=triton.next_power_of_2(num_q),
         ROPE_CHUNK=_rope_chunk(nope_dim, rope_dim, quant_group_size),
-        num_warps=num_warps, enable_fp_fusion=False,
+        NUM_STAGES=config.num_stages,
+        num_warps=config.num_warps, enable_fp_fusion=False,
     )
 
 
@@ -278,5 +354,5 @@ def fused_inv_rope_fp8_quant(o, positions, cos_sin_cache, n_groups, heads_per_gr
     q_buf, scale_buf = _allocate(o, n_groups, heads_per_group, quant_group_size)
     if o.shape[0] > 0:
         _launch(_inv_rope_fp8_quant_kernel, o, positions, cos_sin_cache, q_buf, scale_buf,
-                n_groups, heads_per_group, nope_dim, rope_dim, quant_group_size)
+                n_groups, heads_per_group, nope_dim, rope_dim, quant_group_size, CONFIG)
     return _views(q_buf, scale_buf, o.shape[0])

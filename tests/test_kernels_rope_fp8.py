@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from jitguard.kernels.rope_fp8 import CANDIDATE_CONFIGS
 from jitguard.kernels.rope_fp8_reference import (
     inv_rope_fp8_quant_reference,
     power_of_two_scale,
@@ -309,8 +310,9 @@ def _variants_over(kernel, token_counts):
                 _Ptr(torch.float8_e4m3fn), _Ptr(torch.float32),
                 T, (T + 3) // 4 * 4, G * hpg * (nope + rope), nope + rope, rope,
                 N_GROUPS=G, HEADS_PER_GROUP=hpg, NOPE_DIM=nope, ROPE_DIM=rope, QUANT_GROUP=qg,
-                BLOCK_T=rope_fp8.BLOCK_T, BLOCK_Q=4, ROPE_CHUNK=64,
-                num_warps=rope_fp8.NUM_WARPS, enable_fp_fusion=False, grid=(1,))
+                BLOCK_T=rope_fp8.CONFIG.block_t, BLOCK_Q=4, ROPE_CHUNK=64,
+                NUM_STAGES=rope_fp8.CONFIG.num_stages,
+                num_warps=rope_fp8.CONFIG.num_warps, enable_fp_fusion=False, grid=(1,))
     finally:
         driver._active = saved
     return len(kernel.device_caches[0][0]), triton
@@ -349,6 +351,28 @@ def test_gpu_bit_exact(T, G, hpg):
     T4 = (T + 3) // 4 * 4
     padded = scales.as_strided((T4, G, scales.shape[2]), scales.stride())
     assert torch.all(padded[T:] == 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [1, 17, 1000, 8192])
+@pytest.mark.parametrize("G, hpg", [(1, 8), (8, 8)])
+@pytest.mark.parametrize("config", range(len(CANDIDATE_CONFIGS)))
+def test_gpu_bit_exact_every_candidate_config(config, T, G, hpg):
+    from jitguard.kernels import rope_fp8
+
+    cfg = rope_fp8.CANDIDATE_CONFIGS[config]
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+    o, positions, cache = _make_inputs(G, hpg, 448, 64, T, device="cuda")
+    q_buf, scale_buf = rope_fp8._allocate(o, G, hpg, 128)
+    q_buf.view(torch.uint8).fill_(0x7F)
+    scale_buf.fill_(float("nan"))
+    rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, o, positions, cache, q_buf, scale_buf,
+                     G, hpg, 448, 64, 128, cfg)
+    q, scales = rope_fp8._views(q_buf, scale_buf, T)
+    q_ref, s_ref = inv_rope_fp8_quant_reference(o, positions, cache, G, hpg)
+    assert torch.equal(scales, s_ref), cfg
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)), cfg
+    assert not torch.isnan(scale_buf).any() and torch.all(scale_buf[:, :, T:] == 0), cfg
 
 
 @pytest.mark.gpu
