@@ -22,6 +22,7 @@ CASES = {
     "extend_tuple": [E("k", add=("num_tokens",))],
     "index_entry_dedupe": [E("k", add=("num_tokens",))],
     "call_form": [E("body_kernel", add=("num_tokens",)), E("body2_kernel", add=("num_tokens",))],
+    "call_form_wrapped": [E("tuned", add=("num_tokens",)), E("Ops.kernel", add=("num_tokens",))],
     "stacked_decorators": [E("k", add=("num_tokens",))],
     "aliased_imports": [E("a", add=("num_tokens",)), E("b", add=("num_tokens",))],
     "non_literal_list": [E("k", add=("num_tokens",)), E("k2", add=("num_tokens",))],
