@@ -13,7 +13,7 @@ triton = pytest.importorskip("triton")
 import jitguard  # noqa: E402
 from jitguard.runtime import compat, keys, steps  # noqa: E402
 from jitguard.runtime.watch import _STATE  # noqa: E402
-from runtime_helpers import FakeTensor, dtype, stand_in_driver  # noqa: E402
+from runtime_helpers import FakeTensor, cache_keys, dtype, stand_in_driver  # noqa: E402
 from runtime_kernels import copy_body, fresh  # noqa: E402
 
 RNG = random.Random(os.urandom(8))
@@ -174,8 +174,7 @@ def test_raise_mode_raises_before_compiling_with_the_explanation():
     msg = str(info.value)
     assert "n: i32 -> i32, divisible by 16" in msg and "do_not_specialize" in msg
     assert info.value.event.variant == 2
-    cache = next(iter(k.device_caches.values()))[0]
-    assert len(cache) == 1  # the recompile was refused before Triton paid for it
+    assert len(cache_keys(k)) == 1  # the recompile was refused before Triton paid for it
 
 
 def test_max_recompiles_budget():
@@ -274,7 +273,7 @@ def test_failure_inside_jitguard_is_logged_once_and_launch_goes_on(monkeypatch, 
         with jitguard.watch(mode="raise") as w:
             k.warmup(x, y, odd(), BLOCK=64, grid=(1,))
             k.warmup(x, y, div16(), BLOCK=64, grid=(1,))
-    assert len(next(iter(k.device_caches.values()))[0]) == 2  # both compiled
+    assert len(cache_keys(k)) == 2  # both compiled
     logged = [r for r in caplog.records if "decoder bug" in r.getMessage()]
     assert len(logged) == 1 and w.internal_errors == 1
 
@@ -282,7 +281,7 @@ def test_failure_inside_jitguard_is_logged_once_and_launch_goes_on(monkeypatch, 
 def test_unsupported_triton_is_a_clear_error_at_entry(monkeypatch):
     pre, post = compat.compile_hook_sites()
     monkeypatch.setattr(compat, "version_tuple", lambda: (3, 1, 0))
-    with pytest.raises(compat.UnsupportedTritonError, match=r"too old .* needs Triton >= 3\.3"):
+    with pytest.raises(compat.UnsupportedTritonError, match=r"too old .* needs Triton >= 3\.2"):
         with jitguard.watch():
             pass  # pragma: no cover
     assert pre.get() is None and post.get() is None and not _STATE.watches
@@ -318,7 +317,9 @@ def test_autotune_rebenchmarks_are_events_with_the_key_diff():
         k[(1,)](x, y, n1)  # cached: no event
         k[(1,)](x, y, n2)
     at = [e for e in w.events if e.kind == "autotune"]
-    assert len(at) == 2 and bench_calls == [1] * 4
+    assert len(at) == 2
+    if compat.version_tuple() >= (3, 3):  # 3.2's triton.autotune drops do_bench (the driver's runs)
+        assert bench_calls == [1] * 4
     assert at[0].autotune.configs == 2 and at[0].autotune.key["n"] == n1
     assert [d.what for d in at[1].diff] == [f"n (autotune key): {n1} -> {n2}"]
     assert "autotune key" in at[1].remedy

@@ -11,6 +11,8 @@ new Triton release means editing this file only.
 | autotune listener               | ``triton.knobs.autotuning.listener``                   | 3.8+      |
 | autotune adapter                | wrap ``Autotuner.run`` and watch ``Autotuner.cache``   | 3.2-3.7   |
 | key format                      | ``str(specialization) + str(options)``                 | 3.3+      |
+|                                 | ``''.join(types + specs) + str((constexprs, options))``, | 3.2     |
+|                                 | rebuilt here in the 3.3 format (``normalized_key``)    |           |
 """
 from __future__ import annotations
 
@@ -20,8 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-MIN_VERSION = (3, 3)
-TESTED = "3.3.1, 3.4.0 and 3.9.0 (CPU, stand-in driver), 3.6.0 (H200)"
+MIN_VERSION = (3, 2)
+TESTED = "3.2.0, 3.3.1, 3.4.0 and 3.9.0 (CPU, stand-in driver), 3.6.0 (H200)"
 
 
 class UnsupportedTritonError(RuntimeError):
@@ -283,6 +285,123 @@ def parse_options(options_text: str) -> dict[str, Any] | None:
 
 # Options run() adds to every key itself (not passed by the user): shown only when they differ.
 IMPLICIT_OPTIONS = ("debug", "instrumentation_mode", "fpsan_homomorphic_casts")
+
+
+# ---------------------------------------------------------------------------------------------
+# Triton 3.2 keys, rebuilt in the 3.3+ format so keys.decode_key reads every version the same way
+# ---------------------------------------------------------------------------------------------
+
+_DTYPES = ("fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5b16", "fp8e5", "fp16", "bf16", "fp32", "fp64",
+           "i16", "i32", "i64", "i8", "i1", "u16", "u32", "u64", "u8", "u1")
+_TYPE_TOKEN = re.compile(r"\*k?(?:" + "|".join(_DTYPES) + r")|" + "|".join(_DTYPES) + r"|none|nvTmaDesc")
+
+
+def _format_entries(entries: list[tuple[Any, Any]], options: Any) -> str:
+    return "[" + ", ".join(f"({t!r}, {a!r})" for t, a in entries) + "]" + str(options)
+
+
+def _tail_options(key: str) -> tuple[tuple | None, Any]:
+    """The ``str((constexpr_values, options))`` tail of a 3.2 key."""
+    cut = key.find("(")
+    if cut < 0:
+        return None, {}
+    tail = key[cut:]
+    try:
+        cx, opts = ast.literal_eval(tail)
+        return tuple(cx), opts
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        m = re.search(r"(\{[^{}]*\})\)$", tail)
+        opts = parse_options(m.group(1)) if m else None
+        return None, opts if opts is not None else (m.group(1) if m else "")
+
+
+def _entries_32(params: list, types: list[str], specs: list[str], constexprs: tuple | list) -> list:
+    entries = []
+    ti = si = ci = 0
+    for p in params:
+        if p.is_constexpr:
+            entries.append(("constexpr", constexprs[ci] if ci < len(constexprs) else None))
+            ci += 1
+            continue
+        ty = types[ti] if ti < len(types) else "?"
+        ti += 1
+        if ty == "none":
+            entries.append(("constexpr", None))
+            if not p.do_not_specialize:
+                si += 1
+            continue
+        if p.do_not_specialize:
+            entries.append((ty, None))
+            continue
+        spec = specs[si] if si < len(specs) else "N"
+        si += 1
+        if spec == "1":
+            entries.append(("constexpr", True if ty in ("i1", "u1") else 1))
+        elif spec == "D":
+            entries.append((ty, "D"))
+        else:
+            entries.append((ty, None if p.do_not_specialize_on_alignment else ""))
+    return entries
+
+
+def normalized_key(jit_function: Any, key: str, compile_info: dict | None = None) -> str | None:
+    """``key`` in the 3.3+ format (``[('*fp16', 'D'), ...]{options}``): itself from 3.3 on; for a
+    3.2 key, rebuilt from the hook's ``compile`` dict when given, else parsed from the flat key.
+    None when a 3.2 key cannot be read."""
+    if key.startswith("["):
+        return key
+    params = list(getattr(jit_function, "params", []))
+    constexprs, options = _tail_options(key)
+    if compile_info and "signature" in compile_info:
+        sig = compile_info.get("signature") or {}
+        consts = compile_info.get("constants") or {}
+        cfg = (compile_info.get("configs") or [None])[0]
+        props = getattr(cfg, "arg_properties", None) or {}
+        div = set(props.get("tt.divisibility", []))
+        entries = []
+        for p in params:
+            if p.is_constexpr:
+                entries.append(("constexpr", consts.get(p.name, consts.get(p.num))))
+            elif p.name in consts or p.num in consts:
+                entries.append(("constexpr", consts.get(p.name, consts.get(p.num))))
+            else:
+                ty = sig.get(p.name, sig.get(p.num, "?"))
+                if p.do_not_specialize:
+                    entries.append((ty, None))
+                elif p.num in div:
+                    entries.append((ty, "D"))
+                else:
+                    entries.append((ty, None if p.do_not_specialize_on_alignment else ""))
+        return _format_entries(entries, options)
+    if constexprs is None:
+        return None
+    flat = key[: key.find("(")]
+    n_types = sum(1 for p in params if not p.is_constexpr)
+    types: list[str] = []
+    pos = 0
+    while len(types) < n_types:
+        m = _TYPE_TOKEN.match(flat, pos)
+        if not m:
+            return None
+        types.append(m.group(0))
+        pos = m.end()
+    specs = list(flat[pos:])
+    return _format_entries(_entries_32(params, types, specs, constexprs), options)
+
+
+def bind_key(binder: Any, jit_function: Any, args: tuple, kwargs: dict) -> tuple[str, str]:
+    """(Triton's key, the key in the 3.3+ format) for one call, through Triton's own binder."""
+    out = binder(*args, **kwargs)
+    if len(out) == 3:  # 3.3+: bound_args, specialization, options
+        _, specialization, options = out
+        key = str(specialization) + str(options)
+        return key, key
+    _, sig_and_spec, constexprs, _, excess = out  # 3.2
+    key = "".join(sig_and_spec) + str((constexprs, excess))
+    params = list(jit_function.params)
+    n_types = sum(1 for p in params if not p.is_constexpr)
+    types, specs = list(sig_and_spec[:n_types]), list(sig_and_spec[n_types:])
+    return key, _format_entries(_entries_32(params, types, specs, constexprs), excess)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -114,17 +114,16 @@ def predict(kernel: Any, calls: Iterable[Any], target: str = "cuda:90") -> Predi
                     kw[name] = fn(named)
             for name, value in implicit.items():
                 if name == "debug":
-                    kw["debug"] = kw.get("debug", jf.debug) or value
+                    kw["debug"] = kw.get("debug", getattr(jf, "debug", None)) or value
                 else:
                     kw[name] = value
             try:
-                _, specialization, options = binder(*args, **kw)
+                key, text = compat.bind_key(binder, jf, args, kw)
             except TypeError as exc:
                 raise TypeError(f"jitguard.predict: call {i} does not bind to {qual}: {exc}") from None
-            key = str(specialization) + str(options)
             v = by_key.get(key)
             if v is None:
-                var = keys.decode_key(key, params)
+                var = keys.decode_key(text, params)
                 idx = keys.closest(var, decoded)
                 entries = keys.diff(decoded[idx], var) if idx is not None else []
                 v = PredictedVariant(key, var.params, var.options, [], idx, entries, keys.remedy(entries))

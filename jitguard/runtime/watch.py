@@ -222,8 +222,10 @@ class _State:
             # Variants compiled before any watch began still count as "previous".
             for k in compat.kernel_cache_keys(jf, device):
                 if k != exclude_key and k not in h.keys_seen:
-                    h.keys_seen.add(k)
-                    h.variants.append(keys.decode_key(k, h.params))
+                    text = compat.normalized_key(jf, k)
+                    if text is not None:
+                        h.keys_seen.add(k)
+                        h.variants.append(keys.decode_key(text, h.params))
             self.kernels[id(jf)] = h
         return h
 
@@ -282,7 +284,8 @@ def _on_pre(kwargs: dict) -> None:
     path, line, autotuning = _user_frame(_STATE.skip_dirs)
     with _STATE.lock:
         h = _STATE.history(call.jit_function, call.device, call.key)
-        variant = keys.decode_key(call.key, h.params)
+        variant = keys.decode_key(compat.normalized_key(call.jit_function, call.key, kwargs.get("compile"))
+                                  or call.key, h.params)
         idx = h.variants.closest(variant)
         entries: list[DiffEntry] = keys.diff(h.variants[idx], variant) if idx is not None else []
         event = Event(
