@@ -230,3 +230,15 @@ def test_variant_index_agrees_with_brute_force():
         index.append(v)
         flat.append(v)
     assert len(index) == 300 and index[5] is flat[5]
+
+
+def test_predict_applies_heuristics():
+    k = triton.heuristics({"BLOCK": lambda a: triton.next_power_of_2(max(a["n"], 16))})(
+        fresh(copy_body, do_not_specialize=["n"]))
+    x = FakeTensor(16 * RNG.randrange(1, 1 << 20), dtype("float16"))
+    ns = RNG.sample(range(1, 1025), 40)
+    pred = jitguard.predict(k, [(x, x, n) for n in ns])
+    blocks = {triton.next_power_of_2(max(n, 16)) for n in ns}
+    assert len(pred) == len(blocks)
+    assert {v.params[3].constexpr for v in pred} == blocks
+    assert all(d.change == "constexpr" for v in pred for d in v.diff)

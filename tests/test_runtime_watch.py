@@ -321,8 +321,37 @@ def test_autotune_rebenchmarks_are_events_with_the_key_diff():
     if compat.version_tuple() >= (3, 3):  # 3.2's triton.autotune drops do_bench (the driver's runs)
         assert bench_calls == [1] * 4
     assert at[0].autotune.configs == 2 and at[0].autotune.key["n"] == n1
+    assert at[0].autotune.bench_ms is not None and at[0].autotune.bench_ms >= 0
     assert [d.what for d in at[1].diff] == [f"n (autotune key): {n1} -> {n2}"]
     assert "autotune key" in at[1].remedy
     compiles = [e for e in w.events if e.kind == "compile"]
     assert compiles and all(e.autotuning for e in compiles)
     assert w.recompile_count == 1  # the re-benchmark, not the config compiles
+
+
+def _launch_through_wrapper(k, x, y, n):
+    k.warmup(x, y, n, BLOCK=64, grid=(1,))  # the launching line a wrapper's caller wants to see past
+
+
+def test_wrapper_callers_and_compiles_between_watches_are_known():
+    k = fresh()
+    x, y = tensors()
+    with jitguard.watch():
+        _launch_through_wrapper(k, x, y, odd())
+    k.warmup(x, y, 1, BLOCK=64, grid=(1,))  # compiled while nobody watched
+    with jitguard.watch() as w:
+        _launch_through_wrapper(k, x, y, div16())  # caller line below is in call_stack
+    (e,) = w.events
+    assert e.variant == 3 and e.closest_variant in (1, 2)
+    assert e.call_line == _launch_through_wrapper.__code__.co_firstlineno + 1
+    assert e.call_stack and e.call_stack[0].startswith(os.path.abspath(__file__) + ":")
+    from jitguard.report.recompiles import explain_event
+
+    assert f"<- {os.path.basename(__file__)}:" in explain_event(e, cwd=os.path.dirname(__file__))
+
+
+def test_interpreter_mode_warns_that_nothing_compiles(monkeypatch):
+    monkeypatch.setattr(compat, "interpreter_active", lambda: True)
+    with pytest.warns(RuntimeWarning, match="TRITON_INTERPRET"):
+        with jitguard.watch():
+            pass

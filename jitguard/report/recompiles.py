@@ -48,6 +48,15 @@ def _ms(value: float | None) -> str:
     return f"{value:.0f} ms" if value >= 100 else f"{value:.1f} ms"
 
 
+def _where(e: Event, cwd: str | None = None, callers: int = 1) -> str:
+    """The launching line, then its caller (``rope.py:140 <- serve.py:88``) when there is one."""
+    out = _loc(e.call_path, e.call_line, cwd)
+    for frame in e.call_stack[:callers]:
+        path, _, line = frame.rpartition(":")
+        out += f" <- {_loc(path, int(line) if line.isdigit() else None, cwd)}"
+    return out
+
+
 def _what_happened(e: Event) -> str:
     if e.kind == "autotune":
         at = e.autotune
@@ -74,7 +83,7 @@ def explain_event(event: Event, *, cwd: str | None = None) -> str:
     """``jitguard: kernel fused_rope (rope.py:12) compile #3 (38 ms) at serve.py:88, step 7`` then
     one indented line per difference against the closest previous variant, then the fix."""
     head = (f"jitguard: {short_name(event.kernel)} ({_loc(event.kernel_path, event.kernel_line, cwd)}) "
-            f"{_what_happened(event)} at {_loc(event.call_path, event.call_line, cwd)}")
+            f"{_what_happened(event)} at {_where(event, cwd)}")
     if event.step is not None:
         head += f", step {event.step}"
     lines = [head]
@@ -168,7 +177,7 @@ def render_text(trace: Trace, *, cwd: str | None = None, max_events_per_kernel: 
             what = _what_happened(e)
             if e.kind == "compile":
                 what = what.replace(f"compile #{e.variant}", f"#{e.variant:<3}", 1).rstrip()
-            lines.append(f"  {what}  at {_loc(e.call_path, e.call_line, cwd)}{step}")
+            lines.append(f"  {what}  at {_where(e, cwd)}{step}")
             if e.diff:
                 lines.append(f"       {'; '.join(d.what for d in e.diff)}")
         culprits = [c for c in k["culprits"]]

@@ -466,6 +466,15 @@ def implicit_run_kwargs(jit_function: Any) -> dict[str, Any]:
 _RUN_KWARGS: list[str] | None = None
 
 
+def interpreter_active() -> bool:
+    """TRITON_INTERPRET=1: kernels run in the interpreter and nothing is ever compiled."""
+    knobs = _knobs()
+    rt = getattr(knobs, "runtime", None) if knobs is not None else None
+    if rt is not None and hasattr(rt, "interpret"):
+        return bool(rt.interpret)
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
 def triton_dirs() -> tuple[str, ...]:
     """Directories whose frames are Triton's own (skipped when finding the user's launching frame)."""
     triton = _import_triton()

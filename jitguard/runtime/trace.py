@@ -157,6 +157,7 @@ class Event:
     kernel_line: int | None = None
     call_path: str | None = None  # the user's launching frame (first outside triton and jitguard)
     call_line: int | None = None
+    call_stack: list[str] = field(default_factory=list)  # further callers "path:line", innermost first
     warmup: bool = False
     autotuning: bool = False  # a compile of one config while an autotuner benchmarks (expected)
     compile_ms: float | None = None
@@ -184,6 +185,7 @@ class Event:
             "kernel_line": self.kernel_line,
             "call_path": self.call_path,
             "call_line": self.call_line,
+            "call_stack": list(self.call_stack[:8]),
             "warmup": self.warmup,
             "autotuning": self.autotuning,
             "compile_ms": self.compile_ms,
@@ -205,6 +207,7 @@ class Event:
         kw["params"] = [Param.from_dict(p) for p in d.get("params") or []]
         kw["diff"] = [DiffEntry.from_dict(x) for x in d.get("diff") or []]
         kw["options"] = d.get("options") or {}
+        kw["call_stack"] = list(d.get("call_stack") or [])
         kw["autotune"] = AutotuneInfo.from_dict(d["autotune"]) if d.get("autotune") else None
         kw["warmup"] = bool(kw.get("warmup", False))
         kw["autotuning"] = bool(kw.get("autotuning", False))
@@ -457,6 +460,7 @@ TRACE_JSON_SCHEMA: dict[str, Any] = {
                     "kernel_line": _NULLABLE_INT,
                     "call_path": _NULLABLE_STR,
                     "call_line": _NULLABLE_INT,
+                    "call_stack": {"type": "array", "items": {"type": "string"}},
                     "warmup": {"type": "boolean"},
                     "autotuning": {"type": "boolean"},
                     "compile_ms": _NULLABLE_NUM,

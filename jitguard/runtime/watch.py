@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import sys
+import sysconfig
 import threading
 import time
 import warnings
@@ -111,21 +112,32 @@ def _kernel_identity(jf: Any) -> tuple[str, str | None, int | None]:
     return f"{module}.{qual}", os.path.abspath(code.co_filename), _def_line(code)
 
 
-def _user_frame(skip: tuple[str, ...]) -> tuple[str | None, int | None, bool]:
-    """(path, line) of the first frame outside Triton and jitguard's runtime, and whether an
-    autotuner is benchmarking on the way (its config compiles are expected)."""
+_NOT_CALLERS = ("<", sysconfig.get_paths()["stdlib"] + os.sep)
+_NOT_CALLER_PARTS = (f"{os.sep}_pytest{os.sep}", f"{os.sep}pluggy{os.sep}")
+
+
+def _user_frame(skip: tuple[str, ...], depth: int = 4) -> tuple[str | None, int | None, bool, list[str]]:
+    """(path, line) of the first frame outside Triton and jitguard's runtime (the launching
+    frame), whether an autotuner is benchmarking on the way (its config compiles are expected),
+    and up to ``depth`` further ``path:line`` callers (a wrapper's callers)."""
     f = sys._getframe(2)
     autotuning = False
+    found: tuple[str | None, int | None] = (None, None)
+    callers: list[str] = []
     while f is not None:
         name = f.f_code.co_filename
         if name.startswith(skip):
             if name.endswith("autotuner.py") and f.f_code.co_name in ("_bench", "benchmark", "kernel_call",
                                                                        "check_disk_cache"):
                 autotuning = True
-            f = f.f_back
-            continue
-        return os.path.abspath(name), f.f_lineno, autotuning
-    return None, None, autotuning
+        elif found[0] is None:
+            found = (os.path.abspath(name), f.f_lineno)
+        elif not name.startswith(_NOT_CALLERS) and not any(t in name for t in _NOT_CALLER_PARTS):
+            callers.append(f"{os.path.abspath(name)}:{f.f_lineno}")
+            if len(callers) >= depth:
+                break
+        f = f.f_back
+    return found[0], found[1], autotuning, callers
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,14 +231,15 @@ class _State:
         if h is None or h.jit_function is not jf:
             qual, path, line = _kernel_identity(jf)
             h = _KernelHistory(jf, qual, path, line, compat.jit_params(jf))
-            # Variants compiled before any watch began still count as "previous".
-            for k in compat.kernel_cache_keys(jf, device):
-                if k != exclude_key and k not in h.keys_seen:
-                    text = compat.normalized_key(jf, k)
-                    if text is not None:
-                        h.keys_seen.add(k)
-                        h.variants.append(keys.decode_key(text, h.params))
             self.kernels[id(jf)] = h
+        # Variants compiled while nobody watched (before the first watch, or between two) still
+        # count as previous ones: Triton's in-memory cache has them all.
+        for k in compat.kernel_cache_keys(jf, device):
+            if k != exclude_key and k not in h.keys_seen:
+                text = compat.normalized_key(jf, k)
+                if text is not None:
+                    h.keys_seen.add(k)
+                    h.variants.append(keys.decode_key(text, h.params))
         return h
 
     def next_seq(self) -> int:
@@ -281,7 +294,7 @@ def _on_pre(kwargs: dict) -> None:
     call = compat.compile_call(kwargs)
     if call.jit_function is None:
         return
-    path, line, autotuning = _user_frame(_STATE.skip_dirs)
+    path, line, autotuning, callers = _user_frame(_STATE.skip_dirs)
     with _STATE.lock:
         h = _STATE.history(call.jit_function, call.device, call.key)
         variant = keys.decode_key(compat.normalized_key(call.jit_function, call.key, kwargs.get("compile"))
@@ -300,6 +313,7 @@ def _on_pre(kwargs: dict) -> None:
             kernel_line=h.line,
             call_path=path,
             call_line=line,
+            call_stack=callers,
             warmup=call.warmup,
             autotuning=autotuning,
             params=variant.params,
@@ -383,7 +397,7 @@ def _on_autotune(tuner: Any, key: Any, best: Any, timings: Any, duration: Any, c
         with contextlib.suppress(TypeError):
             jf = compat.base_jit_function(tuner)
     qual, kpath, kline = _kernel_identity(jf) if jf is not None else ("?", None, None)
-    path, line, _ = _user_frame(_STATE.skip_dirs)
+    path, line, _, callers = _user_frame(_STATE.skip_dirs)
     key_t = tuple(key) if isinstance(key, (tuple, list)) else (key,)
     names = [n for n in (getattr(tuner, "keys", None) or [])]
     labels = names[: len(key_t)] + [f"dtype{i}" for i in range(len(key_t) - len(names))]
@@ -414,7 +428,7 @@ def _on_autotune(tuner: Any, key: Any, best: Any, timings: Any, duration: Any, c
         event = Event(
             kind="autotune", seq=_STATE.next_seq(), kernel=qual, step=steps.current_step(),
             wall=time.time(), monotonic=time.monotonic(), thread=threading.current_thread().name,
-            kernel_path=kpath, kernel_line=kline, call_path=path, call_line=line,
+            kernel_path=kpath, kernel_line=kline, call_path=path, call_line=line, call_stack=callers,
             compile_ms=None, variant=len(h.keys), closest_variant=closest_i + 1 if closest_i is not None else None,
             diff=entries, remedy=remedy,
             autotune=AutotuneInfo(key=dict(zip(labels, key_t)), configs=n_cfg, bench_ms=bench_ms,
@@ -490,6 +504,9 @@ class watch(contextlib.ContextDecorator):
             if self._depth > 1:
                 return self
         try:
+            if compat.interpreter_active():
+                warnings.warn("jitguard.watch: TRITON_INTERPRET=1 runs kernels in the interpreter, which "
+                              "never compiles: there is nothing to watch", RuntimeWarning, stacklevel=2)
             with _STATE.lock:
                 if not _STATE.watches:
                     _STATE.install()
