@@ -237,8 +237,23 @@ def run_story(story: Story) -> int:
         story.say(f"{name:<15} {r['cache']:<5} {r['first_step_ms']:>10.1f} {lat['p50']:>8.3f} "
                   f"{lat['p90']:>8.3f} {lat['p99']:>9.3f} {lat['p99_9']:>9.3f} {lat['max']:>9.3f}  "
                   f"{r['compiles_after_first_step']:>2} in {r['stall_ms_after_first_step']:>7.1f}")
+    digests = {name: r.get("output_digests") or {} for name, r in story.runs.items()}
+    reference = digests["before_cold"]
+    same_outputs = {}
+    if reference:
+        story.say()
+        for name, d in digests.items():
+            if name == "before_cold" or not d:
+                continue
+            common = sorted(set(d) & set(reference), key=int)
+            equal = [k for k in common if d[k] == reference[k]]
+            same_outputs[name] = {"steps_compared": len(common), "identical": len(equal)}
+            story.say(f"outputs of {name} vs before_cold: identical at {len(equal)} of {len(common)} "
+                      "sampled steps (sha256 of every output byte)")
     holds = (before["compiles_after_first_step"] > 0 and after["compiles_after_first_step"] == 0
-             and story.runs["after_warm"]["compiles_after_first_step"] == 0)
+             and story.runs["after_warm"]["compiles_after_first_step"] == 0
+             and all(v["identical"] == v["steps_compared"]  # the fix changes no result
+                     for k, v in same_outputs.items() if k.startswith("after")))
     story.say()
     story.say(f"story {'holds' if holds else 'DOES NOT HOLD'}: twins compiled "
               f"{before['compiles_after_first_step']} variants after the first step "
@@ -261,6 +276,7 @@ def run_story(story: Story) -> int:
         "moe": story.moe,
         "stream": before["stream"],
         "story_holds": holds,
+        "same_outputs_as_before_cold": same_outputs,
         "static_vs_runtime": comparison,
         "static_only": static_only,
         "runtime_only": runtime_only,

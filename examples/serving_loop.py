@@ -333,10 +333,22 @@ def percentile(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def _digest(*tensors) -> str:
+    """sha256 (16 hex digits) of the bytes of ``tensors``, copied to the host."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().contiguous().cpu().view(-1).view(__import__("torch").uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def run_loop(kernels: KernelSet, stream: list[Step], *, device: str, seed: int = 0,
-             on_step=None) -> dict:
+             on_step=None, digest_every: int | None = None) -> dict:
     """Run ``stream`` through ``kernels`` on ``device`` ("cuda", or "cpu" with a stand-in driver
-    already active). Returns per-step latencies and the steps where a kernel gained a variant."""
+    already active). Returns per-step latencies and the steps where a kernel gained a variant.
+    ``digest_every``: every that many steps (and at each step that added a variant), a digest of
+    the step's outputs, taken after the step is timed -- the same digests mean the same results."""
     import torch
 
     try:
@@ -376,20 +388,24 @@ def run_loop(kernels: KernelSet, stream: list[Step], *, device: str, seed: int =
     before = counts()
     lat_ms: list[float] = []
     compile_steps: list[dict] = []
+    digests: dict[int, str] = {}
     for i, step in enumerate(stream):
         t = step.num_tokens
         mark_step(i)
         t0 = time.perf_counter()
-        kernels.rope(o[:t], positions[:t], cos_sin, N_GROUPS, HEADS_PER_GROUP, NOPE_DIM, ROPE_DIM)
+        outputs = list(kernels.rope(o[:t], positions[:t], cos_sin, N_GROUPS, HEADS_PER_GROUP,
+                                    NOPE_DIM, ROPE_DIM))
         if kernels.moe_gemm is not None:
             ids = topk_ids[:t]
             sorted_ids, expert_ids, _ = moe_align_block_size(ids, MOE_CONFIG["BLOCK_M"], NUM_EXPERTS)
-            kernels.moe_gemm(x[:t], w, ids, sorted_ids, expert_ids, MOE_CONFIG)
+            outputs.append(kernels.moe_gemm(x[:t], w, ids, sorted_ids, expert_ids, MOE_CONFIG))
         sync()
         ms = (time.perf_counter() - t0) * 1e3
         lat_ms.append(ms)
         now = counts()
         new = {k: now[k] - before[k] for k in now if now[k] > before[k]}
+        if digest_every and (i % digest_every == 0 or new):
+            digests[i] = _digest(*outputs)
         if new:
             compile_steps.append({"step": i, "num_tokens": t, "kind": step.kind,
                                   "ms": round(ms, 3), "new_variants": new})
@@ -416,6 +432,7 @@ def run_loop(kernels: KernelSet, stream: list[Step], *, device: str, seed: int =
         "compiles_after_first_step": sum(sum(c["new_variants"].values()) for c in stalls_after_first),
         "stall_ms_after_first_step": round(sum(c["ms"] for c in stalls_after_first), 3),
         "per_step_ms": [round(v, 4) for v in lat_ms],
+        "output_digests": {str(k): v for k, v in digests.items()},
     }
 
 
@@ -458,6 +475,9 @@ def main(argv=None) -> int:
                     help="cuda, or stand-in: real sm_90 compiles on a CPU, launches skipped "
                          "(default: cuda if available)")
     ap.add_argument("--no-moe", action="store_true", help="run the RoPE/FP8 kernel only")
+    ap.add_argument("--digest-every", type=int, default=25, metavar="N",
+                    help="GPU: digest the outputs every N steps and at each step that compiled, "
+                         "after timing it (same digests = same results; 0: off; default 25)")
     ap.add_argument("--json", metavar="FILE", help="write every figure (and each step's latency) here")
     ap.add_argument("--label", default=None, help="a name for this run in the output")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every step")
@@ -494,7 +514,8 @@ def main(argv=None) -> int:
                   + (f"  new variant: {what}" if what else ""))
 
     result = run_loop(kernels, stream, device="cuda" if device == "cuda" else "cpu",
-                      seed=args.seed, on_step=on_step)
+                      seed=args.seed, on_step=on_step,
+                      digest_every=args.digest_every if device == "cuda" else None)
     lat = result["latency_ms"]
     variants = ", ".join(f"{k} {v}" for k, v in result["variants"].items())
     print(f"  first step {result['first_step_ms']:.1f} ms; steps 1..{args.steps - 1}: "
