@@ -60,6 +60,9 @@ import triton.language as tl  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 NVLS_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
+# the files whose state a result depends on (their commit is recorded, and whether they differ)
+RUN_SOURCES = ("kernels/rope_fp8.py", "kernels/rope_fp8_reference.py",
+               "fixtures/rope_fp8_uncorrected.py", "bench/tp_recompile_stall.py", "jitguard")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,8 +453,8 @@ def source_state() -> dict:
             return None
 
     return {"commit": git("rev-parse", "HEAD") or None,
-            "kernels_modified": bool(git("status", "--porcelain", "--", "kernels", "fixtures",
-                                         "bench/tp_recompile_stall.py"))}
+            "sources_modified": bool(git("status", "--porcelain", "--", *RUN_SOURCES)),
+            "sources": list(RUN_SOURCES)}
 
 
 def print_table(doc) -> None:
