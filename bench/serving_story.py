@@ -173,6 +173,26 @@ def machine_info(runs: dict) -> dict:
     return info
 
 
+def sources() -> dict:
+    """What was run: the git commit where there is one, and sha256 of the kernel sources (other
+    files of the working tree may have been uncommitted)."""
+    import hashlib
+
+    out: dict = {}
+    try:
+        out["git_head"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                                         text=True, timeout=10).stdout.strip() or None
+    except Exception:
+        out["git_head"] = None
+    for rel in ("fixtures/rope_fp8_uncorrected.py", "fixtures/moe_uncorrected.py",
+                "kernels/rope_fp8.py", "kernels/moe.py", "examples/serving_loop.py"):
+        try:
+            out[rel] = hashlib.sha256((ROOT / rel).read_bytes()).hexdigest()[:16]
+        except OSError:
+            out[rel] = None
+    return out
+
+
 def versions() -> dict:
     import jitguard
 
@@ -266,6 +286,7 @@ def run_story(story: Story) -> int:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_info(story.runs),
         "versions": versions(),
+        "sources": sources(),
         "command": "python bench/serving_story.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
         "stand_in": story.device == "stand-in",
         "note": ("CPU stand-in driver: real sm_90 compiles through Triton's JIT path, launches "
