@@ -355,3 +355,33 @@ def test_interpreter_mode_warns_that_nothing_compiles(monkeypatch):
     with pytest.warns(RuntimeWarning, match="TRITON_INTERPRET"):
         with jitguard.watch():
             pass
+
+
+def test_a_tool_that_hooks_on_top_of_jitguard_keeps_its_chain():
+    pre, post = compat.compile_hook_sites()
+    calls = []
+
+    def first(**kw):
+        calls.append("first")
+
+    pre.set(first)
+    k = fresh()
+    x, y = tensors()
+    try:
+        with jitguard.watch() as w:
+            ours = pre.get()
+
+            def on_top(**kw):  # another tool installs over jitguard and chains to it
+                calls.append("on_top")
+                return ours(**kw)
+
+            pre.set(on_top)
+            k.warmup(x, y, odd(), BLOCK=64, grid=(1,))
+        assert pre.get() is on_top and len(w.events) == 1
+        with jitguard.watch() as w2:  # a new watch chains over on_top -> old jitguard -> first
+            k.warmup(x, y, div16(), BLOCK=64, grid=(1,))
+        assert len(w2.events) == 1  # the stale jitguard hook only passes through: no double event
+        assert calls == ["on_top", "first", "on_top", "first"]
+    finally:
+        pre.set(None)
+        post.set(None)

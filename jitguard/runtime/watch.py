@@ -164,19 +164,21 @@ class _State:
                                                  os.path.join(_JITGUARD_DIR, "__init__.py"),
                                                  os.path.join(_JITGUARD_DIR, "pytest_plugin.py"),
                                                  contextlib.__file__)
-        self._take(pre, _make_chained(pre, _on_pre, returns_prev=True))
-        self._take(post, _make_chained(post, _on_post))
+        self._take(pre, _on_pre, returns_prev=True)
+        self._take(post, _on_post)
         listener = compat.compilation_listener_site()
         if listener is not None:
-            self._take(listener, _make_chained(listener, _on_compilation))
+            self._take(listener, _on_compilation)
         at = compat.autotune_listener_site()
         if at is not None:
-            self._take(at, _make_chained(at, _on_autotune_listener))
+            self._take(at, _on_autotune_listener)
         else:
             self._patch_autotuner()
 
-    def _take(self, site: compat.HookSite, ours: Callable) -> None:
-        self.saved[site.name] = (site, site.get(), ours)
+    def _take(self, site: compat.HookSite, handler: Callable, returns_prev: bool = False) -> None:
+        previous = site.get()
+        ours = _make_chained(site, handler, previous, returns_prev)
+        self.saved[site.name] = (site, previous, ours)
         site.set(ours)
 
     def _patch_autotuner(self) -> None:
@@ -189,11 +191,13 @@ class _State:
             return
 
         def run(at_self, *args, **kwargs):
+            if not (run.jitguard_active and _STATE.watches):
+                return previous(at_self, *args, **kwargs)
             before = len(getattr(at_self, "cache", ()) or ())
             result = previous(at_self, *args, **kwargs)
             try:
                 cache = getattr(at_self, "cache", None)
-                if cache is not None and len(cache) > before and _STATE.watches:
+                if cache is not None and len(cache) > before:
                     key = next(reversed(cache))
                     timings = getattr(at_self, "configs_timings", None)
                     bench = getattr(at_self, "bench_time", None)
@@ -205,22 +209,24 @@ class _State:
             return result
 
         run.__jitguard__ = True
+        run.jitguard_active = True
         cls.run = run
         self.autotuner_patch = (cls, previous, run)
 
     def uninstall(self) -> None:
         for name, (site, previous, ours) in list(self.saved.items()):
-            current = site.get()
-            if current is ours:
+            ours.jitguard_active = False
+            if site.get() is ours:
                 site.set(previous)
             else:
                 # Someone installed a hook on top of ours (and may chain to it): leave theirs in
-                # place; ours stays as a pass-through that only calls what it replaced.
-                _log_once(f"uninstall {name}", RuntimeError(
-                    f"{name} was replaced while jitguard was watching; left the newer hook in place"))
+                # place; ours stays in their chain as a pass-through to what it replaced.
+                logger.warning("jitguard: %s was replaced while jitguard was watching; left the newer "
+                               "hook in place (jitguard's now only passes calls through)", name)
         self.saved.clear()
         if self.autotuner_patch is not None:
             cls, previous, ours = self.autotuner_patch
+            ours.jitguard_active = False
             if cls.__dict__.get("run") is ours:
                 cls.run = previous
             self.autotuner_patch = None
@@ -262,16 +268,17 @@ def _log_once(where: str, exc: BaseException) -> None:
         w.internal_errors += 1
 
 
-def _make_chained(site: compat.HookSite, handler: Callable, returns_prev: bool = False) -> Callable:
-    """Wrap ``handler`` so it runs after whatever hook was in ``site`` (kept in _STATE.saved)."""
+def _make_chained(site: compat.HookSite, handler: Callable, previous: Any, returns_prev: bool = False) -> Callable:
+    """A hook for ``site`` that first calls ``previous`` (what was installed before: another tool's
+    hook) and returns what it returned, then runs ``handler`` while any watch is active. After
+    uninstall it stays a pure pass-through (``hook.jitguard_active = False``), so a tool that
+    installed its hook on top of ours and chains to it keeps working, without double events."""
 
     def hook(*args, **kwargs):
-        saved = _STATE.saved.get(site.name)
-        previous = saved[1] if saved else None
         ret = previous(*args, **kwargs) if previous is not None else None
         if returns_prev and ret:
             return ret  # the other tool asked Triton to skip this compile: nothing happens
-        if _STATE.watches:
+        if hook.jitguard_active and _STATE.watches:
             try:
                 handler(kwargs)
             except RecompileError:
@@ -280,6 +287,7 @@ def _make_chained(site: compat.HookSite, handler: Callable, returns_prev: bool =
                 _log_once(site.name, exc)
         return ret
 
+    hook.jitguard_active = True
     hook.__jitguard__ = True
     hook.__name__ = f"jitguard_{site.name.rsplit('.', 1)[-1]}"
     return hook
