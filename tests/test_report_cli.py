@@ -140,3 +140,13 @@ def test_two_traces_of_the_same_rank_are_refused(tmp_path):
                     tmp_path / f"r0-{pid}.json")
     res = CliRunner().invoke(main, ["report", str(tmp_path)])
     assert res.exit_code == 2 and "rank 0 appears in two traces" in res.stderr
+
+
+def test_a_directory_of_run_directories_points_at_them(tmp_path):
+    for arm in ("before", "after"):
+        (tmp_path / arm).mkdir()
+        _job(tmp_path / arm, 2, random.Random())
+    res = CliRunner().invoke(main, ["report", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "its subdirectories" in res.stderr and str(tmp_path / "after") in res.stderr
+    assert CliRunner().invoke(main, ["report", str(tmp_path / "after")]).exit_code == 0

@@ -32,7 +32,14 @@ def _load(paths: tuple[str, ...]) -> tuple[list[Trace], list[str]]:
                 traces.append(load_trace(f))
                 found += 1
             if not found:
-                raise TraceError(f"{given}: no jitguard traces (*.json) in this directory")
+                subdirs = sorted(
+                    os.path.join(given, d) for d in os.listdir(given)
+                    if os.path.isdir(os.path.join(given, d))
+                    and any(n.endswith(".json") for n in os.listdir(os.path.join(given, d))))
+                hint = (f"; its subdirectories {', '.join(subdirs[:5])}"
+                        f"{' ...' if len(subdirs) > 5 else ''} have some: pass one run's directory"
+                        if subdirs else "")
+                raise TraceError(f"{given}: no jitguard traces (*.json) in this directory{hint}")
         elif not os.path.exists(given):
             raise TraceError(f"{given}: no such file or directory")
         else:
