@@ -303,8 +303,12 @@ def _on_pre(kwargs: dict) -> None:
     if call.jit_function is None:
         return
     path, line, autotuning, callers = _user_frame(_STATE.skip_dirs)
+    me = threading.get_ident()
     with _STATE.lock:
         h = _STATE.history(call.jit_function, call.device, call.key)
+        # a compile of this kernel that this thread began and never finished (it raised)
+        for stale in [k for k, p in _STATE.pending.items() if p.history is h and p.thread == me]:
+            del _STATE.pending[stale]
         variant = keys.decode_key(compat.normalized_key(call.jit_function, call.key, kwargs.get("compile"))
                                   or call.key, h.params)
         idx = h.variants.closest(variant)
@@ -335,13 +339,15 @@ def _on_pre(kwargs: dict) -> None:
             remedy=(("expected: the autotuner compiles each config it benchmarks; " if autotuning else "")
                     + (keys.remedy(entries) or "")) or None,
         )
-        pending = _Pending(event, variant, h, 0.0, threading.get_ident())
+        pending = _Pending(event, variant, h, 0.0, me)
         _STATE.pending[(id(call.jit_function), call.key)] = pending
         try:
             for w in list(_STATE.watches):
                 w._check_budget(event)  # raise mode raises here, before the compile is paid for
         except RecompileError:
             _STATE.pending.pop((id(call.jit_function), call.key), None)
+            for w in list(_STATE.watches):  # every enclosing watch sees the refused compile too
+                w._record(event)
             raise
         pending.t_own = time.perf_counter() - t0
         pending.start = time.perf_counter()
