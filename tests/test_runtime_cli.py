@@ -145,3 +145,16 @@ def test_import_jitguard_does_not_import_triton():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "False", r.stderr
 
+
+
+def test_run_usage_errors():
+    from click.testing import CliRunner
+
+    from jitguard.cli.run import run
+
+    r = CliRunner().invoke(run, [])
+    assert r.exit_code == 2 and "give the command to run" in r.output
+    r = CliRunner().invoke(run, ["--", "no-such-program-%d" % RNG.randrange(10**6)])
+    assert r.exit_code == 2 and "command not found" in r.output
+    r = CliRunner().invoke(run, ["--mode", "loud", "--", "python"])
+    assert r.exit_code == 2 and "loud" in r.output
