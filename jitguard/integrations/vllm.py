@@ -292,10 +292,11 @@ def register() -> None:
             _wrap_init_process_group()
             return
     try:
-        from jitguard.runtime.activate import active_watch
+        from jitguard.runtime import activate
 
-        if active_watch() is not None:
-            return  # `jitguard run` already watches this process and writes its trace
+        pending = any(isinstance(f, getattr(activate, "_TritonImportHook", ())) for f in sys.meta_path)
+        if activate.active_watch() is not None or pending:
+            return  # `jitguard run` already watches this process (or will, at `import triton`)
         import jitguard
 
         watch = jitguard.watch(mode=mode, max_recompiles=max_recompiles)
