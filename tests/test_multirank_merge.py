@@ -166,7 +166,9 @@ def test_corrected_kernel_has_no_stragglers():
         traces.append(t)
     report = merge_traces(traces)
     assert report.stragglers == [] and report.lockstep_steps == [0]
-    assert "no straggler compiles" in render_text(report)
+    text = render_text(report)
+    assert "no straggler compiles" in text
+    assert "lockstep compiles (every rank built the same variants; nobody waited) at step 0" in text
 
 
 def test_missing_rank_and_unstepped_events_are_warned():

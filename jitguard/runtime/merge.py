@@ -617,6 +617,11 @@ def render_text(report: MergedReport, *, max_stragglers: int | None = 30, color:
             f"spent waiting")
     elif len(ranks) >= 2:
         lines.append("no straggler compiles: no rank compiled in a step where another did not")
+    if report.lockstep_steps and len(ranks) >= 2:
+        ls = report.lockstep_steps
+        shown = ", ".join(map(str, ls[:10])) + (f" and {len(ls) - 10} more" if len(ls) > 10 else "")
+        lines.append(f"lockstep compiles (every rank built the same variants; nobody waited) at "
+                     f"step{'s' if len(ls) != 1 else ''} {shown}")
     lines.append("")
 
     if st:
