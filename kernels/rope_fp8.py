@@ -9,11 +9,17 @@ projection. See ``fused_inv_rope_fp8_quant`` for the layouts.
 listed in ``do_not_specialize``: the kernel compiles once for any stream of batch sizes. The
 uncorrected twin (plain ``@triton.jit``) is ``fixtures/rope_fp8_uncorrected.py``.
 
-Layout (why this is not one program per (token, head) with one warp): each program handles
-``BLOCK_T`` tokens x one head x the whole head dim with ``NUM_WARPS`` warps, so every thread issues
-several independent 16-byte loads before its first use, the fp8 rows it stores are contiguous
-``D``-byte runs, and the ``BLOCK_T`` scales of one block land in one contiguous run of the
-token-major scale buffer instead of ``D/128`` scattered 4-byte writes per program.
+Why not one program per (token, head) with one warp (vLLM's layout, 56-59% of the HBM floor on an
+H200): each warp then holds 1 KB of o, 32 bytes per thread in flight, so an SM has too little memory
+in flight to cover HBM latency, and each tiny program still pays its fixed costs (positions ->
+cos/sin dependent load, address math, four scattered 4-byte scale stores). Here one program takes
+``block_t = 4`` tokens x one head x the whole head dim (one warp, 8 independent 16-byte loads per
+thread), stores contiguous fp8 rows and ``block_t`` consecutive scales per block of the token-major
+scale buffer. What took it from 62-78% to 84-91% of the floor was the instruction count (the kernel
+is close to issue-bound at full bandwidth): the rope slice alone is loaded a second time and
+rotated (instead of evaluating the rotation on every element and selecting), the redundant clamp
+is gone (|y| * 2^-e <= 448 exactly), and the scale comes from exponent bits; 784 SASS instructions
+per 2048-element tile. Measured figures and the configs tried: bench/NOTES_rope_fp8.md.
 """
 from __future__ import annotations
 
@@ -33,12 +39,13 @@ FP8_MAX = 448.0
 @dataclasses.dataclass(frozen=True)
 class LaunchConfig:
     """How the kernel is launched: constants, never derived from T (a T-derived constexpr would
-    compile once per value)."""
+    compile once per value). The grid is not part of Triton's cache key: any config compiles
+    once per (dtypes, shape constants, block sizes)."""
 
     block_t: int = 4  # tokens per tile (a multiple of 4: tiles cover the T4 padding rows)
     num_warps: int = 1
-    num_stages: int = 3  # software-pipelining depth of the tile loop (cp.async prefetch)
-    programs_per_sm: int = 14  # persistent grid of SMs * this; 0: one program per tile
+    num_stages: int = 1  # software-pipelining depth of the tile loop (cp.async prefetch)
+    programs_per_sm: int = 0  # persistent grid of SMs * this; 0: one program per tile
 
     def grid(self, device: torch.device, num_tiles: int) -> tuple:
         if self.programs_per_sm <= 0:
@@ -46,6 +53,9 @@ class LaunchConfig:
         return (max(1, min(num_tiles, _sm_count(device) * self.programs_per_sm)),)
 
 
+# The default: the best of CANDIDATE_CONFIGS on an H200 (bench/results/rope_fp8_h200.json, Triton
+# 3.6): one 32-thread program per 4 tokens x 1 head, no persistent loop. The pipelined persistent
+# configs were slower there (72-85% of the HBM floor against 88-91%): see bench/NOTES_rope_fp8.md.
 CONFIG = LaunchConfig()
 
 # What bench/bench_rope_fp8.py times (and the GPU tests check) before one is made the default.

@@ -107,7 +107,9 @@ def _interpreter_child(case_dir: str) -> None:
         q_buf, scale_buf = rope_fp8._allocate(c["o"], c["G"], c["hpg"], c["qg"])
         q_buf.view(torch.uint8).fill_(0x7F)  # NaN in float8_e4m3fn
         scale_buf.fill_(float("nan"))
-        rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, *args[:3], q_buf, scale_buf, *args[3:])
+        # A persistent config (3 programs here: the interpreter counts as one SM) loops over tiles.
+        rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, *args[:3], q_buf, scale_buf, *args[3:],
+                         rope_fp8.LaunchConfig(block_t=4, num_warps=1, num_stages=3, programs_per_sm=3))
         results[name] = dict(
             q=q.contiguous(), q_stride=q.stride(), scales=scales.contiguous(),
             scales_stride=scales.stride(), scales_padded=scales.as_strided(
