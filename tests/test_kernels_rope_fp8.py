@@ -12,6 +12,7 @@ number of compiled variants. GPU tests (marker ``gpu``): bit-exact, and compiles
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
 import subprocess
@@ -265,6 +266,47 @@ def test_zero_tokens_returns_empty_without_launch(module):
     q, scales = fn(**_valid_args(T=0))  # CPU tensors: a launch would raise
     assert q.shape == (0, 1, 1024) and q.dtype == torch.float8_e4m3fn
     assert scales.shape == (0, 1, 8) and scales.dtype == torch.float32
+
+
+# --------------------------------------------------------------------------------------------------
+# The analyzer and the fixer on the twin (through the CLI)
+# --------------------------------------------------------------------------------------------------
+def _jitguard(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "jitguard", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd or str(ROOT))
+
+
+def _decorator_and_params(source: str):
+    import ast
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name == "_inv_rope_fp8_quant_kernel":
+            return [ast.unparse(d) for d in node.decorator_list], [a.arg for a in node.args.args]
+    raise AssertionError("kernel not found")
+
+
+def test_scan_reports_the_twin_and_fix_turns_it_into_the_corrected_kernel(tmp_path):
+    corrected_src = (ROOT / "kernels" / "rope_fp8.py").read_text()
+    twin_src = TWIN_PATH.read_text()
+    corrected_deco, corrected_params = _decorator_and_params(corrected_src)
+    twin_deco, twin_params = _decorator_and_params(twin_src)
+    assert twin_deco == ["triton.jit"] and twin_params == corrected_params
+
+    scan = _jitguard("scan", "--isolated", "--format", "json", str(TWIN_PATH))
+    assert scan.returncode == 1, scan.stderr
+    found = {(f["code"], f.get("param")) for f in json.loads(scan.stdout)["findings"]}
+    assert {("JG001", "num_tokens"), ("JG001", "scale_stride")} <= found
+    clean = _jitguard("scan", "--isolated", str(ROOT / "kernels" / "rope_fp8.py"))
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+
+    # Both parameters feed address arithmetic, so the fixer marks the edit unsafe: it is applied
+    # with --unsafe-fixes (unspecializing them costs no vectorized access here: see the kernel).
+    copy = tmp_path / "rope_fp8_uncorrected.py"
+    copy.write_text(twin_src)
+    fix = _jitguard("fix", "--write", "--unsafe-fixes", str(copy), cwd=str(tmp_path))
+    assert fix.returncode == 0, fix.stdout + fix.stderr
+    fixed_deco, fixed_params = _decorator_and_params(copy.read_text())
+    assert fixed_deco == corrected_deco and fixed_params == corrected_params
 
 
 # --------------------------------------------------------------------------------------------------
