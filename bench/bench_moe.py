@@ -139,15 +139,40 @@ def time_fns(fns, reps=10, warm=2):
 
 
 def copy_bandwidth(device):
-    """GB/s of a large device-to-device copy, read + write counted."""
+    """(copy GB/s with read + write counted, read-only GB/s) of large device buffers (4 GiB, fp32)."""
     if device == "cpu":
-        return float("nan")
-    n = 2 << 30
-    src = torch.randint(0, 255, (n,), dtype=torch.uint8, device=device)
+        return float("nan"), float("nan")
+    n = 1 << 30
+    src = torch.randn(n, device=device)
     dst = torch.empty_like(src)
-    us = time_fns([lambda: dst.copy_(src)], reps=20)
+    acc = torch.empty((), device=device)
+    copy_us = min(time_fns([lambda: dst.copy_(src)], reps=20) for _ in range(2))
+    read_us = min(time_fns([lambda: torch.sum(src, out=acc)], reps=20) for _ in range(2))
     del src, dst
-    return 2 * n / (us * 1e-6) / 1e9
+    return 2 * 4 * n / (copy_us * 1e-6) / 1e9, 4 * n / (read_us * 1e-6) / 1e9
+
+
+def gpu_warmup(device, seconds=0.5):
+    """Bring the clocks up before timing (the card idles at a few hundred MHz)."""
+    if device != "cuda":
+        return
+    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    t = time.time()
+    while time.time() - t < seconds:
+        for _ in range(20):
+            a @ a
+        torch.cuda.synchronize()
+
+
+def time_variants(factories, reps, rounds=2):
+    """{label: (µs or None, error)}: every variant timed `rounds` times, interleaved; best median kept."""
+    out = {k: (None, None) for k in factories}
+    for _ in range(rounds):
+        for label, factory in factories.items():
+            us, err = _try_time(factory, reps)
+            best = out[label][0]
+            out[label] = (us if best is None or (us is not None and us < best) else best, err)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -234,6 +259,11 @@ def _compile_worker(job):
         for c in cfgs:
             try:
                 p.launch_fns(c)[0]()
+                if fp8:  # fused_moe's dynamic per-row activation scales: PER_TOKEN_A variant
+                    static = p.a_scale
+                    p.a_scale = torch.ones(p.a[0].shape[0], 1, device=device)
+                    p.launch_fns(c)[0]()
+                    p.a_scale = static
                 if device == "cuda":
                     torch.cuda.synchronize()
                 res[cfg_name(c)] = None
@@ -335,7 +365,10 @@ def peer_loop_w1(p, i):
     plan = []
     for e in ids.unique().tolist():
         slots = (ids == e).nonzero().flatten()
-        plan.append((e, slots.to(p.device), (slots // p.top_k_arg).to(p.device)))
+        rows = slots // p.top_k_arg
+        # cuBLASLt's FP8 GEMM needs a multiple of 16 rows: pad by repeating the last row (sliced off).
+        padded = torch.cat([rows, rows[-1:].expand((-len(rows)) % 16)])
+        plan.append((e, slots.to(p.device), (padded if p.fp8 else rows).to(p.device)))
     out = p.out[i]
     if p.fp8:
         a8 = p.a[i].view(torch.uint8)
@@ -345,7 +378,7 @@ def peer_loop_w1(p, i):
                 xa = a8.index_select(0, rows).view(FP8)
                 y = torch._scaled_mm(xa, p.w[e].t(), scale_a=p.a_scale, scale_b=p.w_scale[e:e + 1],
                                      out_dtype=torch.bfloat16)
-                out.index_copy_(0, slots, y)
+                out.index_copy_(0, slots, y[:len(slots)])
     else:
         def f():
             for e, slots, rows in plan:
@@ -407,7 +440,10 @@ class LayerProblem:
             plan = []
             for e in ids.unique().tolist():
                 slots = (ids == e).nonzero().flatten()
-                plan.append((e, slots.to(self.device), (slots // self.topk).to(self.device)))
+                rows = slots // self.topk
+                pad = (-len(rows)) % 16 if self.fp8 else 0  # cuBLASLt FP8: rows % 16 == 0
+                plan.append((e, slots.to(self.device), rows.to(self.device),
+                             torch.cat([rows, rows[-1:].expand(pad)]).to(self.device)))
             x, tw, I = self.x[i], self.tw[i].reshape(-1), self.I
 
             def f(x=x, tw=tw, plan=plan, i=i):
@@ -415,15 +451,15 @@ class LayerProblem:
                 if self.fp8:
                     s_x = (x.abs().amax().float() / 448).reshape(1)
                     xq = (x.float() / s_x).clamp(-448, 448).to(FP8).view(torch.uint8)
-                for e, slots, rows in plan:
+                for e, slots, rows, prows in plan:
                     if self.fp8:
-                        h = torch._scaled_mm(xq.index_select(0, rows).view(FP8), self.w1[e].t(), scale_a=s_x,
+                        h = torch._scaled_mm(xq.index_select(0, prows).view(FP8), self.w1[e].t(), scale_a=s_x,
                                              scale_b=self.s1[e:e + 1], out_dtype=torch.bfloat16)
                         act = torch.nn.functional.silu(h[:, :I].float()) * h[:, I:].float()
                         s_a = (act.abs().amax() / 448).reshape(1)
                         aq = (act / s_a).clamp(-448, 448).to(FP8)
                         y = torch._scaled_mm(aq, self.w2[e].t(), scale_a=s_a, scale_b=self.s2[e:e + 1],
-                                             out_dtype=torch.bfloat16)
+                                             out_dtype=torch.bfloat16)[:len(rows)]
                     else:
                         h = x.index_select(0, rows) @ self.w1[e].t()
                         act = (torch.nn.functional.silu(h[:, :I].float()) * h[:, I:].float()).to(x.dtype)
@@ -492,10 +528,103 @@ def lookup_entry(name, fp8, M, table):
     return buckets[chosen]
 
 
+def table_jobs(table, precisions):
+    jobs = {}
+    for name in GEMMS:
+        for fp8 in precisions:
+            E, topk, N, K = GEMMS[name]
+            buckets = table.get(f"E{E}_N{N}_K{K}_top{topk}_{'fp8' if fp8 else 'bf16'}", {})
+            cfgs = {}
+            for entry in buckets.values():
+                for o in ("swap", "noswap"):
+                    if o in entry:
+                        c = dict(entry[o], SWAP_AB=o == "swap")
+                        cfgs[cfg_name(c)] = c
+            if cfgs:
+                jobs[(name, fp8)] = list(cfgs.values())
+    return jobs
+
+
+def l2_warm(device, precisions, args, res, save):
+    """vLLM-style timing for comparison: one routing replayed (its experts' weights may sit in L2)."""
+    out = []
+    for fp8 in precisions:
+        E, topk, N, K = GEMMS["qwen3_w1"]
+        weights = make_weights(E, N, K, fp8, device)
+        for M in (1, 4):
+            p = GemmProblem("qwen3_w1", M, fp8, device, weights=weights, rot=1)
+            dt = FP8 if fp8 else torch.bfloat16
+            variants = {o: moe.get_config(E, N, K, topk, M, dt, sw) for o, sw in
+                        (("auto", None), ("swap", True), ("noswap", False))}
+            rec = dict(gemm="qwen3_w1", fp8=fp8, M=M, rot=1)
+            factories = {k: (lambda c=c: [p.launch_fns(c)[0]] * 8) for k, c in variants.items()}
+            for label, (us, err) in time_variants(factories, args.reps).items():
+                rec[f"{label}_us"], rec[f"{label}_cfg"] = us, variants[label]
+            out.append(rec)
+            print(f"L2-warm qwen3_w1 {'fp8 ' if fp8 else 'bf16'} M={M}: " +
+                  " ".join(f"{k} {_f(rec[k + '_us'])}" for k in variants), flush=True)
+        del weights
+    res["l2_warm"] = out
+    save(res)
+
+
+def layer_breakdown(device, args, res, save):
+    """µs of each piece of fused_moe (FP8, M = 1 and 16), CUDA-graph timed one piece at a time."""
+    out = []
+    for layer in ("qwen3", "mixtral"):
+        n1, n2 = LAYERS[layer]
+        ws = (make_weights(*_enk(n1), True, device, seed=1), make_weights(*_enk(n2), True, device, seed=2))
+        for M in (1, 16):
+            lp = LayerProblem(layer, M, True, device, ws, rot=args.layer_rot)
+            E, topk, K, I = lp.E, lp.topk, lp.K, lp.I
+            c1 = moe.get_config(E, 2 * I, K, topk, M, FP8)
+            c2 = moe.get_config(E, K, I, topk, M, FP8)
+            ids, x, tw = lp.ids[0], lp.x[0], lp.tw[0].reshape(-1)
+            al1 = moe.moe_align_block_size(ids, c1["BLOCK_M"], E)
+            al2 = moe.moe_align_block_size(ids, c2["BLOCK_M"], E)
+            xq, xs = moe.quantize_fp8(x)
+            h = moe.grouped_gemm(xq, lp.w1, al1[0], al1[1], top_k=topk, num_valid_tokens=M * topk, config=c1,
+                                 out_dtype=torch.bfloat16, a_scale=xs, w_scale=lp.s1)
+            aq, as_ = moe.silu_and_mul(h, out_dtype=FP8)
+            y = moe.grouped_gemm(aq, lp.w2, al2[0], al2[1], top_k=1, num_valid_tokens=M * topk, config=c2,
+                                 out_dtype=torch.bfloat16, topk_weights=tw, a_scale=as_, w_scale=lp.s2)
+            pieces = {
+                "align": lambda: moe.moe_align_block_size(ids, c1["BLOCK_M"], E),
+                "quant_x": lambda: moe.quantize_fp8(x),
+                "w1_gemm": lambda: moe.grouped_gemm(xq, lp.w1, al1[0], al1[1], top_k=topk, num_valid_tokens=M * topk,
+                                                    config=c1, out=h, a_scale=xs, w_scale=lp.s1),
+                "silu_mul_quant": lambda: moe.silu_and_mul(h, out_dtype=FP8),
+                "w2_gemm": lambda: moe.grouped_gemm(aq, lp.w2, al2[0], al2[1], top_k=1, num_valid_tokens=M * topk,
+                                                    config=c2, out=y, topk_weights=tw, a_scale=as_, w_scale=lp.s2),
+                "sum_topk": lambda: y.view(M, topk, K).sum(dim=1),
+                "whole": lambda: moe.fused_moe(x, lp.w1, lp.w2, lp.tw[0], ids, **lp.extra),
+            }
+            rec = dict(layer=layer, fp8=True, M=M, same_block_m=c1["BLOCK_M"] == c2["BLOCK_M"])
+            for name, fn in pieces.items():
+                rec[name + "_us"], err = _try_time(lambda fn=fn: [fn] * 8, args.reps)
+                if err:
+                    rec[name + "_error"] = err
+            out.append(rec)
+            print("breakdown " + " ".join(f"{k}={_f(v) if isinstance(v, float) else v}" for k, v in rec.items()),
+                  flush=True)
+            del lp
+        del ws
+    res["layer_breakdown"] = out
+    save(res)
+
+
 def bench(device, ms, precisions, args, table, save=lambda res: None):
-    bw = copy_bandwidth(device)
-    print(f"copy bandwidth {bw:.0f} GB/s", flush=True)
-    res = {"copy_bandwidth_GBps": bw, "gemm": [], "layer": []}
+    if args.workers > 0 and device == "cuda":
+        t0 = time.time()
+        errs = precompile(table_jobs(table, precisions), args.workers, device)
+        print(f"precompiled {len(errs)} table configs in {time.time() - t0:.1f}s "
+              f"({sum(e is not None for e in errs.values())} failed)", flush=True)
+    gpu_warmup(device)
+    bw, read_bw = copy_bandwidth(device)
+    print(f"copy bandwidth {bw:.0f} GB/s (read+write), read {read_bw:.0f} GB/s", flush=True)
+    res = {"copy_bandwidth_GBps": bw, "read_bandwidth_GBps": read_bw, "gemm": [], "layer": [],
+           "method": f"CUDA-graph replays, {args.rot} routings per graph (layer: {args.layer_rot}), "
+                     f"median of {args.reps} replays, each variant timed twice interleaved, best kept"}
     tol = 2e-2
     for name in ("mixtral_w1", "qwen3_w1"):
         for fp8 in precisions:
@@ -512,25 +641,22 @@ def bench(device, ms, precisions, args, table, save=lambda res: None):
                     for o in ("swap", "noswap"):
                         if o in entry:
                             variants[o] = dict(entry[o], SWAP_AB=o == "swap")
+                factories = {label: (lambda cfg=cfg: p.launch_fns(cfg)) for label, cfg in variants.items()}
+                factories["loop"] = lambda: [peer_loop_w1(p, i) for i in range(len(p.ids))]
+                factories["grouped_mm"] = lambda: [peer_grouped_w1(p, i) for i in range(len(p.ids))]
                 for label, cfg in variants.items():
-                    p.out[0].fill_(float("nan"))
-                    us, err = _try_time(lambda: p.launch_fns(cfg), args.reps)
-                    rec[f"{label}_us"] = us
                     rec[f"{label}_cfg"] = cfg
-                    if us is not None:
+                for label, factory in factories.items():  # correctness of each, outputs poisoned first
+                    p.out[0].fill_(float("nan"))
+                    try:
+                        factory()[0]()
                         rec[f"{label}_relerr"] = relerr(p.out[0], want)
-                    else:
+                    except Exception as exc:  # noqa: BLE001
+                        rec[f"{label}_error"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+                for label, (us, err) in time_variants(factories, args.reps).items():
+                    rec[f"{label}_us"] = us
+                    if err:
                         rec[f"{label}_error"] = err
-                p.out[0].fill_(float("nan"))
-                us, err = _try_time(lambda: [peer_loop_w1(p, i) for i in range(len(p.ids))], args.reps)
-                rec["loop_us"], rec["loop_error"] = us, err
-                if us is not None:
-                    rec["loop_relerr"] = relerr(p.out[0], want)
-                p.out[0].fill_(float("nan"))
-                us, err = _try_time(lambda: [peer_grouped_w1(p, i) for i in range(len(p.ids))], args.reps)
-                rec["grouped_mm_us"], rec["grouped_mm_error"] = us, err
-                if us is not None:
-                    rec["grouped_mm_relerr"] = relerr(p.out[0], want)
                 res["gemm"].append(rec)
                 save(res)
                 print(_fmt_gemm(rec), flush=True)
@@ -543,15 +669,19 @@ def bench(device, ms, precisions, args, table, save=lambda res: None):
             for M in args.layer_ms:
                 lp = LayerProblem(layer, M, fp8, device, ws, rot=args.layer_rot)
                 rec = dict(layer=layer, fp8=fp8, M=M, floor_us=lp.floor_bytes() / (bw * 1e3))
-                want = None
-                for label, factory in (("fused", lp.fused_fns), ("loop", lp.loop_fns), ("grouped_mm", lp.grouped_fns)):
-                    us, err = _try_time(factory, args.reps)
-                    rec[f"{label}_us"], rec[f"{label}_error"] = us, err
-                    if us is not None:
-                        got = lp.out[0].float()
-                        if want is None:
-                            want = _layer_reference(lp, 0)
-                        rec[f"{label}_relerr"] = relerr(got, want)
+                want = _layer_reference(lp, 0)
+                factories = {"fused": lp.fused_fns, "loop": lp.loop_fns, "grouped_mm": lp.grouped_fns}
+                for label, factory in factories.items():
+                    lp.out[0] = None
+                    try:
+                        factory()[0]()
+                        rec[f"{label}_relerr"] = relerr(lp.out[0], want)
+                    except Exception as exc:  # noqa: BLE001
+                        rec[f"{label}_error"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+                for label, (us, err) in time_variants(factories, args.reps).items():
+                    rec[f"{label}_us"] = us
+                    if err:
+                        rec[f"{label}_error"] = err
                 res["layer"].append(rec)
                 save(res)
                 print(_fmt_layer(rec), flush=True)
@@ -559,6 +689,10 @@ def bench(device, ms, precisions, args, table, save=lambda res: None):
             del ws
             if device == "cuda":
                 torch.cuda.empty_cache()
+    if args.extras:
+        l2_warm(device, precisions, args, res, save)
+        if True in precisions:
+            layer_breakdown(device, args, res, save)
     return res
 
 
@@ -623,6 +757,8 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=max(1, min(15, (os.cpu_count() or 2) - 1)),
                     help="processes that compile the sweep's variants in parallel first (0: none)")
     ap.add_argument("--tiny", action="store_true", help="CPU smoke test of this script (tiny shapes)")
+    ap.add_argument("--no-extras", dest="extras", action="store_false",
+                    help="skip the L2-warm comparison and the per-piece layer breakdown")
     args = ap.parse_args(argv)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     ms = [int(v) for v in args.ms.split(",")]

@@ -41,6 +41,8 @@ __all__ = [
     "grouped_gemm",
     "fused_moe",
     "choose_swap_ab",
+    "quantize_fp8",
+    "silu_and_mul",
     "get_config",
     "compiled_variant_count",
     "FP8_DTYPE",
@@ -115,7 +117,7 @@ def _moe_gemm_kernel(
     a_ptr,  # [rows, K]: x [M, K] for w1 (top_k > 1 maps slot -> token), or [M*topk, K] for w2
     b_ptr,  # [E, N, K] expert weights
     c_ptr,  # [M*topk, N] out, row = slot
-    a_scale_ptr,  # [1] fp32 per-tensor activation scale (FP8 only)
+    a_scale_ptr,  # fp32 activation scale (FP8 only): [1] per tensor, or one per row of A
     b_scale_ptr,  # [E] or [E, N] fp32 weight scale (FP8 only)
     topk_weights_ptr,  # [M*topk] routing weights (MUL_ROUTED_WEIGHT only)
     sorted_token_ids_ptr,  # [EM] slot per row of the padded, expert-sorted order
@@ -140,6 +142,7 @@ def _moe_gemm_kernel(
     SWAP_AB: tl.constexpr,
     MUL_ROUTED_WEIGHT: tl.constexpr,
     USE_FP8: tl.constexpr,
+    PER_TOKEN_A: tl.constexpr,
     PER_CHANNEL_W: tl.constexpr,
     EVEN_K: tl.constexpr,
 ):
@@ -195,7 +198,10 @@ def _moe_gemm_kernel(
     if SWAP_AB:
         acc = tl.trans(acc)  # back to [BLOCK_M, BLOCK_N] in registers
     if USE_FP8:
-        a_scale = tl.load(a_scale_ptr)
+        if PER_TOKEN_A:
+            a_scale = tl.load(a_scale_ptr + a_rows, mask=token_mask, other=0.0)[:, None]
+        else:
+            a_scale = tl.load(a_scale_ptr)
         if PER_CHANNEL_W:
             b_scale = tl.load(b_scale_ptr + expert * stride_bse + offs_bn * stride_bsn)
             acc = acc * (a_scale * b_scale[None, :])
@@ -206,6 +212,89 @@ def _moe_gemm_kernel(
         acc = acc * moe_weight[:, None].to(tl.float32)
     c_ptrs = c_ptr + offs_token[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=token_mask[:, None] & (offs_n[None, :] < N))
+
+
+@triton.jit
+def _round_to_e4m3(v):
+    """Round fp32 v (|v| <= 448) to the nearest e4m3 value, ties to even, in fp32 arithmetic.
+
+    The GPU's cvt.rn.satfinite gives the same result; rounding first makes the cast exact everywhere,
+    including Triton's interpreter, whose own fp8 cast rounds differently (see TRITON_FACTS.md).
+    """
+    av = tl.abs(v)
+    bits = av.to(tl.int32, bitcast=True)
+    exponent = tl.maximum(((bits >> 23) & 0xFF) - 127, -6)  # e4m3: 3 mantissa bits, min normal 2^-6
+    step = ((exponent - 3 + 127) << 23).to(tl.float32, bitcast=True)
+    y = av / step
+    y = ((y + 12582912.0) - 12582912.0) * step  # 1.5 * 2^23: rounds to an integer, half to even
+    return tl.where(v < 0, -y, y)
+
+
+@triton.jit
+def _quant_rows_kernel(
+    x_ptr,  # [rows, K] fp16/bf16/fp32
+    q_ptr,  # [rows, K] fp8 e4m3 out
+    scale_ptr,  # STATIC: [1] in; else [rows] out (amax / 448 of each row)
+    K,
+    stride_x,
+    stride_q,
+    STATIC: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """One program per row: FP8 quantization with a static per-tensor or a dynamic per-row scale."""
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    if STATIC:
+        scale = tl.load(scale_ptr)
+    else:
+        amax = tl.zeros([BLOCK], tl.float32)
+        for start in range(0, K, BLOCK):
+            v = tl.load(x_ptr + row * stride_x + start + offs, mask=start + offs < K, other=0.0)
+            amax = tl.maximum(amax, tl.abs(v.to(tl.float32)))
+        scale = tl.maximum(tl.max(amax, axis=0) / 448.0, 1e-12)
+        tl.store(scale_ptr + row, scale)
+    for start in range(0, K, BLOCK):
+        v = tl.load(x_ptr + row * stride_x + start + offs, mask=start + offs < K, other=0.0)
+        q = _round_to_e4m3(tl.clamp(v.to(tl.float32) / scale, -448.0, 448.0))
+        tl.store(q_ptr + row * stride_q + start + offs, q.to(q_ptr.dtype.element_ty), mask=start + offs < K)
+
+
+@triton.jit
+def _silu_mul_kernel(
+    h_ptr,  # [rows, 2I]: gate columns 0..I-1, up columns I..2I-1
+    out_ptr,  # [rows, I]: silu(gate) * up, in out's dtype (fp8 e4m3 when QUANT)
+    scale_ptr,  # QUANT and STATIC: [1] in; QUANT dynamic: [rows] out; unused otherwise
+    I,
+    stride_h,
+    stride_o,
+    QUANT: tl.constexpr,
+    STATIC: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """One program per row: the SiLU-and-mul activation, optionally quantized to FP8."""
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    h_row = h_ptr + row * stride_h
+    if QUANT:
+        if STATIC:
+            scale = tl.load(scale_ptr)
+        else:
+            amax = tl.zeros([BLOCK], tl.float32)
+            for start in range(0, I, BLOCK):
+                m = start + offs < I
+                g = tl.load(h_row + start + offs, mask=m, other=0.0).to(tl.float32)
+                u = tl.load(h_row + I + start + offs, mask=m, other=0.0).to(tl.float32)
+                amax = tl.maximum(amax, tl.abs(g / (1.0 + tl.exp(-g)) * u))
+            scale = tl.maximum(tl.max(amax, axis=0) / 448.0, 1e-12)
+            tl.store(scale_ptr + row, scale)
+    for start in range(0, I, BLOCK):
+        m = start + offs < I
+        g = tl.load(h_row + start + offs, mask=m, other=0.0).to(tl.float32)
+        u = tl.load(h_row + I + start + offs, mask=m, other=0.0).to(tl.float32)
+        act = g / (1.0 + tl.exp(-g)) * u
+        if QUANT:
+            act = _round_to_e4m3(tl.clamp(act / scale, -448.0, 448.0))
+        tl.store(out_ptr + row * stride_o + start + offs, act.to(out_ptr.dtype.element_ty), mask=m)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -405,7 +494,8 @@ def grouped_gemm(
         out: optional [num_valid_tokens, N] output buffer; else allocated with ``out_dtype``
             (default: ``a``'s dtype, or bfloat16 for FP8).
         topk_weights: [num_valid_tokens] (or [M, topk]) routing weights to multiply into each row.
-        a_scale: [1] fp32 per-tensor activation scale; w_scale: [E] or [E, N] fp32 (FP8 only).
+        a_scale: fp32 activation scale, [1] per tensor or [rows of a, 1] per row (FP8 only);
+        w_scale: [E] (per expert) or [E, N] (per channel) fp32 (FP8 only).
         swap_ab: force Swap-AB on/off; None = config's SWAP_AB if present, else :func:`choose_swap_ab`.
     Returns:
         C [num_valid_tokens, N]; rows of padding slots are never written.
@@ -432,9 +522,16 @@ def grouped_gemm(
         return out
     if swap_ab is None:
         swap_ab = cfg.get("SWAP_AB", choose_swap_ab(cfg["BLOCK_M"], cfg["BLOCK_N"]))
-    per_channel = False
+    per_channel = per_token = False
     if use_fp8:
         per_channel = w_scale.dim() == 2
+        # The layout, never the row count, decides: [rows, 1] is per row even when rows == 1.
+        per_token = a_scale.dim() == 2
+        a_scale, w_scale = a_scale.contiguous(), w_scale.contiguous()
+        if per_token and tuple(a_scale.shape) != (a.shape[0], 1):
+            raise ValueError(f"a_scale: per-row scales must have shape {(a.shape[0], 1)}, got {tuple(a_scale.shape)}")
+        if not per_token and a_scale.numel() != 1:
+            raise ValueError(f"a_scale: expected [1] (per tensor) or [rows, 1] (per row), got {tuple(a_scale.shape)}")
         stride_bse = w_scale.stride(0) if w_scale.numel() > 1 else 0
         stride_bsn = w_scale.stride(1) if per_channel else 0
     else:
@@ -460,6 +557,7 @@ def grouped_gemm(
         SWAP_AB=bool(swap_ab),
         MUL_ROUTED_WEIGHT=topk_weights is not None,
         USE_FP8=use_fp8,
+        PER_TOKEN_A=per_token,
         PER_CHANNEL_W=per_channel,
         EVEN_K=K % cfg["BLOCK_K"] == 0,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
@@ -468,15 +566,41 @@ def grouped_gemm(
 
 
 def quantize_fp8(t: torch.Tensor, scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-tensor FP8 e4m3 quantization: returns (q, scale) with t ~= q * scale.
+    """FP8 e4m3 quantization of a [rows, K] tensor: returns (q, scale) with t ~= q * scale.
 
-    ``scale`` given: static; else computed on the device as amax / 448 (no host sync).
+    ``scale`` given ([1] fp32): static per-tensor. None: dynamic per-row scales [rows, 1] = amax / 448
+    of each row, computed on the device in the same kernel (no host sync, no global reduction).
     Values are clamped to +-448 before the cast (saturating, as the GPU's cvt.satfinite).
     """
-    if scale is None:
-        scale = (t.abs().amax().float() / FP8_MAX).clamp_min(1e-12).reshape(1)
-    q = (t.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
+    rows, K = t.shape
+    q = torch.empty(rows, K, dtype=FP8_DTYPE, device=t.device)
+    static = scale is not None
+    if not static:
+        scale = torch.empty(rows, 1, dtype=torch.float32, device=t.device)
+    if rows:
+        _quant_rows_kernel[(rows,)](t, q, scale, K, t.stride(0), q.stride(0), STATIC=static,
+                                    BLOCK=min(2048, _next_pow2(K)), num_warps=4)
     return q, scale
+
+
+def silu_and_mul(h: torch.Tensor, *, out_dtype: torch.dtype | None = None,
+                 scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """silu(h[:, :I]) * h[:, I:] for h [rows, 2I]; returns (act [rows, I], scale).
+
+    ``out_dtype`` FP8: quantized with ``scale`` ([1], static) or dynamic per-row scales [rows, 1].
+    """
+    rows, two_i = h.shape
+    inter = two_i // 2
+    out_dtype = out_dtype or h.dtype
+    quant = out_dtype == FP8_DTYPE
+    out = torch.empty(rows, inter, dtype=out_dtype, device=h.device)
+    static = scale is not None
+    if quant and not static:
+        scale = torch.empty(rows, 1, dtype=torch.float32, device=h.device)
+    if rows:
+        _silu_mul_kernel[(rows,)](h, out, scale if quant else out, inter, h.stride(0), out.stride(0),
+                                  QUANT=quant, STATIC=static, BLOCK=min(2048, _next_pow2(inter)), num_warps=4)
+    return out, scale if quant else None
 
 
 def fused_moe(
@@ -500,8 +624,9 @@ def fused_moe(
         w1: [E, 2I, K] and w2: [E, K, I]: both x's dtype, or both FP8 e4m3 (``torch.float8_e4m3fn``).
         topk_weights: [M, topk] float; topk_ids: [M, topk] int32/int64 in [0, E).
         w1_scale / w2_scale: FP8 weight scales, fp32 [E] (per expert) or [E, 2I] / [E, K] (per channel).
-        a1_scale / a2_scale: FP8 per-tensor activation scales, fp32 [1]; None = computed per call from
-            the activation's amax (dynamic, on the device).
+        a1_scale / a2_scale: FP8 static per-tensor activation scales, fp32 [1]; None = dynamic per-row
+            scales (amax / 448 of each token's row, and of each slot's intermediate row), computed on the
+            device inside the quantization kernels.
         swap_ab: force Swap-AB on/off for both GEMMs; None = the table's choice (or the rule).
         config: one config dict for both GEMMs; None = the committed table (kernels/moe_configs.py).
     Returns:
@@ -593,13 +718,9 @@ def fused_moe(
     grouped_gemm(a1, w1, sid, eid, top_k=topk, num_valid_tokens=num_slots, config=cfg_w1, out=h,
                  a_scale=a1_scale if use_fp8 else None, w_scale=w1_scale if use_fp8 else None,
                  swap_ab=swap_ab)
-    # SiLU(gate) * up in fp32.
-    hf = h.float()
-    act = torch.nn.functional.silu(hf[:, :inter]) * hf[:, inter:]
-    if use_fp8:
-        a2, a2_scale = quantize_fp8(act, a2_scale)
-    else:
-        a2 = act.to(x.dtype)
+    # SiLU(gate) * up (fp32 math), quantized for the FP8 down GEMM.
+    a2, a2_scale = silu_and_mul(h, out_dtype=FP8_DTYPE if use_fp8 else x.dtype,
+                                scale=a2_scale if use_fp8 else None)
     # Down GEMM with the routed weight: [M*topk, K], then the sum over topk.
     sid, eid, _ = _align(cfg_w2["BLOCK_M"])
     y = torch.empty(num_slots, K, dtype=x.dtype, device=x.device)

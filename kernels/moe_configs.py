@@ -9,7 +9,73 @@ bench/results/moe_sweep.json (``python bench/bench_moe.py --sweep`` on an H200).
 """
 from __future__ import annotations
 
-TABLE: dict[str, dict[int, dict]] = {}
+# Measured on an H200 (Triton 3.6.0), bench/results/moe_sweep.json, 2026-11-29T08:56:25+00:00.
+TABLE: dict[str, dict[int, dict]] = {
+    'E128_N1536_K2048_top8_bf16': {
+        1: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}},
+        4: {'auto': 'swap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
+        16: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        32: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}},
+        64: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 32, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        256: {'auto': 'noswap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 32, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+    },
+    'E128_N1536_K2048_top8_fp8': {
+        1: {'auto': 'swap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}},
+        4: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        16: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
+        32: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
+        64: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
+        256: {'auto': 'swap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+    },
+    'E128_N2048_K768_top8_bf16': {
+        1: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}},
+        4: {'auto': 'noswap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        16: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        32: {'auto': 'noswap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        64: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        256: {'auto': 'noswap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 32, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+    },
+    'E128_N2048_K768_top8_fp8': {
+        1: {'auto': 'swap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
+        4: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        16: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
+        32: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
+        64: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
+        256: {'auto': 'swap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}},
+    },
+    'E8_N28672_K4096_top2_bf16': {
+        1: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 32, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        4: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
+        16: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
+        32: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
+        64: {'auto': 'noswap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 32, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        256: {'auto': 'noswap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}},
+    },
+    'E8_N28672_K4096_top2_fp8': {
+        1: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        4: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}},
+        16: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}},
+        32: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}},
+        64: {'auto': 'swap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        256: {'auto': 'noswap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+    },
+    'E8_N4096_K14336_top2_bf16': {
+        1: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}},
+        4: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}},
+        16: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}},
+        32: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}},
+        64: {'auto': 'noswap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 32, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        256: {'auto': 'noswap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}},
+    },
+    'E8_N4096_K14336_top2_fp8': {
+        1: {'auto': 'swap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}},
+        4: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
+        16: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}},
+        32: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}},
+        64: {'auto': 'swap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}},
+        256: {'auto': 'noswap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+    },
+}
 
 
 def shape_class(E: int, N: int, K: int, topk: int, fp8: bool) -> str:

@@ -36,9 +36,10 @@ def grouped_gemm_reference(a, w, topk_ids, top_k, *, a_scale=None, w_scale=None,
 
 
 def quantize_fp8_reference(t: torch.Tensor, scale: torch.Tensor | None = None):
-    """Per-tensor e4m3 quantization (clamped to +-448): (q as float, scale)."""
+    """e4m3 quantization (clamped to +-448): static per-tensor ``scale`` [1], or dynamic per-row
+    scales [rows, 1] = amax / 448 of each row. Returns (q, scale)."""
     if scale is None:
-        scale = (t.abs().amax().float() / FP8_MAX).clamp_min(1e-12).reshape(1)
+        scale = (t.float().abs().amax(dim=-1, keepdim=True) / FP8_MAX).clamp_min(1e-12)
     q = (t.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
     return q, scale
 
@@ -48,7 +49,7 @@ def fused_moe_reference(x, w1, w2, topk_weights, topk_ids, *, w1_scale=None, w2_
     """out [M, K] = sum_j topk_weights[t, j] * w2[e] @ (silu(g) * u), [g; u] = w1[e] @ x[t].
 
     FP8 weights: the activations are quantized the same way the kernel does (static scale if given,
-    else per-tensor amax / 448), so the reference differs from the kernel only by accumulation order
+    else per-row amax / 448), so the reference differs from the kernel only by accumulation order
     and by fp8 rounding of intermediate values near rounding boundaries.
     """
     M, K = x.shape

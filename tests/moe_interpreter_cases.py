@@ -124,7 +124,7 @@ def test_fused_moe_fp8_matches_reference(imoe, M, swap, per_channel, static_act)
                          config={"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32}, **extra)
     want = ref.fused_moe_reference(x, w1, w2, weights, ids, w1_scale=s1, w2_scale=s2,
                                    dtype=torch.float64, **extra)
-    # Differences: accumulation order, and the interpreter's fp8 cast of the intermediate (TRITON_FACTS).
+    # Differences: accumulation order, then fp8 rounding flips of intermediate values near a boundary.
     assert out.dtype == torch.float16
     assert _relerr(out, want) < 3e-2
 

@@ -109,7 +109,8 @@ def test_one_compile_per_config_over_any_M_sm90():
         return ((_Ptr(bf), _Ptr(bf), _Ptr(bf), _Ptr(f32), _Ptr(f32), _Ptr(f32), _Ptr(i32), _Ptr(i32),
                  N, K, em(slots), slots, K, 1, N * K, K, 1, N, 1, 0, 0),
                 dict(top_k=1, BLOCK_M=BM, BLOCK_N=64, BLOCK_K=128, SWAP_AB=True, MUL_ROUTED_WEIGHT=True,
-                     USE_FP8=False, PER_CHANNEL_W=False, EVEN_K=True, num_warps=4, num_stages=3))
+                     USE_FP8=False, PER_TOKEN_A=False, PER_CHANNEL_W=False, EVEN_K=True, num_warps=4,
+                     num_stages=3))
 
     def uncorrected(M):
         slots = M
@@ -156,8 +157,26 @@ def test_gpu_fused_moe_real_shapes(shape, fp8, M):
         out = moe.fused_moe(x, w1, w2, tw, ids, swap_ab=swap, **extra)
         torch.cuda.synchronize()
         assert out.dtype == torch.bfloat16 and not out.isnan().any()
-        # bf16 intermediates: ~1e-2 relative; fp8: bit-exact quantization on the GPU, so the same bound.
-        assert _relerr(out, want) < 2e-2, (swap, _relerr(out, want))
+        # bf16: ~2.5e-3 measured. FP8: the intermediate is re-quantized, so rounding flips near fp8
+        # boundaries (from bf16 rounding of h) give ~1-2% (measured on the H200); a wrong kernel gives ~1.
+        assert _relerr(out, want) < (4e-2 if fp8 else 1e-2), (swap, _relerr(out, want))
+
+
+@pytest.mark.gpu
+def test_gpu_fp8_quantization_is_bit_exact():
+    from jitguard.kernels import moe
+    x = torch.randn(37, 4096, device="cuda", dtype=torch.bfloat16) * 5
+    q, scale = moe.quantize_fp8(x)
+    want = (x.float() / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+    assert torch.equal(q.view(torch.uint8), want.view(torch.uint8))
+    assert torch.allclose(scale.flatten(), x.float().abs().amax(dim=1) / 448)
+    h = torch.randn(37, 2 * 768, device="cuda", dtype=torch.bfloat16) * 3
+    act, s2 = moe.silu_and_mul(h, out_dtype=torch.float8_e4m3fn)
+    hf = h.float()
+    ref_act = torch.nn.functional.silu(hf[:, :768]) * hf[:, 768:]
+    want2 = (ref_act / s2).clamp(-448, 448).to(torch.float8_e4m3fn)
+    # exp() may differ in the last bit from torch's: allow a tiny fraction of one-step differences.
+    assert (act.view(torch.uint8) != want2.view(torch.uint8)).float().mean() < 1e-3
 
 
 @pytest.mark.gpu
