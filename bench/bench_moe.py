@@ -545,6 +545,38 @@ def table_jobs(table, precisions):
     return jobs
 
 
+def extra_configs():
+    """Decode-latency candidates outside the first sweep (qwen3_w1 FP8, M = 1 and 4)."""
+    out = []
+    for bk, st in itertools.product((128, 256, 512), (2, 3, 4, 5, 6)):
+        out.append({"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": bk, "num_warps": 4, "num_stages": st, "SWAP_AB": True})
+    for st in (3, 4):
+        out.append({"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 256, "num_warps": 8, "num_stages": st, "SWAP_AB": True})
+    for bn, bk, st in itertools.product((16, 32), (128, 256, 512), (3, 4, 5)):
+        out.append({"BLOCK_M": 16, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": st, "SWAP_AB": False})
+    return out
+
+
+def extra_sweep(device, args, res, save):
+    E, topk, N, K = GEMMS["qwen3_w1"]
+    weights = make_weights(E, N, K, True, device)
+    out = []
+    for M in (1, 4):
+        p = GemmProblem("qwen3_w1", M, True, device, weights=weights, rot=args.rot)
+        want = p.reference(0)
+        for c in extra_configs() + [moe.get_config(E, N, K, topk, M, FP8)]:
+            p.out[0].fill_(float("nan"))
+            us, err = _try_time(lambda: p.launch_fns(c), args.reps)
+            rec = dict(M=M, config=cfg_name(c), us=us, error=err)
+            if us is not None:
+                rec["relerr"] = relerr(p.out[0], want)
+            out.append(rec)
+        best = sorted((r for r in out if r["M"] == M and r["us"] and r["relerr"] < 2e-2), key=lambda r: r["us"])[:3]
+        print(f"extra sweep qwen3_w1 fp8 M={M}: " + ", ".join(f"{r['config']} {r['us']:.2f}" for r in best), flush=True)
+    res["extra_sweep_qwen3_w1_fp8"] = out
+    save(res)
+
+
 def l2_warm(device, precisions, args, res, save):
     """vLLM-style timing for comparison: one routing replayed (its experts' weights may sit in L2)."""
     out = []
@@ -616,7 +648,10 @@ def layer_breakdown(device, args, res, save):
 def bench(device, ms, precisions, args, table, save=lambda res: None):
     if args.workers > 0 and device == "cuda":
         t0 = time.time()
-        errs = precompile(table_jobs(table, precisions), args.workers, device)
+        jobs = table_jobs(table, precisions)
+        if args.extras and True in precisions:
+            jobs[("qwen3_w1", True)] = jobs.get(("qwen3_w1", True), []) + extra_configs()
+        errs = precompile(jobs, args.workers, device)
         print(f"precompiled {len(errs)} table configs in {time.time() - t0:.1f}s "
               f"({sum(e is not None for e in errs.values())} failed)", flush=True)
     gpu_warmup(device)
@@ -690,6 +725,8 @@ def bench(device, ms, precisions, args, table, save=lambda res: None):
             if device == "cuda":
                 torch.cuda.empty_cache()
     if args.extras:
+        if True in precisions:
+            extra_sweep(device, args, res, save)
         l2_warm(device, precisions, args, res, save)
         if True in precisions:
             layer_breakdown(device, args, res, save)
