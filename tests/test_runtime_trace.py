@@ -242,3 +242,13 @@ def test_predict_applies_heuristics():
     assert len(pred) == len(blocks)
     assert {v.params[3].constexpr for v in pred} == blocks
     assert all(d.change == "constexpr" for v in pred for d in v.diff)
+
+
+def test_predict_autotuned_kernel_gets_one_key_per_config():
+    blocks = RNG.sample([16, 32, 64, 128, 256], 2)
+    with stand_in_driver():  # Triton 3.2's Autotuner asks the active driver for a benchmarker
+        k = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in blocks], key=["n"])(fresh(copy_body))
+    x = FakeTensor(16 * RNG.randrange(1, 1 << 20), dtype("float16"))
+    pred = jitguard.predict(k, [(x, x, n) for n in (1, 17, 32, 33)])
+    assert len(pred) == 3 * len(blocks)
+    assert {v.params[3].constexpr for v in pred} == set(blocks)
