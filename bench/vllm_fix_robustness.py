@@ -15,7 +15,8 @@ Checks, each reported in bench/results/vllm_fix_robustness.json:
 Usage::
 
     python bench/vllm_fix_robustness.py --original ORIG_TREE --stripped STRIPPED_TREE
-    python bench/vllm_fix_robustness.py            # fetch + strip with the other bench scripts
+    python bench/vllm_fix_robustness.py   # bench/corpus/vllm-0.33.0 (bench/fetch_vllm.py), stripped
+                                          # by bench/strip_do_not_specialize.py into a scratch dir
 
 The stripped tree is copied into a scratch directory first: the inputs are never modified.
 """
@@ -168,11 +169,26 @@ def main() -> int:
     ap.add_argument("--output", type=Path, default=RESULTS)
     args = ap.parse_args()
 
-    if args.stripped is None:
-        sys.exit("give --stripped (and --original): see bench/strip_do_not_specialize.py")
     work = Path(tempfile.mkdtemp(prefix="jg-fix-bench-"))
     tree = work / "tree"
-    shutil.copytree(args.stripped, tree, symlinks=True)
+    strip_record = None
+    if args.stripped is None:
+        # the corpus (bench/fetch_vllm.py) stripped by bench/strip_do_not_specialize.py, with its record
+        if args.original is None:
+            args.original = HERE / "corpus" / "vllm-0.33.0"
+        if not args.original.exists():
+            wheels = sorted(Path("/tmp/vllmdl").glob("vllm-0.33.0-*.whl"))
+            cmd = [sys.executable, str(HERE / "fetch_vllm.py")] + (["--wheel", str(wheels[0])] if wheels else [])
+            subprocess.run(cmd, check=True)
+        rec = work / "stripped.json"
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, str(HERE / "strip_do_not_specialize.py"), str(args.original), str(tree),
+                        "--record", str(rec)], check=True)
+        strip_seconds = time.perf_counter() - t0
+        strip_record = json.loads(rec.read_text())
+        strip_record["seconds_wall"] = round(strip_seconds, 1)
+    else:
+        shutil.copytree(args.stripped, tree, symlinks=True)
     jitguard = [sys.executable, "-m", "jitguard"]
     jobs = ["--jobs", str(args.jobs)] if args.jobs else []
 
@@ -229,33 +245,41 @@ def main() -> int:
     for f in rescan.get("findings", []):
         rescan_codes[f["code"]] = rescan_codes.get(f["code"], 0) + 1
 
-    # --- recall against what vLLM's authors wrote
+    # --- recall against what vLLM's authors wrote (the stripped entries)
     recall = None
-    if args.original:
-        orig_entries = set()
+    orig_entries: set[tuple[str, str, str]] = set()
+    not_restorable: list[str] = []
+    if strip_record is not None:
+        for e in strip_record["entries"]:
+            if not e.get("param"):
+                continue  # an entry that named nothing (a typo or bad index in vLLM itself)
+            if e.get("option") != "do_not_specialize":
+                not_restorable.append(f"{e['path']}:{e['function']}.{e['param']} ({e['option']})")
+                continue
+            orig_entries.add((e["path"], e["function"], e["param"]))
+    elif args.original:
         for rel in before:
             p = args.original / rel
-            if not p.exists():
-                continue
-            data = p.read_bytes()
-            if b"do_not_specialize" not in data:
+            if not p.exists() or b"do_not_specialize" not in p.read_bytes():
                 continue
             try:
-                so, ss = dns_sets(data), dns_sets(stripped_bytes[rel])
+                so, ss = dns_sets(p.read_bytes()), dns_sets(stripped_bytes[rel])
             except SyntaxError:
                 continue
             ss_by_name = {k[0]: v for k, v in ss.items()}
             for (kname, _), names in so.items():
                 for n in names - ss_by_name.get(kname, set()):
                     orig_entries.add((rel, kname, n))
+    if orig_entries:
         restored = orig_entries & fixed_params
         recall = {
-            "stripped_entries": len(orig_entries),
+            "stripped_do_not_specialize_entries": len(orig_entries),
             "restored": len(restored),
-            "recall": round(len(restored) / len(orig_entries), 4) if orig_entries else None,
+            "recall": round(len(restored) / len(orig_entries), 4),
             "added_beyond_original": len(fixed_params - orig_entries),
-            "not_restored_examples": sorted(f"{a}:{b}.{c}" for a, b, c in orig_entries - fixed_params)[:40],
-            "added_beyond_examples": sorted(f"{a}:{b}.{c}" for a, b, c in fixed_params - orig_entries)[:40],
+            "stripped_on_alignment_entries_not_restorable": len(not_restorable),
+            "not_restored_examples": sorted(f"{a}:{b}.{c}" for a, b, c in orig_entries - fixed_params)[:60],
+            "added_beyond_examples": sorted(f"{a}:{b}.{c}" for a, b, c in fixed_params - orig_entries)[:60],
         }
 
     summary_line = lambda err: next((ln for ln in reversed(err.splitlines()) if "fix" in ln), "")  # noqa: E731
@@ -267,8 +291,12 @@ def main() -> int:
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
                     "cpus": os.cpu_count(), "load_avg": os.getloadavg()},
         "versions": {"jitguard": version("jitguard"), "libcst": version("libcst"), "click": version("click")},
-        "inputs": {"original": str(args.original) if args.original else None, "stripped": str(args.stripped),
-                   "python_files": len(before)},
+        "inputs": {"original": str(args.original) if args.original else None,
+                   "stripped": str(args.stripped) if args.stripped else "bench/strip_do_not_specialize.py",
+                   "python_files": len(before),
+                   "strip": {k: strip_record[k] for k in ("files", "changed_files", "seconds_wall")}
+                   | {"entries": len(strip_record["entries"]), "unresolved": len(strip_record["unresolved"]),
+                      "errors": strip_record["errors"]} if strip_record else None},
         "command": "jitguard fix --write --unsafe-fixes --no-cache .",
         "first_run": {"exit_code": rc1, "seconds": round(t1, 1), "summary": summary_line(err1),
                       "files_changed": len(changed), "notes_lines": len(err1.splitlines())},

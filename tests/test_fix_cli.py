@@ -344,3 +344,38 @@ def k(x_ptr, n, BLOCK: tl.constexpr):
     assert r.exit_code == 0, r.output
     assert "5 fixes applied" in r.stderr
     assert '@triton.jit(do_not_specialize=["n"])\ndef k(' in (tmp_path / "k.py").read_text()
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_constexpr_listed_and_varying(tmp_path, monkeypatch, unsafe):
+    """JG005 (remove the entry) and JG002 (drop tl.constexpr, keep the entry) on one parameter:
+    never both, and never a constexpr left in the list."""
+    monkeypatch.chdir(tmp_path)
+    n = _name("n_exp")
+    src = f'''from pkg.triton_utils import tl, triton
+
+
+@triton.jit(do_not_specialize=["{n}"])
+def k(x_ptr, {n}: tl.constexpr, BLOCK: tl.constexpr):
+    if tl.program_id(0) < {n}:
+        tl.store(x_ptr + tl.arange(0, BLOCK), 0.0)
+
+
+def launch(x):
+    t = x.shape[0]
+    k[(1,)](x, t, BLOCK=64)
+'''
+    (tmp_path / "k.py").write_text(src)
+    r = fix("--write", *(["--unsafe-fixes"] if unsafe else []), ".")
+    assert r.exit_code == 0, r.output
+    after = (tmp_path / "k.py").read_text()
+    if unsafe:
+        assert dns_of(after, "k") == [n] and param_annotation(after, "k", n) is None
+    else:
+        assert dns_of(after, "k") == [] and param_annotation(after, "k", n) == "tl.constexpr"
+    res = scan_paths([str(tmp_path)], Config(root=str(tmp_path)), use_cache=False, jobs=1)
+    codes = {f.code for f in res.findings}
+    assert "JG005" not in codes
+    assert ("JG002" in codes) == (not unsafe)
+    assert fix("--write", *(["--unsafe-fixes"] if unsafe else []), ".").stderr.startswith(
+        "0 files changed" if unsafe else "k.py:5: JG002")

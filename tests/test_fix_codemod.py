@@ -36,6 +36,7 @@ CASES = {
         E("k2", add=("limit", "n_rows"), drop_constexpr=("limit", "n_rows")),
     ],
     "static_method": [E("Ops.k", add=("num_tokens",))],
+    "reexported_constexpr": [E("k", add=("num_experts",), drop_constexpr=("num_experts",))],
 }
 
 
@@ -92,6 +93,16 @@ def test_refusals_say_why():
     reasons = [why for o in result.outcomes for _, why in o.refused]
     assert any("not a literal list (DNS)" in r for r in reasons)
     assert any("**OPTS" in r for r in reasons)
+
+
+def test_a_constexpr_is_never_listed_without_dropping_it():
+    before, _ = _pair("reexported_constexpr")
+    r = apply_edits(before, [E("k", add=("num_experts", "BLOCK"))])
+    assert r.code == before
+    assert [why for _, why in r.outcomes[0].refused] == [
+        "'num_experts' is a tl.constexpr parameter",
+        "'BLOCK' is a tl.constexpr parameter",
+    ]
 
 
 def test_unknown_kernel_and_param_are_refused():

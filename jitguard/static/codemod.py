@@ -483,10 +483,14 @@ class _KernelEditor:
             out.applied.append(f"removed {_fmt_entry(want)} from {keyword}")
 
         covered = {_entry_param(e, self.params) for i, e in enumerate(entries) if i not in drop}
+        constexpr = self._constexpr_params() if add else set()
         to_add: list[str] = []
         for name in add:
             if self.params is not None and name not in self.params:
                 out.refused.append((f"{keyword} {name!r}", f"kernel has no parameter named {name!r}"))
+                continue
+            if name in constexpr:  # listing a constexpr: ignored up to Triton 3.5, an error from 3.6
+                out.refused.append((f"{keyword} {name!r}", f"{name!r} is a tl.constexpr parameter"))
                 continue
             if name in covered or name in to_add:
                 out.already.append(f"{name!r} already in {keyword}")
@@ -569,10 +573,28 @@ class _KernelEditor:
             out.applied.append(f"removed tl.constexpr from {n!r}")
 
     def _is_constexpr(self, ann: cst.BaseExpression) -> bool:
-        if isinstance(ann, cst.SimpleString):  # n: "tl.constexpr"
+        """``tl.constexpr``, ``triton.language.constexpr``, a re-export (``from pkg.triton_utils
+        import tl``), a bare imported ``constexpr`` or the string ``"tl.constexpr"``."""
+        if isinstance(ann, cst.SimpleString):
             text = ann.evaluated_value
             return isinstance(text, str) and text.strip().split(".")[-1] == "constexpr"
-        return bool(_qualnames(self.meta, ann) & CONSTEXPR_NAMES)
+        if _qualnames(self.meta, ann) & CONSTEXPR_NAMES:
+            return True
+        if isinstance(ann, cst.Attribute):
+            return ann.attr.value == "constexpr"
+        return isinstance(ann, cst.Name) and ann.value == "constexpr"
+
+    def _constexpr_params(self) -> set[str]:
+        fd = self.loc.funcdef
+        if fd is None:
+            return set()
+        ps = (*fd.params.posonly_params, *fd.params.params, *fd.params.kwonly_params)
+        return {
+            p.name.value
+            for p in ps
+            if p.annotation is not None and self._is_constexpr(p.annotation.annotation)
+            and p not in self.param_repl
+        }
 
     def run(self, edit: KernelEdit, out: EditOutcome) -> None:
         self._drop_constexpr(edit.drop_constexpr, out)

@@ -359,10 +359,21 @@ def plan_fixes(
         ff.fixes = list(fixes.values())
         all_fixes.extend(ff.fixes)
 
+        for x in ff.fixes:
+            x.action, x.safety, x.reason = _decide(x.site, x.kfacts)
+        # JG002 made into a plain int keeps its do_not_specialize entry: the JG005 removal yields
+        now_plain = {
+            (id(x.kfacts), x.param)
+            for x in ff.fixes
+            if x.action == "constexpr" and (unsafe or x.safety != "unsafe")
+        }
         edits: list[tuple[Fix, KernelEdit]] = []
         for x in ff.fixes:
             kf = x.kfacts
-            x.action, x.safety, x.reason = _decide(x.site, kf)
+            if x.code == "JG005" and (id(kf), x.param) in now_plain:
+                x.status = "already"
+                x.detail = "superseded by the JG002 fix (tl.constexpr removed, the entry now works)"
+                continue
             if x.action == "none":
                 x.status, x.detail = "manual", x.reason
                 continue
