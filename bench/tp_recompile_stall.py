@@ -62,7 +62,7 @@ RESULTS = os.path.join(ROOT, "bench", "results")
 NVLS_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
 # the files whose state a result depends on (their commit is recorded, and whether they differ)
 RUN_SOURCES = ("kernels/rope_fp8.py", "kernels/rope_fp8_reference.py",
-               "fixtures/rope_fp8_uncorrected.py", "bench/tp_recompile_stall.py", "jitguard")
+               "fixtures/rope_fp8_uncorrected.py", "bench/tp_recompile_stall.py", "jitguard/runtime")
 
 
 # ---------------------------------------------------------------------------------------------
