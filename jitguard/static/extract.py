@@ -175,7 +175,7 @@ class _Walker:
                 fn.assigns.setdefault(st.target.id, []).append(Entry("aug", st.value, line=st.lineno))
         elif isinstance(st, (ast.For, ast.AsyncFor)):
             self.exprs(st.iter, scope, fn)
-            self.loop_target(st.target, scope, fn, st.lineno)
+            self.loop_target(st.target, scope, fn, st.lineno, st.iter)
             self.body(st.body, scope, fn)
             self.body(st.orelse, scope, fn)
         elif isinstance(st, ast.While):
@@ -334,17 +334,17 @@ class _Walker:
         elif isinstance(target, ast.Starred):
             self.opaque(target.value, scope, fn)
 
-    def loop_target(self, target: ast.AST, scope: Scope, fn: FunctionInfo | None, line: int) -> None:
+    def loop_target(self, target: ast.AST, scope: Scope, fn: FunctionInfo | None, line: int, it: ast.AST | None) -> None:
         if scope.kind != "function" or fn is None:
             self.opaque(target, scope, fn)
             return
         if isinstance(target, ast.Name):
-            fn.assigns.setdefault(target.id, []).append(Entry("loop", None, line=line))
+            fn.assigns.setdefault(target.id, []).append(Entry("loop", it, line=line))
         elif isinstance(target, (ast.Tuple, ast.List)):
             for el in target.elts:
-                self.loop_target(el, scope, fn, line)
+                self.loop_target(el, scope, fn, line, it)
         elif isinstance(target, ast.Starred):
-            self.loop_target(target.value, scope, fn, line)
+            self.loop_target(target.value, scope, fn, line, it)
 
     def exprs(self, node: ast.AST, scope: Scope, fn: FunctionInfo | None) -> None:
         for sub in ast.walk(node):
@@ -387,6 +387,15 @@ class _Extractor:
             if is_triton_name(names, (kind,)):
                 return kind
         return None
+
+    def constant(self, node: ast.AST) -> ast.AST:
+        """A module-level constant's value for a Name (``do_not_specialize=_SHAPE_ARGS``)."""
+        for _ in range(3):
+            if isinstance(node, ast.Name) and node.id in self.walker.info.constants:
+                node = self.walker.info.constants[node.id]
+            else:
+                break
+        return node
 
     # ---- discovery (the same forms as discover.py) ----
     def discover(self) -> list[KernelFacts]:
@@ -479,18 +488,18 @@ class _Extractor:
         )
         dns = _keyword(jit_call, DNS)
         if dns is not None:
-            k.do_not_specialize, k.do_not_specialize_literal = _entries(dns.value)
+            k.do_not_specialize, k.do_not_specialize_literal = _entries(self.constant(dns.value))
             k.do_not_specialize_line = dns.value.lineno
         dnsoa = _keyword(jit_call, DNSOA)
         if dnsoa is not None:
-            k.do_not_specialize_on_alignment, k.do_not_specialize_on_alignment_literal = _entries(dnsoa.value)
+            k.do_not_specialize_on_alignment, k.do_not_specialize_on_alignment_literal = _entries(self.constant(dnsoa.value))
             k.do_not_specialize_on_alignment_line = dnsoa.value.lineno
         if autotune is not None:
             k.autotune_line = autotune.lineno
             key = _keyword(autotune, "key")
             value = key.value if key is not None else (autotune.args[1] if len(autotune.args) >= 2 else None)
             if value is not None:
-                keys, lit = _entries(value)
+                keys, lit = _entries(self.constant(value))
                 k.autotune_key = [x for x in keys if isinstance(x, str)]
                 k.autotune_key_literal = lit
             else:
@@ -552,8 +561,15 @@ class _Extractor:
         position = 0
         for a in call.args:
             if isinstance(a, ast.Starred):
-                la.star_args = True
-                break
+                expanded = self.expand_star(a.value, fn, classifier, call)
+                if expanded is None:
+                    la.star_args = True
+                    break
+                for arg in expanded:
+                    arg.position = position
+                    la.args.append(arg)
+                    position += 1
+                continue
             la.args.append(self.arg(a, classifier, fn, position=position))
             position += 1
         for kw in call.keywords:
@@ -564,6 +580,36 @@ class _Extractor:
             la.options[kw.arg] = self.short(kw.value, 60)
             la.args.append(self.arg(kw.value, classifier, fn, keyword=kw.arg))
         return la
+
+    def expand_star(self, value: ast.AST, fn, classifier: Classifier, call: ast.Call) -> list[ArgFacts] | None:
+        """``*args`` whose length is known: a tuple/list literal (or a local bound once to one), or
+        ``*x.stride()`` / ``*x.shape`` of a tensor allocated here. None when it can't be mapped."""
+        node = value
+        if isinstance(node, ast.Name) and fn is not None:
+            owner, where = classifier.lookup(node.id, fn)
+            entries = owner.assigns.get(node.id, []) if where == "assign" else []
+            if len(entries) == 1 and entries[0].kind == "expr":
+                node = entries[0].node
+                fn = owner
+        if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
+            return [self.arg(e, classifier, fn) for e in node.elts]
+        recv = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args and node.func.attr in ("stride", "size"):
+            recv, what = node.func.value, node.func.attr
+        elif isinstance(node, ast.Attribute) and node.attr == "shape":
+            recv, what = node.value, "size"
+        if recv is None:
+            return None
+        dims, strides, _, _ = classifier.tensor(recv, fn, 0)
+        if dims is None:
+            return None
+        out = []
+        for i in range(len(dims)):
+            prov = strides[i] if what == "stride" else dims[i]
+            out.append(ArgFacts(text=f"{self.short(recv, 40)}.{what}({i})", provenance=prov.cls, value_type="int",
+                                evidence=list(prov.evidence)[:8], line=value.lineno, column=value.col_offset + 1,
+                                div16=prov.div16, by_name=prov.by_name))
+        return out
 
     def arg(self, node: ast.AST, classifier: Classifier, fn, position=None, keyword=None) -> ArgFacts:
         prov = classifier.classify(node, fn)
@@ -576,6 +622,8 @@ class _Extractor:
             evidence=list(prov.evidence)[:8],
             line=node.lineno,
             column=node.col_offset + 1,
+            div16=prov.div16,
+            by_name=prov.by_name,
         )
 
     def run(self) -> FileFacts:

@@ -153,6 +153,8 @@ class ArgFacts:
     evidence: list[str] = field(default_factory=list)  # chain, outermost first
     line: int = 0
     column: int = 0
+    div16: bool = False  # always a multiple of 16: one value class however it varies
+    by_name: bool = False  # the class rests on a name alone
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,16 +24,22 @@ class Prov(NamedTuple):
     cls: str
     vtype: str = "unknown"
     evidence: tuple[str, ...] = ()
+    div16: bool = False  # always a multiple of 16 (so never == 1 and always in the %16 class)
+    by_name: bool = False  # the class rests on a name alone, not on the code's structure
 
     def why(self, text: str) -> "Prov":
-        return Prov(self.cls, self.vtype, (text,) + self.evidence)
+        return self._replace(evidence=(text,) + self.evidence)
+
+    def as_type(self, vtype: str) -> "Prov":
+        return self._replace(vtype=vtype)
 
 
 def join(items: list[Prov], vtype: str | None = None) -> Prov:
     """The most varying of several possible values (VARYING > BUCKETED > UNKNOWN > STABLE)."""
     if not items:
         return Prov(UNKNOWN, vtype or "unknown")
-    best = max(items, key=lambda p: _RANK[p.cls])
+    best = max(items, key=lambda p: (_RANK[p.cls], not p.by_name))
+    div16 = all(p.div16 for p in items)
     if vtype is None:
         types = {p.vtype for p in items if p.vtype not in ("unknown", "none")}
         if "float" in types:
@@ -46,7 +52,7 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
             vtype = "tensor"
         else:
             vtype = "unknown"
-    return Prov(best.cls, vtype, best.evidence)
+    return Prov(best.cls, vtype, best.evidence, div16, best.by_name)
 
 
 # ---- names as evidence -------------------------------------------------------------------------
@@ -63,8 +69,8 @@ _VARYING_NAME = re.compile(
     r"prefill_|decode_|computed_|scheduled_|sampled_)?(tokens?|toks|seqs?|sequences|reqs|requests|queries|"
     r"rows|decodes?|prefills?|items|elements|elems|entries|batches)|\w*_tokens|tokens(_\w+)?|token_num\w*|"
     r"\w*batch(_size)?|seq_?len(s|gth)?(_\w+)?|\w*_seq_?lens?|max_(\w+_)?(seqlen|seq_len|query_len|q_len|"
-    r"kv_len|ctx_len|context_len|tokens|num_tokens)\w*|\w*query_len\w*|q_len|kv_len|ctx_len|"
-    r"context_lens?|cu_seqlens?\w*|n_elements|numel|n_rows|rows|seed|philox_\w+|\w*_offset|offset|"
+    r"kv_len|ctx_len|context_len|tokens|num_tokens)\w*|\w*query_lens?|q_lens?|kv_lens?|ctx_lens?|"
+    r"context_lens?|cu_seqlens?\w*|n_elements|numel|n_rows|seed|philox_\w+|\w*_offset|offset|"
     r"step|start_pos|positions?|num_blocks_per_seq)$"
 )
 
@@ -89,8 +95,12 @@ def name_class(name: str | None, varying: frozenset[str] = frozenset(), stable: 
 
 _WEIGHT_NAME = re.compile(
     r"(^|_)(w|w\d+|w\d+\w*|weights?|bias|biases|qweight|qzeros|g_idx|codebooks?|lut|embeddings?|"
-    r"embed\w*|inv_freq|cos_sin\w*|cos|sin|b)($|_)|weight|cache"
+    r"embed\w*|inv_freq|cos_sin\w*|cos|sin|b|lora_[ab]\w*|\w*_stacked|params?)($|_)|weight|"
+    r"(^|_)(kv|k|v|key|value|conv|ssm|state|page|paged|swa|compressed)_caches?($|_|\d)|^caches?$|^kv_caches?"
 )
+# Index/metadata tables (block tables, page tables): their width follows the batch (the longest
+# request), unlike the trailing dims of activations, which are model dimensions.
+_TABLE_NAME = re.compile(r"(^|_)tables?($|_)")
 
 
 def weight_like(expr: ast.AST) -> bool:
@@ -159,6 +169,8 @@ _SAME = {"contiguous", "clone", "to", "float", "half", "bfloat16", "int", "long"
 _ARITH_FUNCS = {"cdiv", "ceil_div", "div_up", "ceildiv", "round_up", "roundup", "align", "align_up",
                 "round_up_to", "min", "max", "abs", "int", "ceil", "floor", "prod", "pow", "next_multiple_of",
                 "round_to_multiple", "divide_round_up", "ceil_to", "cdiv_round_up"}
+_ROUND_UP = {"round_up", "roundup", "align", "align_up", "round_up_to", "next_multiple_of", "round_to_multiple",
+             "ceil_to", "cdiv_round_up"}
 _BUCKET = re.compile(r"next_power_of_2|next_pow2|power_of_2|pow2|bucket|next_power|_pow_2|round_up_pow")
 _STABLE_CALLS = {"dim", "element_size", "get_device_capability", "is_contiguous", "get_num_sms", "num_sms",
                  "get_device_properties", "device_count", "current_device", "get_device", "data_ptr_alignment"}
@@ -236,7 +248,8 @@ class Classifier:
         cls = self.by_name(name)
         if cls is None:
             return prov
-        return Prov(cls, prov.vtype, (f"{name}: the name suggests a {'per-call' if cls == VARYING else 'fixed'} value",))
+        return Prov(cls, prov.vtype, (f"{name}: the name suggests a {'per-call' if cls == VARYING else 'fixed'} value",),
+                    False, True)
 
     # ---- entry point ----
     def classify(self, expr: ast.AST, fn: FunctionInfo | None, depth: int = 0) -> Prov:
@@ -254,7 +267,7 @@ class Classifier:
             if isinstance(v, bool):
                 return Prov(STABLE, "bool", (f"literal {v}",))
             if isinstance(v, int):
-                return Prov(STABLE, "int", (f"literal {v}",))
+                return Prov(STABLE, "int", (f"literal {v}",), v != 0 and v % 16 == 0)
             if isinstance(v, float):
                 return Prov(STABLE, "float", (f"literal {v}",))
             if v is None:
@@ -264,16 +277,27 @@ class Classifier:
             return self.name(e.id, fn, d)
         if isinstance(e, ast.UnaryOp):
             inner = self._classify(e.operand, fn, d)
-            return Prov(inner.cls, "bool", inner.evidence) if isinstance(e.op, ast.Not) else inner
+            return inner.as_type("bool") if isinstance(e.op, ast.Not) else inner._replace(div16=inner.div16 and isinstance(e.op, ast.USub))
         if isinstance(e, ast.BinOp):
             left, right = self._classify(e.left, fn, d), self._classify(e.right, fn, d)
             out = join([left, right], "float" if isinstance(e.op, ast.Div) else None)
+            if isinstance(e.op, ast.Mult):
+                out = out._replace(div16=left.div16 or right.div16)
+            elif isinstance(e.op, ast.LShift):
+                shift = int_literal(e.right)
+                out = out._replace(div16=left.div16 or (shift is not None and shift >= 4))
+                if int_literal(e.left) == 1 and right.cls == VARYING:
+                    return Prov(BUCKETED, "int", (f"{self.code(e)}: a power of two (few distinct values)",) + right.evidence)
+            elif isinstance(e.op, ast.Pow) and int_literal(e.left) == 2 and right.cls == VARYING:
+                return Prov(BUCKETED, "int", (f"{self.code(e)}: a power of two (few distinct values)",) + right.evidence)
+            elif not isinstance(e.op, (ast.Add, ast.Sub)):
+                out = out._replace(div16=False)
             if out.cls == VARYING:
                 return out.why(f"{self.code(e)}: arithmetic on a varying value")
             return out
         if isinstance(e, ast.Compare):
             out = join([self._classify(x, fn, d) for x in [e.left, *e.comparators]])
-            return Prov(out.cls, "bool", out.evidence)
+            return out._replace(vtype="bool", div16=False)
         if isinstance(e, ast.BoolOp):
             return join([self._classify(x, fn, d) for x in e.values])
         if isinstance(e, ast.IfExp):
@@ -320,7 +344,7 @@ class Classifier:
             finally:
                 self._busy.discard(key)
             if inner.cls in (UNKNOWN, STABLE):
-                return Prov(STABLE, inner.vtype, (f"{name}: module-level constant",))
+                return Prov(STABLE, inner.vtype, (f"{name}: module-level constant",), inner.div16)
             return inner.why(f"module-level {name} = {self.code(self.info.constants[name])}")
         if where == "import":
             return Prov(STABLE, "unknown", (f"{name}: imported constant",))
@@ -329,6 +353,8 @@ class Classifier:
     def entry(self, name: str, en: Entry, fn: FunctionInfo, depth: int) -> Prov:
         where = f"line {en.line}"
         if en.kind == "loop":
+            if en.node is not None and self.fixed_collection(en.node, fn):
+                return Prov(BUCKETED, "unknown", (f"{name}: loop over a fixed set of values ({where})",))
             return Prov(VARYING, "int", (f"{name}: loop variable ({where})",))
         if en.kind == "opaque":
             return Prov(UNKNOWN)
@@ -340,6 +366,58 @@ class Classifier:
         if inner.cls == UNKNOWN:
             return self.apply_name(name, inner)
         return inner.why(f"{name} = {self.code(en.node)} ({where})")
+
+    def fixed_collection(self, node: ast.AST, fn, depth: int = 0) -> bool:
+        """A literal list/tuple/set (or a module constant holding one), or zip/product/enumerate of
+        those: a loop over it takes a fixed, small set of values."""
+        if depth > 4:
+            return False
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return all(not isinstance(x, ast.Starred) for x in node.elts)
+        if isinstance(node, ast.Dict):
+            return True
+        if isinstance(node, ast.Name):
+            owner, where = self.lookup(node.id, fn)
+            if where == "module":
+                return self.fixed_collection(self.info.constants[node.id], None, depth + 1)
+            if where == "assign" and len(owner.assigns[node.id]) == 1 and owner.assigns[node.id][0].kind == "expr":
+                return self.fixed_collection(owner.assigns[node.id][0].node, owner, depth + 1)
+            return False
+        if isinstance(node, ast.Call) and _call_name(node.func) in ("zip", "product", "enumerate", "reversed", "sorted", "list", "tuple"):
+            return bool(node.args) and all(self.fixed_collection(a, fn, depth + 1) for a in node.args)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("items", "keys", "values"):
+            return self.fixed_collection(node.func.value, fn, depth + 1)
+        return False
+
+    def returns(self, callee: FunctionInfo, depth: int) -> Prov | None:
+        """What a module-level function returns (its params resolved through its callers)."""
+        key = (id(callee), "returns")
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._busy or depth > 30:
+            return None
+        self._busy.add(key)
+        try:
+            values = []
+            stack = list(callee.node.body)
+            while stack:
+                st = stack.pop()
+                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                    continue
+                if isinstance(st, ast.Return):
+                    if st.value is None or isinstance(st.value, (ast.Tuple, ast.List, ast.Dict)):
+                        return None
+                    values.append(st.value)
+                    continue
+                stack.extend(c for c in ast.iter_child_nodes(st) if isinstance(c, ast.stmt))
+                for attr in ("handlers", "cases"):
+                    for h in getattr(st, attr, []) or []:
+                        stack.extend(h.body)
+            out = join([self._classify(v, callee, depth + 2) for v in values]) if values else None
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = out
+        return out
 
     # ---- parameters of the enclosing function: follow the callers in this module ----
     def param(self, fn: FunctionInfo, name: str, depth: int) -> Prov:
@@ -375,7 +453,7 @@ class Classifier:
                     if dflt.cls == STABLE:
                         out = Prov(STABLE, dflt.vtype, (f"{name} defaults to {self.code(p.default)} and no caller in this module passes it",))
             if vt != "unknown":
-                out = Prov(out.cls, vt, out.evidence)
+                out = out.as_type(vt)
         finally:
             self._busy.discard(key)
         self._memo[key] = out
@@ -411,11 +489,11 @@ class Classifier:
         root = base.id if isinstance(base, ast.Name) else None
         named = self.by_name(attr)
         if root in ("self", "cls") or (root and ("config" in root.lower() or "cfg" in root.lower())):
-            if named == VARYING:
-                return Prov(VARYING, "unknown", (f"{self.code(e)}: attribute named like a per-call value",))
+            if named == VARYING and not attr.startswith("max_"):
+                return Prov(VARYING, "unknown", (f"{self.code(e)}: attribute named like a per-call value",), False, True)
             return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of {root} (fixed for the model)",))
         if named is not None:
-            return Prov(named, "unknown", (f"{self.code(e)}: the attribute name suggests a {'per-call' if named == VARYING else 'fixed'} value",))
+            return Prov(named, "unknown", (f"{self.code(e)}: the attribute name suggests a {'per-call' if named == VARYING else 'fixed'} value",), False, True)
         if root is not None and self.lookup(root, fn)[1] == "import":
             return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of an imported module",))
         return Prov(UNKNOWN)
@@ -581,17 +659,20 @@ class Classifier:
             inner = dims[idx]
             if inner.cls == UNKNOWN and target:
                 inner = self.apply_name(target, inner)
-            return Prov(inner.cls, "int", (f"{label}{at}: dimension {idx} of a tensor allocated as {desc}",) + inner.evidence)
+            return Prov(inner.cls, "int", (f"{label}{at}: dimension {idx} of a tensor allocated as {desc}",) + inner.evidence,
+                        inner.div16, inner.by_name)
         if weight:
             return Prov(STABLE, "int", (f"{label}{at}: dimension of the weight-like tensor {tdesc}",))
         named = self.by_name(target) if target else None
         leading = idx == 0 or (idx is not None and ndim is not None and idx == -ndim)
+        if not leading and _TABLE_NAME.search(desc.lower()) and named != STABLE:
+            return Prov(VARYING, "int", (f"{label}{at}: the width of the table {tdesc} follows the batch",), False, True)
         if leading:
             if named == STABLE:
                 return Prov(STABLE, "int", (f"{label}{at}: leading dimension, but {target} names a model dimension",))
             return Prov(VARYING, "int", (f"{label}{at}: leading (token/batch) dimension of {tdesc}",))
         if named == VARYING:
-            return Prov(VARYING, "int", (f"{label}{at}: {target} names a per-call dimension",))
+            return Prov(VARYING, "int", (f"{label}{at}: {target} names a per-call dimension",), False, True)
         if idx is None:
             return Prov(UNKNOWN, "int", (f"{label}{at}: index not a literal",))
         return Prov(STABLE, "int", (f"{label}{at}: non-leading dimension (a model dimension)",))
@@ -601,7 +682,9 @@ class Classifier:
         label = f"{self.code(t)}.stride({idx})"
         if strides is not None and idx is not None and -len(strides) <= idx < len(strides):
             s = strides[idx]
-            return Prov(s.cls, "int", (f"{label}: stride of a tensor allocated as {desc}",) + s.evidence)
+            return Prov(s.cls, "int", (f"{label}: stride of a tensor allocated as {desc}",) + s.evidence, s.div16, s.by_name)
+        if idx is not None and idx != -1 and _TABLE_NAME.search(desc.lower()):
+            return Prov(VARYING, "int", (f"{label}: a stride of the table {self.code(t)}, whose width follows the batch",), False, True)
         return Prov(STABLE, "int", (f"{label}: stride of an existing tensor (product of trailing dimensions)",))
 
     # ---- calls ----
@@ -615,6 +698,10 @@ class Classifier:
             return self.dim(recv, int_literal(args[0]), fn, depth, line=e.lineno)
         if recv is not None and name == "stride" and args:
             return self.stride(recv, int_literal(args[0]), fn, depth)
+        if isinstance(e.func, ast.Name) and name in self.info.functions and not self.info.functions[name].is_method:
+            returned = self.returns(self.info.functions[name], depth)
+            if returned is not None:
+                return returned.why(f"{self.code(e)}: what {name}() returns")
         if recv is not None and name in ("numel", "nelement"):
             dims, _, w, desc = self.tensor(recv, fn, depth)
             if dims is not None:
@@ -627,7 +714,7 @@ class Classifier:
             dims, _, w, desc = self.tensor(args[0], fn, depth)
             if dims:
                 return Prov(dims[0].cls, "int", (f"{self.code(e)}: first dim of {desc}",) + dims[0].evidence)
-            if w:
+            if w or self.fixed_collection(args[0], fn):
                 return Prov(STABLE, "int", (f"{self.code(e)}: length of a fixed collection",))
             return Prov(VARYING, "int", (f"{self.code(e)}: length of a per-call collection",))
         if name in _DATA_DEP and recv is not None:
@@ -636,17 +723,24 @@ class Classifier:
             return Prov(STABLE, "int", (f"{self.code(e)}: device/tensor property",))
         if name in ("float", "bool") and isinstance(e.func, ast.Name):
             inner = self._classify(args[0], fn, depth) if args else Prov(STABLE)
-            return Prov(inner.cls, name, inner.evidence)
+            return inner._replace(vtype=name, div16=False)
         if name and _BUCKET.search(name.lower()):
             inner = join([self._classify(a, fn, depth) for a in args]) if args else Prov(UNKNOWN)
             if inner.cls == VARYING:
                 return Prov(BUCKETED, "int", (f"{self.code(e)}: bucketed (a few distinct values)",) + inner.evidence)
             return Prov(inner.cls, "int", inner.evidence)
         if name in _ARITH_FUNCS or (recv is not None and isinstance(recv, ast.Name) and recv.id == "math"):
-            out = join([self._classify(a, fn, depth) for a in args])
+            parts = [self._classify(a, fn, depth) for a in args]
+            out = join(parts)
+            if name in _ROUND_UP and len(parts) == 2:
+                out = out._replace(div16=parts[1].div16)
+            elif name in ("min", "max"):
+                out = out._replace(div16=all(p.div16 for p in parts))
+            else:
+                out = out._replace(div16=False)
             if out.cls == VARYING:
                 return out.why(f"{self.code(e)}: arithmetic on a varying value")
-            return Prov(out.cls, out.vtype if out.vtype != "unknown" else "int", out.evidence)
+            return out.as_type(out.vtype if out.vtype != "unknown" else "int")
         if name in _ALLOC or name in _LIKE:
             return Prov(UNKNOWN, "tensor")
         return Prov(UNKNOWN)
@@ -662,5 +756,5 @@ def _contiguous(dims: list[Prov]) -> list[Prov]:
             continue
         j = join(trailing)
         lead = ("the layout includes a varying dimension",) if j.cls == VARYING else ()
-        out.append(Prov(j.cls, "int", lead + j.evidence))
+        out.append(Prov(j.cls, "int", lead + j.evidence, any(t.div16 for t in trailing)))
     return out

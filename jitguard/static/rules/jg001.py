@@ -16,6 +16,7 @@ def _accept(k, p, arg) -> bool:
         and p.name not in k.unspecialized()
         and p.name not in k.heuristics
         and arg.value_type in ("int", "unknown")
+        and not arg.div16
     )
 
 

@@ -1,0 +1,215 @@
+"""Recall and a precision proxy of `jitguard scan` on vLLM 0.33.0, against its own do_not_specialize.
+
+vLLM's ~380 hand-written do_not_specialize entries are each a parameter somebody found varying per
+call. This script strips them all (bench/strip_do_not_specialize.py), scans the stripped tree with
+the real runner (jitguard.static.runner.scan_paths, no cache) and measures:
+
+* recall: share of stripped (kernel, parameter) pairs that the scan reports as JG001 or JG002;
+* precision proxy: among JG001/JG002 findings on kernels that carried any annotation, the share that
+  match an annotated parameter (humans looked at those kernels);
+
+and lists every miss and every likely false positive with the reason (the argument's provenance and
+evidence, or why no launch was bound). It also scans the unstripped tree and writes the JG001/JG002
+findings on kernels vLLM did not annotate (the input of the hand check in vllm_handcheck.md).
+
+    python bench/fetch_vllm.py            # once: bench/corpus/vllm-0.33.0/ (pip download --no-deps)
+    python bench/vllm_recall.py           # -> bench/results/vllm_recall.json (+ _unannotated.json)
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+
+BENCH = pathlib.Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(BENCH))
+
+from jitguard import __version__  # noqa: E402
+from jitguard.config import Config  # noqa: E402
+from jitguard.static.link import build_program  # noqa: E402
+from jitguard.static.runner import scan_paths  # noqa: E402
+
+import strip_do_not_specialize as strip  # noqa: E402
+
+CORPUS = BENCH / "corpus" / "vllm-0.33.0"
+STRIPPED = BENCH / "corpus" / "vllm-0.33.0-stripped"
+RESULTS = BENCH / "results"
+CODES = ("JG001", "JG002")
+
+
+def module_of(rel: str) -> str:
+    return strip.module_name(rel)
+
+
+def key_of(path: str, kernel: str, root: pathlib.Path) -> tuple[str, str]:
+    """(path relative to the corpus root, kernel qualname relative to its module)."""
+    rel = os.path.relpath(os.path.abspath(path), root)
+    mod = module_of(rel)
+    local = kernel[len(mod) + 1:] if kernel.startswith(mod + ".") else kernel.rsplit(".", 1)[-1]
+    return rel, local
+
+
+def scan(root: pathlib.Path, jobs: int | None):
+    config = Config(select=("JG",), root=str(root))
+    t = time.perf_counter()
+    result = scan_paths([str(root)], config, jobs=jobs, use_cache=False, keep_facts=True)
+    return result, time.perf_counter() - t
+
+
+def explain_miss(program, root, rel, local, param) -> dict:
+    """Why a stripped (kernel, param) pair was not reported."""
+    kq = None
+    for q, (k, f) in program.kernels.items():
+        if key_of(f.path, q, root) == (rel, local):
+            kq = q
+            break
+    if kq is None:
+        return {"reason": "kernel not discovered"}
+    k = program.kernels[kq][0]
+    p = k.param(param)
+    launches = [b for b in program.launches if b.kernel.qualname == kq]
+    if not launches:
+        return {"reason": "no launch of the kernel found in the tree"}
+    if p is not None and p.pointer:
+        return {"reason": "parameter looks like a pointer"}
+    args = [(b, b.args.get(param)) for b in launches]
+    mapped = [(b, a) for b, a in args if a is not None]
+    if not mapped:
+        return {"reason": "argument not mapped at any launch (star-args, defaulted or heuristics)",
+                "launches": [f"{b.file.path}:{b.launch.line}" for b in launches]}
+    return {
+        "reason": "provenance " + "/".join(sorted({a.provenance for _, a in mapped}))
+        + ("" if all(a.value_type in ("int", "unknown") for _, a in mapped) else
+           " (value type " + "/".join(sorted({a.value_type for _, a in mapped})) + ")"),
+        "args": [{"at": f"{b.file.path}:{b.launch.line}", "arg": a.text, "provenance": a.provenance,
+                  "value_type": a.value_type, "evidence": a.evidence[:4]} for b, a in mapped[:3]],
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", default=str(CORPUS), help="unpacked vLLM tree (contains vllm/)")
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--out", default=str(RESULTS / "vllm_recall.json"))
+    ap.add_argument("--reuse-strip", action="store_true", help="reuse an earlier stripped copy and its record")
+    args = ap.parse_args(argv)
+    corpus = pathlib.Path(args.corpus)
+    if not (corpus / "vllm").is_dir():
+        print(f"no corpus at {corpus}: run python bench/fetch_vllm.py first", file=sys.stderr)
+        return 2
+
+    # 1. strip (LibCST) and record the ground truth
+    t = time.perf_counter()
+    record_path = STRIPPED.parent / "stripped.json"
+    if not (args.reuse_strip and record_path.exists() and STRIPPED.is_dir()):
+        strip.main([str(corpus), str(STRIPPED), "--record", str(record_path)])
+    strip_s = time.perf_counter() - t
+    record = json.loads(record_path.read_text())
+    truth: dict[tuple[str, str], set[str]] = {}
+    unresolved_entries = []
+    for e in record["entries"]:
+        if e["option"] != "do_not_specialize":
+            continue
+        kkey = (e["path"], e["kernel"][len(e["module"]) + 1:])
+        truth.setdefault(kkey, set())
+        if e["param"] is None:
+            unresolved_entries.append(e)
+            continue
+        truth[kkey].add(e["param"])
+    annotated_any = {(e["path"], e["kernel"][len(e["module"]) + 1:]) for e in record["entries"]}
+    pairs = {(k[0], k[1], p) for k, ps in truth.items() for p in ps}
+
+    # 2. scan the stripped tree
+    result, scan_s = scan(STRIPPED, args.jobs)
+    program = build_program(result.facts)
+    found = {}
+    for f in result.findings:
+        if f.code in CODES and f.param:
+            rel, local = key_of(f.details.get("kernel_path", f.path), f.kernel, STRIPPED)
+            found.setdefault((rel, local, f.param), f)
+    hits = pairs & set(found)
+    misses = sorted(pairs - set(found))
+    recall = len(hits) / len(pairs) if pairs else 0.0
+
+    on_annotated = {k: f for k, f in found.items() if (k[0], k[1]) in annotated_any}
+    matching = {k for k in on_annotated if k in pairs}
+    precision = len(matching) / len(on_annotated) if on_annotated else 0.0
+    false_pos = []
+    for k in sorted(set(on_annotated) - matching):
+        f = on_annotated[k]
+        launch = (f.details.get("launches") or [{}])[0]
+        false_pos.append({"path": k[0], "kernel": k[1], "param": k[2], "code": f.code,
+                          "arg": launch.get("arg"), "at": f"{launch.get('path')}:{launch.get('line')}",
+                          "evidence": launch.get("evidence", [])[:4],
+                          "annotated_params": sorted(truth.get((k[0], k[1]), set()))})
+    miss_list = [{"path": m[0], "kernel": m[1], "param": m[2], **explain_miss(program, STRIPPED, *m)} for m in misses]
+    by_reason: dict[str, int] = {}
+    for m in miss_list:
+        r = m["reason"].split(" (")[0]
+        by_reason[r] = by_reason.get(r, 0) + 1
+
+    # 3. the unstripped tree: findings on kernels vLLM did not annotate (hand-check input)
+    result_u, scan_u_s = scan(corpus, args.jobs)
+    unannotated = []
+    for f in result_u.findings:
+        if f.code not in CODES or not f.param:
+            continue
+        rel, local = key_of(f.details.get("kernel_path", f.path), f.kernel, corpus)
+        if (rel, local) in annotated_any:
+            continue
+        launch = (f.details.get("launches") or [{}])[0]
+        unannotated.append({"code": f.code, "path": rel, "line": f.line, "kernel": local, "param": f.param,
+                            "message": f.message, "arg": launch.get("arg"),
+                            "at": f"{launch.get('path')}:{launch.get('line')}",
+                            "evidence": launch.get("evidence", [])[:5], "use_kinds": f.details.get("use_kinds")})
+
+    out = {
+        "benchmark": "vllm_recall",
+        "jitguard": __version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()},
+        "corpus": json.loads((corpus / "CORPUS.json").read_text()) if (corpus / "CORPUS.json").exists() else str(corpus),
+        "stripped": {"entries": len(record["entries"]),
+                     "do_not_specialize_entries": sum(e["option"] == "do_not_specialize" for e in record["entries"]),
+                     "kernels": len(annotated_any), "pairs": len(pairs),
+                     "non_literal": record["unresolved"], "entries_naming_no_param": unresolved_entries,
+                     "seconds": round(strip_s, 1)},
+        "scan": {"files_scanned": result.files_scanned, "files_analyzed": result.files_analyzed,
+                 "errors": [e.to_dict() for e in result.errors],
+                 "internal_errors": [e.to_dict() for e in result.internal_errors],
+                 "kernels": len(program.kernels), "launches_bound": len(program.launches),
+                 "seconds_stripped": round(scan_s, 1), "seconds_unstripped": round(scan_u_s, 1)},
+        "recall": round(recall, 4),
+        "recall_hits": len(hits),
+        "precision_proxy": round(precision, 4),
+        "findings_on_annotated_kernels": len(on_annotated),
+        "findings_matching_annotation": len(matching),
+        "miss_reasons": by_reason,
+        "misses": miss_list,
+        "likely_false_positives": false_pos,
+        "unannotated_findings": len(unannotated),
+    }
+    pathlib.Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    unannotated_path = pathlib.Path(args.out).with_name(pathlib.Path(args.out).stem + "_unannotated.json")
+    unannotated_path.write_text(json.dumps(unannotated, indent=1) + "\n")
+    print(f"{'stripped pairs':<34}{len(pairs):>8}")
+    print(f"{'recall (JG001/JG002)':<34}{recall:>8.3f}  ({len(hits)}/{len(pairs)})")
+    print(f"{'precision proxy':<34}{precision:>8.3f}  ({len(matching)}/{len(on_annotated)})")
+    print(f"{'internal errors':<34}{len(result.internal_errors) + len(result_u.internal_errors):>8}")
+    print(f"{'file errors':<34}{len(result.errors):>8}")
+    print(f"{'unannotated JG001/JG002 findings':<34}{len(unannotated):>8}")
+    print("miss reasons:", json.dumps(by_reason))
+    print(f"-> {args.out}, {unannotated_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

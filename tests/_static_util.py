@@ -1,0 +1,30 @@
+"""Helpers for the static-analysis tests: extract + link sources given as strings."""
+from __future__ import annotations
+
+import random
+import string
+
+from jitguard.static.extract import extract_file
+from jitguard.static.link import link
+
+
+def scan(sources: dict[str, str], **names):
+    """{module name: source} -> findings. Paths are module paths with .py."""
+    facts = []
+    for module, src in sources.items():
+        path = module.replace(".", "/") + ".py"
+        facts.append(extract_file(path, src, module, **names))
+    return link(facts, **names)
+
+
+def scan_one(src: str, module: str = "m", **names):
+    return scan({module: src}, **names)
+
+
+def pairs(findings, code=None):
+    return {(f.code, f.kernel.rsplit(".", 1)[-1], f.param) for f in findings if code is None or f.code == code}
+
+
+def rand_ident(rng: random.Random, prefix: str = "v") -> str:
+    """A random identifier that no name pattern knows (so only structure can classify it)."""
+    return prefix + "".join(rng.choice(string.ascii_lowercase) for _ in range(5)) + str(rng.randint(10, 99)) + "q"

@@ -1,0 +1,114 @@
+"""Every rule: registry metadata complete, and its VALID/INVALID examples behave as documented."""
+from __future__ import annotations
+
+import pytest
+
+from jitguard.static.rules import RULES
+from tests._static_util import scan_one
+
+CODES = [f"JG00{i}" for i in range(1, 8)]
+
+
+def test_registry_has_every_code_with_full_docs():
+    assert sorted(RULES) == CODES
+    for code, rule in RULES.items():
+        assert rule.code == code
+        for part in (rule.name, rule.summary, rule.what, rule.why, rule.example, rule.fix):
+            assert part.strip(), (code, part)
+        assert "\n" not in rule.summary
+        assert rule.fix_safety in ("safe", "unsafe", "manual")
+        assert rule.invalid and rule.valid, code
+        doc = rule.doc()
+        for heading in ("What it catches", "Why it is costly", "Example", "Fix", "Fix safety"):
+            assert heading in doc
+
+
+@pytest.mark.parametrize("code", ["JG001", "JG002", "JG003"])
+def test_costly_rules_quote_the_h200_figures(code):
+    why = RULES[code].why
+    assert "H200" in why
+    assert any(fig in why for fig in ("3 compiles", "230 compiles", "658 ms"))
+
+
+CASES = [(code, i, "invalid") for code in CODES for i in range(len(RULES[code].invalid))] + [
+    (code, i, "valid") for code in CODES for i in range(len(RULES[code].valid))
+]
+
+
+@pytest.mark.parametrize("code,i,kind", CASES)
+def test_rule_examples(code, i, kind):
+    src = getattr(RULES[code], kind)[i]
+    findings = scan_one(src)
+    hits = [f for f in findings if f.code == code]
+    if kind == "invalid":
+        assert hits, f"{code} INVALID example {i} not reported"
+        for f in hits:
+            assert f.message.startswith(code + " ")
+            assert "\n" not in f.message
+            assert f.fix_safety in ("safe", "unsafe", "manual")
+    else:
+        assert not hits, [f.message for f in hits]
+
+
+def test_jg001_details_carry_what_the_fixer_needs():
+    f = next(f for f in scan_one(RULES["JG001"].invalid[0]) if f.code == "JG001")
+    assert f.param == "n"
+    assert f.details["fix"] == {"add_do_not_specialize": "n"}
+    assert {u["kind"] for u in f.details["uses"]} == {"compare"}
+    assert f.fix_safety == "safe"
+    assert f.details["launches"][0]["provenance"] == "VARYING"
+    assert f.details["evidence"]
+    assert f.details["decorator_line"] == f.line - 1 or f.details["decorator_line"] <= f.line
+
+
+def test_jg001_unsafe_when_param_feeds_address_arithmetic():
+    src = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, stride_t, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    tl.store(x_ptr + pid * stride_t + tl.arange(0, BLOCK), 0.0)
+
+def go(x, y):
+    T4 = triton.cdiv(y.shape[0], 4) * 4
+    buf = torch.empty((8, T4))
+    k[(1,)](buf, buf.stride(0), BLOCK=16)
+"""
+    f = next(f for f in scan_one(src) if f.code == "JG001")
+    assert f.param == "stride_t"
+    assert f.fix_safety == "unsafe"
+    assert "address" in f.details["use_kinds"]
+
+
+def test_jg002_constexpr_needed_is_manual_with_places():
+    src = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(x_ptr + offs, 0.0)
+
+def go(x):
+    k[(1,)](x, x.shape[0])
+"""
+    f = next(f for f in scan_one(src) if f.code == "JG002")
+    assert f.fix_safety == "manual"
+    assert f.details["constexpr_needed_at"][0]["line"] == 7
+    assert "next_power_of_2" in f.message
+
+
+def test_inline_ignore_on_def_decorator_and_launch():
+    base = RULES["JG001"].invalid[0]
+    assert any(f.code == "JG001" for f in scan_one(base))
+    on_def = base.replace("def k(x_ptr, n, BLOCK: tl.constexpr):", "def k(x_ptr, n, BLOCK: tl.constexpr):  # jitguard: ignore[JG001]")
+    on_dec = base.replace("@triton.jit\n", "@triton.jit  # jitguard: ignore\n")
+    on_launch = base.replace("BLOCK=128)\n", "BLOCK=128)  # jitguard: ignore[JG001]\n")
+    other_code = base.replace("BLOCK=128)\n", "BLOCK=128)  # jitguard: ignore[JG002]\n")
+    for src in (on_def, on_dec, on_launch):
+        assert src != base
+        assert not [f for f in scan_one(src) if f.code == "JG001"]
+    assert [f for f in scan_one(other_code) if f.code == "JG001"]
