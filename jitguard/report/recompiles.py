@@ -133,6 +133,8 @@ def summarize(trace: Trace) -> list[dict[str, Any]]:
             "recompiles": sum(1 for e in compiles if e.variant >= 2 and not e.autotuning),
             "autotunes": totals.autotunes if totals else len(autotunes),
             "compile_ms": round(totals.compile_ms if totals else sum(e.compile_ms or 0 for e in compiles), 3),
+            "autotune_ms": round(totals.autotune_ms if totals else sum(
+                (e.autotune.bench_ms or 0) for e in autotunes if e.autotune), 3),
             "disk_cache_hits": sum(1 for e in compiles if e.disk_cache_hit),
             "culprits": [{"param": p, "change": c, "count": n} for (p, c), n in culprits.most_common()],
             "fixes": fixes,
@@ -149,11 +151,13 @@ def render_text(trace: Trace, *, cwd: str | None = None, max_events_per_kernel: 
     n_re = sum(k["recompiles"] for k in kernels)
     n_at = sum(k["autotunes"] for k in kernels)
     ms = sum(k["compile_ms"] for k in kernels)
+    at_ms = sum(k["autotune_ms"] for k in kernels)
     who = f"pid {p.pid}" + (f", rank {p.rank}/{p.world_size}" if p.rank is not None else "")
     lines = [f"jitguard: {n_comp} compile{'s' if n_comp != 1 else ''} of {len(kernels)} "
              f"kernel{'s' if len(kernels) != 1 else ''}, {n_re} recompile{'s' if n_re != 1 else ''}"
              + (f", {n_at} autotune run{'s' if n_at != 1 else ''}" if n_at else "")
-             + f", {_ms(ms)} compiling ({who}, Triton {p.triton_version or '?'})"]
+             + f", {_ms(ms)} compiling" + (f", {_ms(at_ms)} autotuning" if n_at else "")
+             + f" ({who}, Triton {p.triton_version or '?'})"]
     if trace.dropped_events:
         lines.append(f"  ({trace.dropped_events} later events were not kept; totals count them)")
     by_kernel: dict[str, list[Event]] = defaultdict(list)
@@ -161,7 +165,7 @@ def render_text(trace: Trace, *, cwd: str | None = None, max_events_per_kernel: 
         by_kernel[e.kernel].append(e)
     for k in kernels:
         lines.append("")
-        extra = f", {k['autotunes']} autotune runs" if k["autotunes"] else ""
+        extra = f", {k['autotunes']} autotune runs ({_ms(k['autotune_ms'])})" if k["autotunes"] else ""
         hits = f", {k['disk_cache_hits']} from disk cache" if k["disk_cache_hits"] else ""
         lines.append(f"{short_name(k['kernel'])}  {_loc(k['path'], k['line'], cwd)}  "
                      f"{k['variants']} variant{'s' if k['variants'] != 1 else ''}, "

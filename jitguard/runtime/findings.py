@@ -41,9 +41,13 @@ def _display_path(path: str | None) -> str:
     return (path if rel.startswith("..") else rel).replace(os.sep, "/")
 
 
+def _fmt_ms(ms: float) -> str:
+    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
+
+
 def _message(code: str, param: str | None, g: dict) -> str:
     n, ms = g["count"], g["ms"]
-    cost = f"{n} recompile{'s' if n != 1 else ''}" + (f", {ms:.0f} ms" if ms else "")
+    cost = f"{n} recompile{'s' if n != 1 else ''}" + (f", {_fmt_ms(ms)}" if ms else "")
     seen = "; ".join(g["what"][:3])
     if code == "JG001" and "type" in g["changes"]:
         return f"{param} crossed 2**31 at run time ({seen}; {cost}): annotate it `{param}: tl.int64`"
@@ -57,7 +61,7 @@ def _message(code: str, param: str | None, g: dict) -> str:
                 f"make it a plain int in do_not_specialize")
     if code == "JG003":
         return (f"autotune key {param} took {len(g['values'])} values at run time ({n} re-benchmarks"
-                f"{f', {ms:.0f} ms' if ms else ''}): bucket it before the launch or drop it from key=[...]")
+                f"{', ' + _fmt_ms(ms) if ms else ''}): bucket it before the launch or drop it from key=[...]")
     return f"launch options differ between calls ({seen}; {cost}): pass them the same way everywhere"
 
 

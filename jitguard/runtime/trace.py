@@ -258,11 +258,12 @@ class ProcessInfo:
 class KernelTotals:
     compiles: int = 0
     autotunes: int = 0
-    compile_ms: float = 0.0
+    compile_ms: float = 0.0  # compile events only
+    autotune_ms: float = 0.0  # benchmarking time of autotune events (includes their config compiles)
 
     def to_dict(self) -> dict[str, Any]:
         return {"compiles": self.compiles, "autotunes": self.autotunes,
-                "compile_ms": round(self.compile_ms, 3)}
+                "compile_ms": round(self.compile_ms, 3), "autotune_ms": round(self.autotune_ms, 3)}
 
 
 @dataclass
@@ -280,10 +281,10 @@ class Trace:
         tot = self.kernels.setdefault(event.kernel, KernelTotals())
         if event.kind == "autotune":
             tot.autotunes += 1
+            tot.autotune_ms += (event.autotune.bench_ms if event.autotune else None) or 0.0
         else:
             tot.compiles += 1
-        ms = event.autotune.bench_ms if event.kind == "autotune" and event.autotune else event.compile_ms
-        tot.compile_ms += ms or 0.0
+            tot.compile_ms += event.compile_ms or 0.0
         if len(self.events) >= self.max_events:
             self.dropped_events += 1
             return False
@@ -318,7 +319,7 @@ class Trace:
             events = [Event.from_dict(e) for e in d.get("events") or []]
             kernels = {
                 k: KernelTotals(int(v.get("compiles", 0)), int(v.get("autotunes", 0)),
-                                float(v.get("compile_ms", 0.0)))
+                                float(v.get("compile_ms", 0.0)), float(v.get("autotune_ms", 0.0)))
                 for k, v in (d.get("kernels") or {}).items()
             }
             if not kernels:  # rebuild totals from events if a writer left them out
@@ -419,6 +420,7 @@ TRACE_JSON_SCHEMA: dict[str, Any] = {
                     "compiles": {"type": "integer", "minimum": 0},
                     "autotunes": {"type": "integer", "minimum": 0},
                     "compile_ms": {"type": "number", "minimum": 0},
+                    "autotune_ms": {"type": "number", "minimum": 0},
                 },
             },
         },
