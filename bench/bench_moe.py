@@ -59,7 +59,8 @@ def candidate_configs():
 
 
 def cfg_name(c):
-    return f"{'S' if c['SWAP_AB'] else 'N'}{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']}w{c['num_warps']}s{c['num_stages']}"
+    swap = c.get("SWAP_AB", moe.choose_swap_ab(c["BLOCK_M"], c["BLOCK_N"]))
+    return f"{'S' if swap else 'N'}{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']}w{c['num_warps']}s{c['num_stages']}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -277,8 +278,8 @@ def precompile(jobs_per_combo, workers, device="cuda"):
     ctx = mp.get_context("spawn")
     jobs = []
     for (name, fp8), cfgs in jobs_per_combo.items():
-        half = (len(cfgs) + 1) // 2
-        jobs += [(name, fp8, cfgs[:half], device), (name, fp8, cfgs[half:], device)]
+        for start in range(0, len(cfgs), 8):
+            jobs.append((name, fp8, cfgs[start:start + 8], device))
     errors = {}
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
         for name, fp8, res in ex.map(_compile_worker, jobs):
