@@ -104,6 +104,7 @@ class ProcessSummary:
     dropped_events: int
     steps: tuple[int, int] | None  # first and last step seen on an event
     unstepped: int  # events without a step
+    autotune_ms: float = 0.0  # benchmarking time of autotune re-runs (their config compiles included)
 
     def label(self) -> str:
         return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
@@ -115,7 +116,7 @@ class ProcessSummary:
             "compile_ms": round(self.compile_ms, 3), "dropped_events": self.dropped_events,
             "first_step": self.steps[0] if self.steps else None,
             "last_step": self.steps[1] if self.steps else None,
-            "events_without_step": self.unstepped,
+            "events_without_step": self.unstepped, "autotune_ms": round(self.autotune_ms, 3),
         }
 
 
@@ -246,6 +247,7 @@ class MergedReport:
                 "compiles": sum(p.compiles for p in self.processes),
                 "autotunes": sum(p.autotunes for p in self.processes),
                 "compile_ms": round(sum(p.compile_ms for p in self.processes), 3),
+                "autotune_ms": round(sum(p.autotune_ms for p in self.processes), 3),
                 "straggler_steps": len(self.stragglers),
                 "straggler_compiles": sum(len(s.compiles) for s in self.stragglers),
                 "estimated_stall_ms": round(self.total_stall_ms, 3),
@@ -315,6 +317,8 @@ def merge_traces(traces: Sequence[Trace]) -> MergedReport:
             dropped_events=t.dropped_events,
             steps=(min(steps), max(steps)) if steps else None,
             unstepped=sum(1 for e in t.events if e.step is None),
+            # traces before autotune_ms existed counted benchmark time in compile_ms
+            autotune_ms=sum(getattr(v, "autotune_ms", 0.0) for v in t.kernels.values()),
         ))
         if t.dropped_events:
             warnings.append(f"{processes[-1].label()}: {t.dropped_events} events beyond the trace's "
@@ -605,10 +609,13 @@ def render_text(report: MergedReport, *, max_stragglers: int | None = 30, color:
             who += f" + {extra} process{'es' if extra > 1 else ''} without a rank"
     else:
         who = "no ranks (not a distributed job)" if len(procs) > 1 else "no rank"
+    n_at = sum(p.autotunes for p in procs)
+    tuned = (f"; {n_at} autotune run{'s' if n_at != 1 else ''} in "
+             f"{_ms(sum(p.autotune_ms for p in procs))}") if n_at else ""
     lines.append(f"jitguard: {len(procs)} trace{'s' if len(procs) != 1 else ''}, {who}, "
                  f"on {len(hosts)} host{'s' if len(hosts) != 1 else ''}; "
                  f"{total_compiles} compile{'s' if total_compiles != 1 else ''} in {_ms(total_ms)} "
-                 f"of compile time")
+                 f"of compile time{tuned}")
     st = report.stragglers
     if st:
         lines.append(
@@ -648,11 +655,14 @@ def render_text(report: MergedReport, *, max_stragglers: int | None = 30, color:
 
     if ranks or procs:
         lines.append("Per rank:" if ranks else "Per process:")
-        rows = [("rank", "host", "pid", "compiles", "compile time", "steps with events")]
+        tuned = any(p.autotunes for p in procs)
+        rows = [("rank", "host", "pid", "compiles", "compile time",
+                 *(("autotunes", "autotune time") if tuned else ()), "steps with events")]
         for p in procs:
             steps = f"{p.steps[0]}..{p.steps[1]}" if p.steps else "-"
+            at = (str(p.autotunes), _ms(p.autotune_ms)) if tuned else ()
             rows.append((str(p.rank) if p.rank is not None else "-", p.host or "?", str(p.pid),
-                         str(p.compiles + p.autotunes), _ms(p.compile_ms), steps))
+                         str(p.compiles), _ms(p.compile_ms), *at, steps))
         lines.extend("  " + r for r in _table(rows))
         lines.append("")
 
