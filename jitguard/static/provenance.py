@@ -717,6 +717,9 @@ class Classifier:
             if w or self.fixed_collection(args[0], fn):
                 return Prov(STABLE, "int", (f"{self.code(e)}: length of a fixed collection",))
             return Prov(VARYING, "int", (f"{self.code(e)}: length of a per-call collection",))
+        if recv is not None and name in ("bit_length", "__index__", "__int__", "conjugate"):
+            inner = self._classify(recv, fn, depth)
+            return inner._replace(vtype="int", div16=False)
         if name in _DATA_DEP and recv is not None:
             return Prov(VARYING, "unknown", (f"{self.code(e)}: value read from device data",))
         if name in _STABLE_CALLS:

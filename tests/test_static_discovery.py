@@ -1,0 +1,103 @@
+"""Kernel discovery: every form issue 2 lists, through aliases, in both the scanner (ast) and the
+codemod's LibCST discovery, which must agree."""
+from __future__ import annotations
+
+import pathlib
+import random
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper
+
+from jitguard.static.discover import iter_kernels
+from jitguard.static.extract import extract_file
+from tests._static_util import rand_ident
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+FORMS = {
+    "plain": ("import triton\n", "@triton.jit\ndef {k}(x, n):\n    pass\n", "{k}"),
+    "called": ("import triton\n", "@triton.jit(do_not_specialize=['n'])\ndef {k}(x, n):\n    pass\n", "{k}"),
+    "alias_module": ("import triton as {a}\n", "@{a}.jit\ndef {k}(x, n):\n    pass\n", "{k}"),
+    "alias_func": ("from triton import jit as {a}\n", "@{a}\ndef {k}(x, n):\n    pass\n", "{k}"),
+    "reexport": ("from pkg.triton_utils import triton\n", "@triton.jit\ndef {k}(x, n):\n    pass\n", "{k}"),
+    "call_form": ("import triton\n", "def _{k}(x, n):\n    pass\n{k} = triton.jit(_{k})\n", "{k}"),
+    "call_kw_form": ("import triton\n", "def _{k}(x, n):\n    pass\n{k} = triton.jit(do_not_specialize=[1])(_{k})\n", "{k}"),
+    "autotune_call": ("import triton\n",
+                      "def _{k}(x, n):\n    pass\n{k} = triton.autotune(configs=[], key=['n'])(triton.jit(_{k}))\n", "{k}"),
+    "stack": ("import triton\ndef libentry():\n    return lambda f: f\n",
+              "@libentry()\n@triton.autotune(configs=[], key=['n'])\n@triton.heuristics({{'B': lambda a: 1}})\n@triton.jit\n"
+              "def {k}(x, n, B):\n    pass\n", "{k}"),
+    "staticmethod": ("import triton\n", "class {a}:\n    @staticmethod\n    @triton.jit\n    def {k}(x, n):\n        pass\n",
+                     "{a}.{k}"),
+    "class_attr": ("import triton\n", "def _{k}(x, n):\n    pass\nclass {a}:\n    {k} = triton.jit(_{k})\n", "{a}.{k}"),
+}
+
+
+def _render(form: str, rng: random.Random) -> tuple[str, str]:
+    head, body, qual = FORMS[form]
+    names = {"k": rand_ident(rng, "k"), "a": rand_ident(rng, "A")}
+    return head.format(**names) + body.format(**names), qual.format(**names)
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_every_form_is_discovered_by_both_engines(form):
+    rng = random.Random()
+    src, qual = _render(form, rng)
+    facts = extract_file("m.py", src, "m")
+    assert [k.qualname for k in facts.kernels] == [f"m.{qual}"], src
+    sites = list(iter_kernels(MetadataWrapper(cst.parse_module(src))))
+    assert [s.qualname for s in sites] == [qual], src
+    k = facts.kernels[0]
+    assert [p.name for p in k.params][:2] == ["x", "n"]
+    if form in ("called",):
+        assert k.do_not_specialize == ["n"]
+        assert sites[0].do_not_specialize is not None
+    if form == "call_kw_form":
+        assert k.do_not_specialize == [1] and k.resolve_entry(1).name == "n"
+    if form in ("autotune_call", "stack"):
+        assert k.autotune_key == ["n"]
+        assert sites[0].autotune is not None
+    if form == "stack":
+        assert k.heuristics == ["B"]
+
+
+def test_non_triton_jit_is_not_a_kernel():
+    src = "import numba\nfrom torch import jit\n@numba.jit\ndef a(x):\n    pass\n@jit.script\ndef b(x):\n    pass\n"
+    assert extract_file("m.py", src, "m").kernels == []
+    assert list(iter_kernels(MetadataWrapper(cst.parse_module(src)))) == []
+
+
+def test_local_shadowing_name_is_not_triton():
+    src = "import triton\ndef f():\n    class triton:\n        jit = staticmethod(lambda f: f)\n    @triton.jit\n    def k(x):\n        pass\n"
+    # inside f, `triton` is a local class: its jit is not Triton's
+    kernels = extract_file("m.py", src, "m").kernels
+    assert kernels == [] or all("<locals>" in k.qualname for k in kernels)
+
+
+def test_both_engines_agree_on_the_fixture_tree():
+    for path in sorted((ROOT / "fixtures").rglob("*.py")):
+        src = path.read_text()
+        try:
+            ours = {k.qualname.split(".", 1)[1] for k in extract_file(str(path), src, "m").kernels}
+        except Exception as exc:  # a fixture the scanner can't read is reported elsewhere
+            pytest.fail(f"{path}: {exc}")
+        theirs = {s.qualname for s in iter_kernels(MetadataWrapper(cst.parse_module(src)))}
+        assert ours == theirs, path
+
+
+def test_param_facts():
+    src = (
+        "import triton\nimport triton.language as tl\n"
+        "@triton.jit\ndef k(a_ptr, n: tl.int64, s=3, *, BLOCK: tl.constexpr, flag: tl.constexpr = True):\n"
+        "    offs = tl.arange(0, BLOCK)\n    tl.store(a_ptr + offs * s, 0.0, mask=offs < n)\n"
+    )
+    k = extract_file("m.py", src, "m").kernels[0]
+    got = [(p.name, p.index, p.annotation, p.default) for p in k.params]
+    assert got == [("a_ptr", 0, None, None), ("n", 1, "typed", None), ("s", 2, None, "3"),
+                   ("BLOCK", 3, "constexpr", None), ("flag", 4, "constexpr", "True")]
+    kinds = {p.name: p.use_kinds() for p in k.params}
+    assert kinds["n"] == {"compare"}
+    assert kinds["s"] == {"address"}
+    assert kinds["BLOCK"] == {"constexpr"}
+    assert k.param("a_ptr").pointer and not k.param("s").pointer

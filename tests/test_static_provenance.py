@@ -1,0 +1,150 @@
+"""Provenance classes of launch arguments (docs/provenance.md), on random identifiers so that only
+the code's structure can decide."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from jitguard.static.extract import extract_file
+from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING
+from tests._static_util import rand_ident
+
+KERNEL = """
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def kern(x_ptr, v, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < v)
+"""
+
+
+def provenance(body: str, rng: random.Random, params: str = "x") -> tuple[str, str]:
+    """Class and value type of the argument passed as ``v`` by ``body`` (which binds ``ARG``)."""
+    names = {n: rand_ident(rng) for n in ("a", "b", "c", "d", "t", "u")}
+    fn = rand_ident(rng, "f")
+    text = body.format(**names)
+    src = KERNEL + f"\ndef {fn}({params}):\n" + "".join(f"    {line}\n" for line in text.splitlines()) + \
+        "    kern[(1,)](x, ARG, BLOCK=16)\n"
+    facts = extract_file("m.py", src, "m")
+    (launch,) = [la for la in facts.launches if la.callee == "kern"]
+    arg = next(a for a in launch.args if a.position == 1)
+    return arg.provenance, arg.value_type
+
+
+CASES = [
+    ("ARG = x.shape[0]", VARYING),
+    ("ARG = x.size(0)", VARYING),
+    ("ARG = x.numel()", VARYING),
+    ("ARG = len(x)", VARYING),
+    ("ARG = x.shape[-1]", STABLE),
+    ("ARG = x.shape[1]", STABLE),
+    ("{a}, {b}, {c}, {d} = x.shape\nARG = {a}", VARYING),
+    ("{a}, {b}, {c}, {d} = x.shape\nARG = {d}", STABLE),
+    ("{a} = x.shape[0]\nARG = triton.cdiv({a}, 16)", VARYING),
+    ("{a} = x.shape[0]\nARG = ({a} + 15) // 16 * 16", VARYING),
+    ("{a} = x.shape[0]\nARG = min({a}, 64)", VARYING),
+    ("{a} = x.shape[0]\nARG = triton.next_power_of_2({a})", BUCKETED),
+    ("{a} = x.shape[0]\nARG = 1 << ({a} - 1).bit_length()", BUCKETED),
+    ("ARG = 128", STABLE),
+    ("ARG = self_like = 3", STABLE),
+    ("ARG = x.stride(0)", STABLE),
+    ("{t} = triton.cdiv(x.shape[0], 4) * 4\n{u} = torch.empty(({t}, 7))\nARG = {u}.stride(0)", STABLE),
+    ("{t} = triton.cdiv(x.shape[0], 4) * 4\n{u} = torch.empty((7, {t}))\nARG = {u}.stride(0)", VARYING),
+    ("{t} = triton.cdiv(x.shape[0], 4) * 4\n{u} = torch.empty((7, {t})).T\nARG = {u}.stride(1)", VARYING),
+    ("{t} = triton.cdiv(x.shape[0], 4) * 4\n{u} = torch.empty((7, {t})).T\nARG = {u}.stride(0)", STABLE),
+    ("{u} = torch.empty((x.shape[0], 64))\nARG = {u}.stride(0)", STABLE),
+    ("{u} = torch.empty((64, x.shape[0] * 32))\nARG = {u}.stride(0)", VARYING),
+    ("{u} = x.view(-1, 64)\nARG = {u}.shape[0]", VARYING),
+    ("ARG = int(x.max().item())", VARYING),
+    ("ARG = 0\nfor {a} in range(x.shape[0]):\n    ARG = {a}", VARYING),
+    ("for ARG in (16, 32, 64):\n    pass", BUCKETED),
+    ("ARG = {a}() if False else 3", STABLE),
+]
+
+
+@pytest.mark.parametrize("body,expected", CASES)
+def test_structural_provenance(body, expected):
+    cls, _ = provenance(body, random.Random())
+    assert cls == expected, body
+
+
+def test_weight_shapes_are_stable():
+    rng = random.Random()
+    assert provenance("ARG = self.weight.shape[0]", rng, params="self, x")[0] == STABLE
+    assert provenance("ARG = w13.shape[0]", rng, params="x, w13")[0] == STABLE
+
+
+def test_wrapper_called_with_a_varying_value_in_the_same_module():
+    rng = random.Random()
+    wrapper, caller, n = rand_ident(rng, "w"), rand_ident(rng, "c"), rand_ident(rng, "n")
+    src = KERNEL + f"""
+def {wrapper}(x, {n}):
+    kern[(1,)](x, {n}, BLOCK=16)
+
+def {caller}(y):
+    {wrapper}(y, y.shape[0])
+"""
+    (launch,) = extract_file("m.py", src, "m").launches
+    arg = launch.args[1]
+    assert arg.provenance == VARYING
+    assert any(caller in e for e in arg.evidence)
+
+
+def test_wrapper_called_only_with_constants_is_stable():
+    rng = random.Random()
+    wrapper, n = rand_ident(rng, "w"), rand_ident(rng, "n")
+    src = KERNEL + f"""
+def {wrapper}(x, {n}):
+    kern[(1,)](x, {n}, BLOCK=16)
+
+def a(y):
+    {wrapper}(y, 128)
+
+def b(y):
+    {wrapper}(y, n_const)
+
+n_const = 256
+"""
+    (launch,) = extract_file("m.py", src, "m").launches
+    assert launch.args[1].provenance == STABLE
+
+
+def test_unknown_entry_parameter_stays_unknown_without_name_evidence():
+    rng = random.Random()
+    p = rand_ident(rng)
+    src = KERNEL + f"\ndef go(x, {p}):\n    kern[(1,)](x, {p}, BLOCK=16)\n"
+    (launch,) = extract_file("m.py", src, "m").launches
+    assert launch.args[1].provenance == UNKNOWN
+
+
+@pytest.mark.parametrize("name,expected", [("num_tokens", VARYING), ("batch_size", VARYING),
+                                           ("hidden_size", STABLE), ("head_dim", STABLE),
+                                           ("max_num_tokens", STABLE), ("seq_len", VARYING)])
+def test_names_are_evidence_for_entry_parameters(name, expected):
+    src = KERNEL + f"\ndef go(x, {name}):\n    kern[(1,)](x, {name}, BLOCK=16)\n"
+    (launch,) = extract_file("m.py", src, "m").launches
+    assert launch.args[1].provenance == expected
+    assert launch.args[1].by_name
+
+
+def test_config_names_extend_the_patterns():
+    name = rand_ident(random.Random())
+    src = KERNEL + f"\ndef go(x, {name}):\n    kern[(1,)](x, {name}, BLOCK=16)\n"
+    (launch,) = extract_file("m.py", src, "m", varying_names=frozenset({name})).launches
+    assert launch.args[1].provenance == VARYING
+    (launch,) = extract_file("m.py", src, "m", stable_names=frozenset({name})).launches
+    assert launch.args[1].provenance == STABLE
+
+
+def test_multiples_of_16_are_one_value_class():
+    rng = random.Random()
+    for body in ("ARG = x.shape[0] * 64", "{u} = torch.empty((x.shape[0], 128))\nARG = {u}.stride(0)"):
+        src_cls = provenance(body, rng)
+        assert src_cls[0] in (VARYING, STABLE)
+    src = KERNEL + "\ndef go(x):\n    kern[(1,)](x, x.shape[0] * 64, BLOCK=16)\n"
+    (launch,) = extract_file("m.py", src, "m").launches
+    assert launch.args[1].provenance == VARYING and launch.args[1].div16
