@@ -379,3 +379,13 @@ def launch(x):
     assert ("JG002" in codes) == (not unsafe)
     assert fix("--write", *(["--unsafe-fixes"] if unsafe else []), ".").stderr.startswith(
         "0 files changed" if unsafe else "k.py:5: JG002")
+
+
+def test_parallel_planning_gives_the_same_diff(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for i in range(5):
+        (tmp_path / f"m{i}.py").write_text(simple_module(_name("n"), f"k{i}"))
+    one, two = fix("-j", "1", "."), fix("-j", "2", ".")
+    assert one.exit_code == two.exit_code == 0
+    assert one.stdout == two.stdout and one.stdout.count("+++ b/") == 5
+    assert one.stderr == two.stderr

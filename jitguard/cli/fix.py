@@ -156,7 +156,10 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
             if config.is_enabled(f.code, config.ignores_for_path(f.path))
         )
 
-    plan = plan_fixes(findings, unsafe=unsafe_fixes, roots=paths, facts=facts)
+    from jitguard.static.runner import default_jobs
+
+    plan = plan_fixes(findings, unsafe=unsafe_fixes, roots=paths, facts=facts,
+                      jobs=jobs if jobs and jobs > 0 else default_jobs())
     if show_diff is None:
         show_diff = not write
     if show_diff:

@@ -295,129 +295,165 @@ def _inside(path: str, roots: Sequence[str]) -> bool:
     return False
 
 
+def _plan_file(
+    abspath: str,
+    file_findings: list[Finding],
+    unsafe: bool,
+    roots: Sequence[str] | None,
+    known_facts: Any,
+) -> FileFix:
+    """Everything about one kernel file: read it once, decide each fix, compute the edited bytes."""
+    ff = FileFix(path=_kernel_path(file_findings[0]))
+    outside = roots is not None and not _inside(abspath, roots)
+    if outside:
+        ff.error = "the kernel is defined outside the paths given"
+    else:
+        try:
+            ff.snapshot = read_snapshot(abspath)
+        except OSError as e:
+            ff.error = f"cannot read: {e.strerror or e}"
+        if ff.snapshot is not None:
+            bad = syntax_error(ff.snapshot.data, ff.path)
+            if bad:
+                ff.error = f"{bad}; left untouched"
+    ffacts = None
+    if ff.error is None:
+        ffacts = known_facts or _file_facts(ff.snapshot)
+
+    # one Fix per (kernel, code, param): several launch sites and a trace may ask for it
+    fixes: dict[tuple, Fix] = {}
+    for f in file_findings:
+        kf = _find_kernel_facts(ffacts, f.kernel, _kernel_line(f))
+        key = (kf.qualname if kf is not None else f.kernel, f.code, f.param)
+        if f.code in ("JG004", "JG005", "JG006"):  # one fix per entry and list
+            d = f.details or {}
+            key += (repr(d.get("entry")), d.get("option"))
+        fix = fixes.get(key)
+        if fix is None:
+            fix = fixes[key] = Fix(
+                code=f.code,
+                path=ff.path,
+                kernel=f.kernel,
+                kernel_line=kf.line if kf is not None else _kernel_line(f),
+                param=f.param,
+                action="none",
+                safety="manual",
+            )
+            fix.kfacts = kf
+        fix.findings.append(f)
+    ff.fixes = list(fixes.values())
+
+    for x in ff.fixes:
+        x.action, x.safety, x.reason = _decide(x.site, x.kfacts)
+    # JG002 made into a plain int keeps its do_not_specialize entry: the JG005 removal yields
+    now_plain = {
+        (id(x.kfacts), x.param)
+        for x in ff.fixes
+        if x.action == "constexpr" and (unsafe or x.safety != "unsafe")
+    }
+    edits: list[tuple[Fix, KernelEdit]] = []
+    for x in ff.fixes:
+        kf = x.kfacts
+        if x.code == "JG005" and (id(kf), x.param) in now_plain:
+            x.status = "already"
+            x.detail = "superseded by the JG002 fix (tl.constexpr removed, the entry now works)"
+            continue
+        if x.action == "none":
+            x.status, x.detail = "manual", x.reason
+            continue
+        if ff.error is not None:
+            x.status, x.detail = "refused", ff.error
+            continue
+        if x.safety == "unsafe" and not unsafe:
+            x.status, x.detail = "unsafe", x.reason
+            continue
+        if kf is None and ffacts is not None:
+            x.status, x.detail = "refused", f"kernel {x.kernel!r} not found in the file as read now"
+            continue
+        local = kf.qualname if kf is not None else x.kernel
+        line = kf.line if kf is not None else x.kernel_line
+        if x.action == "add":
+            edit = KernelEdit(kernel=local, line=line, add=(x.param,))
+        elif x.action == "constexpr":
+            edit = KernelEdit(kernel=local, line=line, add=(x.param,), drop_constexpr=(x.param,))
+        else:
+            dns, dnsoa = _removal_entries(x, kf)
+            if not dns and not dnsoa:
+                x.status, x.detail = "already", "the entry is no longer there"
+                continue
+            edit = KernelEdit(kernel=local, line=line, remove=dns, remove_on_alignment=dnsoa)
+        edits.append((x, edit))
+    if ff.error is not None or not edits:
+        return ff
+    try:
+        result = apply_edits(ff.snapshot.data, [e for _, e in edits])
+    except Exception as e:  # the file parsed above: this is a jitguard bug, keep the file
+        ff.error = f"cannot edit ({type(e).__name__}: {e}); left untouched"
+        for x, _ in edits:
+            x.status, x.detail = "error", ff.error
+        return ff
+    for (x, _), out in zip(edits, result.outcomes):
+        if out.refused:
+            x.status = "manual"
+            x.detail = "; ".join(dict.fromkeys(why for _, why in out.refused))
+        elif out.applied:
+            x.status, x.detail = "pending", "; ".join(out.applied)
+        else:
+            x.status, x.detail = "already", "; ".join(out.already) or "nothing to change"
+    if result.code != ff.snapshot.data:
+        ff.new_data = result.code
+    return ff
+
+
+def _plan_job(job: tuple) -> FileFix:
+    return _plan_file(*job)
+
+
+def _run_jobs(jobs_list: list[tuple], jobs: int) -> list[FileFix]:
+    """Plan every file, in worker processes when there are several and ``jobs`` > 1; a file whose
+    worker fails is planned again here."""
+    results: dict[int, FileFix] = {}
+    if jobs > 1 and len(jobs_list) >= 4:
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        from jitguard.static.runner import _mp_context
+
+        try:
+            with ProcessPoolExecutor(max_workers=min(jobs, len(jobs_list)), mp_context=_mp_context()) as pool:
+                for i, ff in enumerate(pool.map(_plan_job, jobs_list, chunksize=1)):
+                    results[i] = ff
+        except (BrokenProcessPool, OSError):
+            pass  # no processes, or a worker died: finish in-process
+    return [results[i] if i in results else _plan_job(job) for i, job in enumerate(jobs_list)]
+
+
 def plan_fixes(
     findings: Iterable[Finding],
     *,
     unsafe: bool = False,
     roots: Sequence[str] | None = None,
     facts: Iterable[Any] = (),
+    jobs: int = 1,
 ) -> FixPlan:
     """Decide and compute every fix; reads files, writes nothing.
 
     ``roots``: files or directories the fixer may edit (the paths scanned); a kernel defined
     elsewhere is reported, not edited. ``None`` allows any file.
     ``facts``: ``FileFacts`` the scan already extracted (saves parsing a file twice); a file without
-    them is extracted here.
+    them is extracted here. ``jobs`` > 1 plans files in worker processes (LibCST is the cost).
     """
     known = {os.path.abspath(ff.path): ff for ff in facts if getattr(ff, "path", None)}
     by_file: dict[str, list[Finding]] = {}
     for f in sorted(findings, key=lambda x: (x.sort_key(), x.source)):
         by_file.setdefault(os.path.abspath(_kernel_path(f)), []).append(f)
 
-    files: list[FileFix] = []
-    all_fixes: list[Fix] = []
-    for abspath, file_findings in sorted(by_file.items()):
-        ff = FileFix(path=_kernel_path(file_findings[0]))
-        files.append(ff)
-        outside = roots is not None and not _inside(abspath, roots)
-        if outside:
-            ff.error = "the kernel is defined outside the paths given"
-        else:
-            try:
-                ff.snapshot = read_snapshot(abspath)
-            except OSError as e:
-                ff.error = f"cannot read: {e.strerror or e}"
-            if ff.snapshot is not None:
-                bad = syntax_error(ff.snapshot.data, ff.path)
-                if bad:
-                    ff.error = f"{bad}; left untouched"
-        ffacts = None
-        if ff.error is None:
-            ffacts = known.get(abspath) or _file_facts(ff.snapshot)
-
-        # one Fix per (kernel, code, param): several launch sites and a trace may ask for it
-        fixes: dict[tuple, Fix] = {}
-        for f in file_findings:
-            kf = _find_kernel_facts(ffacts, f.kernel, _kernel_line(f))
-            key = (kf.qualname if kf is not None else f.kernel, f.code, f.param)
-            if f.code in ("JG004", "JG005", "JG006"):  # one fix per entry and list
-                d = f.details or {}
-                key += (repr(d.get("entry")), d.get("option"))
-            fix = fixes.get(key)
-            if fix is None:
-                fix = fixes[key] = Fix(
-                    code=f.code,
-                    path=ff.path,
-                    kernel=f.kernel,
-                    kernel_line=kf.line if kf is not None else _kernel_line(f),
-                    param=f.param,
-                    action="none",
-                    safety="manual",
-                )
-                fix.kfacts = kf
-            fix.findings.append(f)
-        ff.fixes = list(fixes.values())
-        all_fixes.extend(ff.fixes)
-
-        for x in ff.fixes:
-            x.action, x.safety, x.reason = _decide(x.site, x.kfacts)
-        # JG002 made into a plain int keeps its do_not_specialize entry: the JG005 removal yields
-        now_plain = {
-            (id(x.kfacts), x.param)
-            for x in ff.fixes
-            if x.action == "constexpr" and (unsafe or x.safety != "unsafe")
-        }
-        edits: list[tuple[Fix, KernelEdit]] = []
-        for x in ff.fixes:
-            kf = x.kfacts
-            if x.code == "JG005" and (id(kf), x.param) in now_plain:
-                x.status = "already"
-                x.detail = "superseded by the JG002 fix (tl.constexpr removed, the entry now works)"
-                continue
-            if x.action == "none":
-                x.status, x.detail = "manual", x.reason
-                continue
-            if ff.error is not None:
-                x.status, x.detail = "refused", ff.error
-                continue
-            if x.safety == "unsafe" and not unsafe:
-                x.status, x.detail = "unsafe", x.reason
-                continue
-            if kf is None and ffacts is not None:
-                x.status, x.detail = "refused", f"kernel {x.kernel!r} not found in the file as read now"
-                continue
-            local = kf.qualname if kf is not None else x.kernel
-            line = kf.line if kf is not None else x.kernel_line
-            if x.action == "add":
-                edit = KernelEdit(kernel=local, line=line, add=(x.param,))
-            elif x.action == "constexpr":
-                edit = KernelEdit(kernel=local, line=line, add=(x.param,), drop_constexpr=(x.param,))
-            else:
-                dns, dnsoa = _removal_entries(x, kf)
-                if not dns and not dnsoa:
-                    x.status, x.detail = "already", "the entry is no longer there"
-                    continue
-                edit = KernelEdit(kernel=local, line=line, remove=dns, remove_on_alignment=dnsoa)
-            edits.append((x, edit))
-        if ff.error is not None or not edits:
-            continue
-        try:
-            result = apply_edits(ff.snapshot.data, [e for _, e in edits])
-        except Exception as e:  # the file parsed above: this is a jitguard bug, keep the file
-            ff.error = f"cannot edit ({type(e).__name__}: {e}); left untouched"
-            for x, _ in edits:
-                x.status, x.detail = "error", ff.error
-            continue
-        for (x, _), out in zip(edits, result.outcomes):
-            if out.refused:
-                x.status = "manual"
-                x.detail = "; ".join(dict.fromkeys(why for _, why in out.refused))
-            elif out.applied:
-                x.status, x.detail = "pending", "; ".join(out.applied)
-            else:
-                x.status, x.detail = "already", "; ".join(out.already) or "nothing to change"
-        if result.code != ff.snapshot.data:
-            ff.new_data = result.code
+    jobs_list = [
+        (abspath, file_findings, unsafe, roots, known.get(abspath))
+        for abspath, file_findings in sorted(by_file.items())
+    ]
+    files = _run_jobs(jobs_list, jobs)
+    all_fixes = [x for ff in files for x in ff.fixes]
     all_fixes.sort(key=lambda x: (x.path, x.kernel_line or 0, x.code, x.param or ""))
     return FixPlan(files=files, fixes=all_fixes)
 
