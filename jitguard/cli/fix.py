@@ -93,7 +93,7 @@ def _strip_code(code: str, message: str) -> str:
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="Read settings from this file instead of the nearest pyproject.toml.")
 @click.option("--exclude", multiple=True, metavar="PATTERN", help="Extra exclude pattern (repeatable).")
-@click.option("--jobs", "-j", type=int, default=None, help="Parallel scan workers (default: CPUs).")
+@click.option("--jobs", "-j", type=int, default=None, help="Worker processes for the scan and the edits (default: CPUs).")
 @click.option("--no-cache", is_flag=True, help="Don't read or write the scan cache.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the diff and the summary line.")
 def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
