@@ -148,7 +148,7 @@ def copy_bandwidth(device):
     dst = torch.empty_like(src)
     acc = torch.empty((), device=device)
     copy_us = min(time_fns([lambda: dst.copy_(src)], reps=20) for _ in range(2))
-    read_us = min(time_fns([lambda: torch.sum(src, out=acc)], reps=20) for _ in range(2))
+    read_us = min(time_fns([lambda: torch.sum(src, dim=0, out=acc)], reps=20) for _ in range(2))
     del src, dst
     return 2 * 4 * n / (copy_us * 1e-6) / 1e9, 4 * n / (read_us * 1e-6) / 1e9
 

@@ -225,7 +225,8 @@ def _round_to_e4m3(v):
     bits = av.to(tl.int32, bitcast=True)
     exponent = tl.maximum(((bits >> 23) & 0xFF) - 127, -6)  # e4m3: 3 mantissa bits, min normal 2^-6
     step = ((exponent - 3 + 127) << 23).to(tl.float32, bitcast=True)
-    y = av / step
+    inv_step = ((127 - exponent + 3) << 23).to(tl.float32, bitcast=True)  # exact powers of two
+    y = av * inv_step
     y = ((y + 12582912.0) - 12582912.0) * step  # 1.5 * 2^23: rounds to an integer, half to even
     return tl.where(v < 0, -y, y)
 
@@ -241,7 +242,9 @@ def _quant_rows_kernel(
     STATIC: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    """One program per row: FP8 quantization with a static per-tensor or a dynamic per-row scale."""
+    """One program per row: FP8 quantization with a static per-tensor or a dynamic per-row scale.
+
+    IEEE division (div_rn) and round-to-nearest-even: bit-identical to torch's (x / scale).to(fp8)."""
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     if STATIC:
@@ -255,7 +258,7 @@ def _quant_rows_kernel(
         tl.store(scale_ptr + row, scale)
     for start in range(0, K, BLOCK):
         v = tl.load(x_ptr + row * stride_x + start + offs, mask=start + offs < K, other=0.0)
-        q = _round_to_e4m3(tl.clamp(v.to(tl.float32) / scale, -448.0, 448.0))
+        q = _round_to_e4m3(tl.clamp(tl.math.div_rn(v.to(tl.float32), scale), -448.0, 448.0))
         tl.store(q_ptr + row * stride_q + start + offs, q.to(q_ptr.dtype.element_ty), mask=start + offs < K)
 
 
@@ -293,7 +296,7 @@ def _silu_mul_kernel(
         u = tl.load(h_row + I + start + offs, mask=m, other=0.0).to(tl.float32)
         act = g / (1.0 + tl.exp(-g)) * u
         if QUANT:
-            act = _round_to_e4m3(tl.clamp(act / scale, -448.0, 448.0))
+            act = _round_to_e4m3(tl.clamp(tl.math.div_rn(act, scale), -448.0, 448.0))
         tl.store(out_ptr + row * stride_o + start + offs, act.to(out_ptr.dtype.element_ty), mask=m)
 
 
