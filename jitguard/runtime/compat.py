@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 MIN_VERSION = (3, 2)
-TESTED = "3.2.0, 3.3.1, 3.4.0 and 3.9.0 (CPU, stand-in driver), 3.6.0 (H200)"
+TESTED = "3.2.0, 3.3.1, 3.4.0, 3.6.0 and 3.9.0 (CPU, stand-in driver), 3.6.0 (H200)"
 
 
 class UnsupportedTritonError(RuntimeError):
