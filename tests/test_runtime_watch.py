@@ -89,7 +89,9 @@ def test_constexpr_alignment_options_and_width_diffs():
         k.warmup(FakeTensor(x.data_ptr() + 2 * RNG.randrange(1, 8), dtype("float16")), y, n, BLOCK=block, grid=(1,))
         k.warmup(x, y, n, BLOCK=block, grid=(1,), num_warps=4)
         k.warmup(x, y, 2**31 + 16 * RNG.randrange(1, 1000), BLOCK=block, grid=(1,))
+        k.warmup(FakeTensor(x.data_ptr(), dtype("bfloat16")), y, n, BLOCK=block, grid=(1,))
     whats = [[d.what for d in e.diff] for e in w.events[1:]]
+    assert whats[4] == ["x_ptr: *fp16 -> *bf16"]
     assert whats[0] == [f"BLOCK (constexpr): {block} -> {block * 2}"]
     assert whats[1] == ["x_ptr: 16-byte aligned -> unaligned"]
     assert whats[2] == ["options: num_warps default -> 4"]
