@@ -3,9 +3,11 @@
 A kernel is defined through Triton's ``jit`` (``@triton.jit``, ``from triton import jit as j``,
 ``triton.jit(fn)``, a ``@libentry()`` stack over ``@triton.jit``), so a file that defines one contains
 the bytes ``triton`` and ``jit``: phase 1 parses only those. A file that launches a kernel defined
-elsewhere names that kernel (``from m import k``, ``m.k[grid]``, ``self.k[grid]``): phase 2 parses the
-remaining files whose bytes contain, as a whole word, the name of a kernel that phase 1 found.
-Both tests over-approximate (a mention in a comment is enough), never under-approximate for code
+elsewhere names that kernel (``from m import k``, ``m.k[grid]``, ``self.k[grid]``) and holds a launch
+(``...](``, ``.run(``, ``.warmup(``): phase 2 parses the remaining files whose bytes contain both, the
+name as a whole word. Phase 3 (in the runner) parses modules that launch targets go through
+(re-exports such as ``pkg/__init__.py`` doing ``from .ops import k``, aliases ``k2 = ops.k``).
+The tests over-approximate (a mention in a comment is enough), never under-approximate for code
 that reaches a kernel by name.
 """
 from __future__ import annotations
@@ -15,8 +17,18 @@ import re
 from typing import Iterable
 
 
+# Bump when the phase-2 test changes: memoized verdicts are keyed by it.
+PREFILTER_VERSION = "2"
+_LAUNCH_SHAPE = re.compile(rb"\]\s*\(|\.\s*(?:run|warmup)\s*\(")
+
+
 def may_define_kernels(data: bytes) -> bool:
     return b"triton" in data and b"jit" in data
+
+
+def may_launch(data: bytes) -> bool:
+    """A subscript call (``k[grid](...)``) or a ``.run(`` / ``.warmup(`` call appears."""
+    return _LAUNCH_SHAPE.search(data) is not None
 
 
 def _trie_regex(words: Iterable[str]) -> str:
@@ -52,7 +64,7 @@ class NameMatcher:
     def __init__(self, names: Iterable[str]) -> None:
         self.names = sorted({n for n in names if n and n.isidentifier()})
         self.digest = hashlib.blake2b(
-            "\0".join(self.names).encode(), digest_size=16
+            "\0".join([PREFILTER_VERSION, *self.names]).encode(), digest_size=16
         ).hexdigest()
         if self.names:
             body = _trie_regex(self.names)
@@ -64,3 +76,7 @@ class NameMatcher:
 
     def __call__(self, data: bytes) -> bool:
         return self._re is not None and self._re.search(data) is not None
+
+    def launches_named_kernel(self, data: bytes) -> bool:
+        """Phase 2: mentions a kernel name and holds a launch-shaped call."""
+        return may_launch(data) and self(data)

@@ -26,6 +26,7 @@ class Prov(NamedTuple):
     evidence: tuple[str, ...] = ()
     div16: bool = False  # always a multiple of 16 (so never == 1 and always in the %16 class)
     by_name: bool = False  # the class rests on a name alone, not on the code's structure
+    guess: bool = False  # VARYING only because it is the leading dim / size of a tensor we know nothing about
 
     def why(self, text: str) -> "Prov":
         return self._replace(evidence=(text,) + self.evidence)
@@ -52,7 +53,7 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
             vtype = "tensor"
         else:
             vtype = "unknown"
-    return Prov(best.cls, vtype, best.evidence, div16, best.by_name)
+    return Prov(best.cls, vtype, best.evidence, div16, best.by_name, best.guess)
 
 
 # ---- names as evidence -------------------------------------------------------------------------
@@ -96,11 +97,9 @@ def name_class(name: str | None, varying: frozenset[str] = frozenset(), stable: 
 _WEIGHT_NAME = re.compile(
     r"(^|_)(w|w\d+|w\d+\w*|weights?|bias|biases|qweight|qzeros|g_idx|codebooks?|lut|embeddings?|"
     r"embed\w*|inv_freq|cos_sin\w*|cos|sin|b|lora_[ab]\w*|\w*_stacked|params?)($|_)|weight|"
-    r"(^|_)(kv|k|v|key|value|conv|ssm|state|page|paged|swa|compressed)_caches?($|_|\d)|^caches?$|^kv_caches?"
+    r"(^|_)(kv|k|v|key|value|conv|ssm|state|page|paged|swa|compressed)_caches?($|_|\d)|^caches?$|^kv_caches?|"
+    r"(^|_)(a_log|dt_bias|experts?|\w+_per_experts?|load_view)($|_)"
 )
-# Index/metadata tables (block tables, page tables): their width follows the batch (the longest
-# request), unlike the trailing dims of activations, which are model dimensions.
-_TABLE_NAME = re.compile(r"(^|_)tables?($|_)")
 
 
 def weight_like(expr: ast.AST) -> bool:
@@ -359,13 +358,23 @@ class Classifier:
         if en.kind == "opaque":
             return Prov(UNKNOWN)
         if en.kind == "dim":
-            return self.dim(en.node, en.index, fn, depth, target=name, ndim=en.ndim, line=en.line)
+            return self.name_overrides_guess(name, self.dim(en.node, en.index, fn, depth, target=name, ndim=en.ndim, line=en.line))
         if en.kind == "item":
             return self.apply_name(name, Prov(UNKNOWN))
         inner = self._classify(en.node, fn, depth)
         if inner.cls == UNKNOWN:
             return self.apply_name(name, inner)
-        return inner.why(f"{name} = {self.code(en.node)} ({where})")
+        return self.name_overrides_guess(name, inner).why(f"{name} = {self.code(en.node)} ({where})")
+
+    def name_overrides_guess(self, name: str, prov: Prov) -> Prov:
+        """``num_experts = x.shape[0]``: the leading dim of a tensor we know nothing about is only a
+        guess; a name that says model dimension (or configured maximum) wins over it."""
+        strong = name in self.stable or (len(name) > 1 and name not in self.varying and bool(_STABLE_NAME.match(name.lower()))
+                                         and not _VARYING_NAME.match(name.lower()))
+        if prov.cls == VARYING and prov.guess and strong:
+            return Prov(STABLE, prov.vtype, (f"{name}: the name says a fixed dimension, over the guess that "
+                                            f"a leading dimension varies",) + prov.evidence[:1], prov.div16, True)
+        return prov
 
     def fixed_collection(self, node: ast.AST, fn, depth: int = 0) -> bool:
         """A literal list/tuple/set (or a module constant holding one), or zip/product/enumerate of
@@ -665,12 +674,10 @@ class Classifier:
             return Prov(STABLE, "int", (f"{label}{at}: dimension of the weight-like tensor {tdesc}",))
         named = self.by_name(target) if target else None
         leading = idx == 0 or (idx is not None and ndim is not None and idx == -ndim)
-        if not leading and _TABLE_NAME.search(desc.lower()) and named != STABLE:
-            return Prov(VARYING, "int", (f"{label}{at}: the width of the table {tdesc} follows the batch",), False, True)
         if leading:
             if named == STABLE:
                 return Prov(STABLE, "int", (f"{label}{at}: leading dimension, but {target} names a model dimension",))
-            return Prov(VARYING, "int", (f"{label}{at}: leading (token/batch) dimension of {tdesc}",))
+            return Prov(VARYING, "int", (f"{label}{at}: leading (token/batch) dimension of {tdesc}",), guess=True)
         if named == VARYING:
             return Prov(VARYING, "int", (f"{label}{at}: {target} names a per-call dimension",), False, True)
         if idx is None:
@@ -683,8 +690,6 @@ class Classifier:
         if strides is not None and idx is not None and -len(strides) <= idx < len(strides):
             s = strides[idx]
             return Prov(s.cls, "int", (f"{label}: stride of a tensor allocated as {desc}",) + s.evidence, s.div16, s.by_name)
-        if idx is not None and idx != -1 and _TABLE_NAME.search(desc.lower()):
-            return Prov(VARYING, "int", (f"{label}: a stride of the table {self.code(t)}, whose width follows the batch",), False, True)
         return Prov(STABLE, "int", (f"{label}: stride of an existing tensor (product of trailing dimensions)",))
 
     # ---- calls ----
@@ -709,14 +714,14 @@ class Classifier:
                 return Prov(j.cls, "int", (f"{self.code(e)}: product of the dims of {desc}",) + j.evidence)
             if w:
                 return Prov(STABLE, "int", (f"{self.code(e)}: size of the weight-like tensor",))
-            return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation",))
+            return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation",), guess=True)
         if name == "len" and isinstance(e.func, ast.Name) and args:
             dims, _, w, desc = self.tensor(args[0], fn, depth)
             if dims:
                 return Prov(dims[0].cls, "int", (f"{self.code(e)}: first dim of {desc}",) + dims[0].evidence)
             if w or self.fixed_collection(args[0], fn):
                 return Prov(STABLE, "int", (f"{self.code(e)}: length of a fixed collection",))
-            return Prov(VARYING, "int", (f"{self.code(e)}: length of a per-call collection",))
+            return Prov(VARYING, "int", (f"{self.code(e)}: length of a per-call collection",), guess=True)
         if recv is not None and name in ("bit_length", "__index__", "__int__", "conjugate"):
             inner = self._classify(recv, fn, depth)
             return inner._replace(vtype="int", div16=False)

@@ -286,13 +286,13 @@ def scan_paths(
     phase1 = [d for d, (_, data, _) in contents.items() if prefilter.may_define_kernels(data)]
     extract(phase1, "analyzing")
 
-    # Phase 2: other files that mention a kernel found in phase 1 (cross-module launches).
+    # Phase 2: other files that launch a kernel found in phase 1 (cross-module launches).
     names = set()
     for facts in facts_by_path.values():
         names.update(_kernel_names(facts))
     matcher = prefilter.NameMatcher(names)
-    phase1_set = set(phase1)
-    rest = [d for d in contents if d not in phase1_set]
+    done_set = set(phase1)
+    rest = [d for d in contents if d not in done_set]
     memo = cache.load_memo(matcher.digest) if cache and rest else {}
     memo_changed = False
     phase2 = []
@@ -300,7 +300,7 @@ def scan_paths(
         digest = contents[d][2]
         hit = memo.get(digest)
         if hit is None:
-            hit = matcher(contents[d][1])
+            hit = matcher.launches_named_kernel(contents[d][1])
             memo[digest] = hit
             memo_changed = True
         if hit:
@@ -308,9 +308,35 @@ def scan_paths(
     if cache and memo_changed:
         cache.save_memo(matcher.digest, memo)
     extract(phase2, "analyzing launches in")
+    done_set.update(phase2)
+
+    # Phase 3: modules that unresolved launch targets go through (re-exports, aliases), until
+    # nothing new: "pkg.k" with pkg/__init__.py doing "from .ops import k".
+    by_module: dict[str, str] = {}
+    for d, (sf, _, _) in contents.items():
+        by_module.setdefault(sf.module, d)
+    for _ in range(8):
+        known = {_get(k, "qualname") for f in facts_by_path.values() for k in _get(f, "kernels") or []}
+        wanted: list[str] = []
+        for f in list(facts_by_path.values()):
+            for launch in _get(f, "launches") or []:
+                for target in _get(launch, "targets") or []:
+                    if not isinstance(target, str) or target in known:
+                        continue
+                    parts = target.split(".")
+                    for cut in range(len(parts) - 1, 0, -1):
+                        d = by_module.get(".".join(parts[:cut]))
+                        if d is not None and d not in done_set and d not in wanted:
+                            # it must at least name a kernel (an import or alias of one)
+                            if matcher(contents[d][1]):
+                                wanted.append(d)
+        if not wanted:
+            break
+        extract(wanted, "analyzing re-exports in")
+        done_set.update(wanted)
     show.clear()
 
-    result.files_skipped = len(contents) - len(phase1) - len(phase2)
+    result.files_skipped = len(contents) - len(done_set)
     contents.clear()
 
     ordered = [facts_by_path[d] for d in sorted(facts_by_path)]
