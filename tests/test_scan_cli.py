@@ -217,6 +217,23 @@ def test_pyproject_config_and_suppressions(tmp_path, rng):
     assert len(doc["findings"]) == 5  # gen/ and tests/ come back; the inline ignore stays
 
 
+def test_cross_module_launch_through_a_re_export(tmp_path, rng):
+    name, n = ident(rng, "kern"), ident(rng, "n")
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "ops.py").write_text(KERNEL.format(name=name, n=n, c="C"))
+    (pkg / "__init__.py").write_text(f"from .ops import {name}\n")  # no launch: a re-export
+    (pkg / "unrelated.py").write_text(f"# mentions {name} but launches nothing\n")
+    (tmp_path / "serve.py").write_text(
+        f"import pkg\n\n\ndef step(x):\n    pkg.{name}[(1,)](x, x.shape[0], 4, BLOCK=64)\n"
+    )
+    _, doc = scan_json(tmp_path, ".")
+    assert [(f["path"], f["code"], f["param"]) for f in doc["findings"]] == [
+        ("pkg/ops.py", "JG001", n)]
+    s = doc["summary"]
+    assert (s["files_scanned"], s["files_analyzed"], s["files_skipped"]) == (4, 3, 1)
+
+
 def test_missing_path_is_a_usage_error(tmp_path):
     (tmp_path / "a.py").write_text("x = 1\n")
     r = run(["scan", "--no-cache", "a.py", "nope/"], tmp_path)
