@@ -795,9 +795,13 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=max(1, min(15, (os.cpu_count() or 2) - 1)),
                     help="processes that compile the sweep's variants in parallel first (0: none)")
     ap.add_argument("--tiny", action="store_true", help="CPU smoke test of this script (tiny shapes)")
+    ap.add_argument("--report", metavar="JSON", help="print the markdown tables of a moe_bench.json and exit")
     ap.add_argument("--no-extras", dest="extras", action="store_false",
                     help="skip the L2-warm comparison and the per-piece layer breakdown")
     args = ap.parse_args(argv)
+    if args.report:
+        report(args.report)
+        return
     device = "cuda" if torch.cuda.is_available() else "cpu"
     ms = [int(v) for v in args.ms.split(",")]
     args.layer_ms = [int(v) for v in args.layer_ms.split(",")]
@@ -840,6 +844,38 @@ def main(argv=None):
                 json.dump(dict(res, machine=info, table=table), fh, indent=1, default=str)
 
         save(bench(device, ms, precisions, args, table, save))
+
+
+def report(path):
+    """Markdown tables from a moe_bench.json; % of the HBM floor against the read bandwidth measured in
+    the same run (the copy figure is printed too)."""
+    b = json.load(open(path))
+    bw, copy_bw = b["read_bandwidth_GBps"], b["copy_bandwidth_GBps"]
+    # floor_us in the file was computed with the copy bandwidth; rescale to the read bandwidth.
+    k = copy_bw / bw
+    print(f"Machine: {b['machine'].get('gpu')}, torch {b['machine']['torch']}, triton {b['machine']['triton']}, "
+          f"{b['machine']['date']}. Read bandwidth {bw:.0f} GB/s, copy {copy_bw:.0f} GB/s (read+write). "
+          f"{b['method']}.\n")
+    print("| GEMM | prec | M | floor µs | auto µs | % floor | Swap-AB µs | no swap µs | swap gain | "
+          "per-expert loop µs | grouped_mm µs | auto vs grouped_mm |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in b["gemm"]:
+        fl = r["floor_us"] * k
+        a, sw, ns = r.get("auto_us"), r.get("swap_us"), r.get("noswap_us")
+        lp, gm = r.get("loop_us"), r.get("grouped_mm_us")
+        print(f"| {r['gemm']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {fl:.1f} | {_f(a)} | {100 * fl / a:.0f}% | "
+              f"{_f(sw)} | {_f(ns)} | {ns / sw:.2f}x | {_f(lp) if lp else 'failed'} | {_f(gm)} | "
+              f"{gm / a:.2f}x |")
+    print("\n| layer | prec | M | floor µs | fused µs | % floor | per-expert loop µs | grouped_mm µs | "
+          "rel. err vs fp32 ref |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in b["layer"]:
+        fl = r["floor_us"] * k
+        f_ = r.get("fused_us")
+        lp = r.get("loop_us")
+        print(f"| {r['layer']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {fl:.1f} | {_f(f_)} | "
+              f"{100 * fl / f_:.0f}% | {_f(lp) if lp else 'failed'} | {_f(r.get('grouped_mm_us'))} | "
+              f"{r.get('fused_relerr', float('nan')):.1e} |")
 
 
 def _install_table(table):
