@@ -559,12 +559,22 @@ class _Extractor:
             function=(f"{self.module}.{fn.qual}" if fn is not None else None),
         )
         position = 0
+        after = None  # positions after an unexpandable *args are counted from it
         for a in call.args:
+            if after is not None:
+                if isinstance(a, ast.Starred):
+                    break  # a second unknown length: nothing after it can be placed
+                arg = self.arg(a, classifier, fn)
+                arg.after_star = after
+                la.args.append(arg)
+                after += 1
+                continue
             if isinstance(a, ast.Starred):
                 expanded = self.expand_star(a.value, fn, classifier, call)
                 if expanded is None:
                     la.star_args = True
-                    break
+                    after = 0
+                    continue
                 for arg in expanded:
                     arg.position = position
                     la.args.append(arg)

@@ -46,11 +46,30 @@ class _Index:
         return None
 
 
+def _place_after_star(launch, kernel: KernelFacts, args: dict, tail: list) -> None:
+    """Positionals after a ``*args`` of unknown length, placed from the end: only when every other
+    parameter is accounted for (passed by keyword, by heuristics, or has no default), so the length of
+    the star is determined by the kernel's signature. Autotuned kernels (configs supply parameters)
+    and parameters with defaults make it ambiguous: then nothing is placed."""
+    if kernel.autotune_key is not None or launch.star_kwargs:
+        return
+    keywords = {a.keyword for a in launch.args if a.keyword is not None}
+    before = sum(1 for a in launch.args if a.position is not None and a.keyword is None)
+    rest = [p for p in kernel.params[before:] if p.name not in keywords and p.name not in kernel.heuristics]
+    if any(p.default is not None for p in rest) or len(rest) < len(tail):
+        return
+    for p, a in zip(rest[len(rest) - len(tail):], tail):
+        args[p.name] = a
+
+
 def _bind(launch, file: FileFacts, kernel: KernelFacts, kfile: FileFacts) -> BoundLaunch:
     params = kernel.params
     names = {p.name for p in params}
     args = {}
     options: list[str] = []
+    tail = [a for a in launch.args if a.after_star is not None]
+    if tail:
+        _place_after_star(launch, kernel, args, tail)
     for arg in launch.args:
         if arg.keyword is None:
             if arg.position is not None and arg.position < len(params):

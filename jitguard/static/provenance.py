@@ -353,7 +353,7 @@ class Classifier:
         where = f"line {en.line}"
         if en.kind == "loop":
             if en.node is not None and self.fixed_collection(en.node, fn):
-                return Prov(BUCKETED, "unknown", (f"{name}: loop over a fixed set of values ({where})",))
+                return Prov(STABLE, "unknown", (f"{name}: loop over a fixed set of values written in the code ({where})",))
             return Prov(VARYING, "int", (f"{name}: loop variable ({where})",))
         if en.kind == "opaque":
             return Prov(UNKNOWN)

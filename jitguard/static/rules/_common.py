@@ -34,14 +34,15 @@ def source_of(arg: ArgFacts, b: BoundLaunch, kernel_path: str) -> str:
     return f"{arg.text} at {at}, from {src}"
 
 
-def varying_hits(program: Program, accept) -> dict[tuple[str, str], list[tuple[BoundLaunch, ArgFacts]]]:
-    """(kernel qualname, param) -> launches passing a VARYING value, for params ``accept(k, p, arg)``."""
+def varying_hits(program: Program, accept, provenances=(VARYING,)) -> dict[tuple[str, str], list[tuple[BoundLaunch, ArgFacts]]]:
+    """(kernel qualname, param) -> launches passing a VARYING (or other listed class) value, for
+    params ``accept(k, p, arg)``."""
     out: dict[tuple[str, str], list[tuple[BoundLaunch, ArgFacts]]] = {}
     for b in program.launches:
         k = b.kernel
         for name, arg in b.args.items():
             p = k.param(name)
-            if p is None or arg.provenance != VARYING:
+            if p is None or arg.provenance not in provenances:
                 continue
             if not accept(k, p, arg):
                 continue

@@ -1,7 +1,7 @@
 """JG001: a per-call-varying int reaches a specialized (plain int) kernel parameter."""
 from __future__ import annotations
 
-from jitguard.static.facts import USE_ADDRESS, USE_CALL
+from jitguard.static.facts import BUCKETED, USE_ADDRESS, USE_CALL, VARYING
 from jitguard.static.program import Program
 from jitguard.static.rules import COST_INT, Rule
 from jitguard.static.rules._common import launch_records, source_of, uses_record, varying_hits
@@ -17,11 +17,15 @@ def _accept(k, p, arg) -> bool:
         and p.name not in k.heuristics
         and arg.value_type in ("int", "unknown")
         and not arg.div16
+        # a bucketed autotune key is the fix JG003 suggests: its few values re-tune anyway
+        and not (arg.provenance != VARYING and p.name in (k.autotune_key or ()))
     )
 
 
 def check(program: Program):
-    for (_, name), hits in varying_hits(program, _accept).items():
+    # A bucketed value (next_power_of_2 of a token count) still spans the ==1 / other / %16 classes of
+    # a plain int: 3 compiles, like the raw value. Only a tl.constexpr profits from bucketing.
+    for (_, name), hits in varying_hits(program, _accept, (VARYING, BUCKETED)).items():
         b, arg = hits[0]
         k, kfile = b.kernel, b.kernel_file
         p = k.param(name)
@@ -33,8 +37,9 @@ def check(program: Program):
             note = " (it feeds address arithmetic: check that loads stay vectorized)"
         elif USE_CALL in kinds:
             note = " (it is passed to another function: check its uses)"
+        varies = "varies per call" if arg.provenance == VARYING else "takes bucketed per-call values"
         msg = (
-            f"{CODE} {name} varies per call ({source_of(arg, b, kfile.path)}) and is specialized "
+            f"{CODE} {name} {varies} ({source_of(arg, b, kfile.path)}) and is specialized "
             f'(==1 / %16): add do_not_specialize=["{name}"]{note}'
         )
         yield program.finding(
