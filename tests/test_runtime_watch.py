@@ -387,3 +387,59 @@ def test_a_tool_that_hooks_on_top_of_jitguard_keeps_its_chain():
     finally:
         pre.set(None)
         post.set(None)
+
+
+class _FakeDist:
+    """torch.distributed as the watcher sees it: a process group that comes up and goes away."""
+
+    def __init__(self, rank, world):
+        self.up, self.rank, self.world = False, rank, world
+
+    def is_available(self):
+        return True
+
+    def is_initialized(self):
+        return self.up
+
+    def get_rank(self):
+        return self.rank
+
+    def get_world_size(self):
+        return self.world
+
+
+def test_rank_is_refreshed_once_the_group_is_up_and_kept_after_teardown(monkeypatch, tmp_path):
+    import json
+    import sys
+
+    world = RNG.randrange(2, 64)
+    rank = RNG.randrange(world)
+    env_rank = rank + RNG.randrange(1, 100)  # the environment says something else
+    monkeypatch.setenv("RANK", str(env_rank))
+    monkeypatch.setenv("WORLD_SIZE", str(world + 1000))
+    fake = _FakeDist(rank, world)
+    monkeypatch.setitem(sys.modules, "torch.distributed", fake)
+    k = fresh()
+    x, y = tensors()
+    with jitguard.watch() as w:  # started before init_process_group, as most programs do
+        assert w.trace.process.rank == env_rank
+        fake.up = True  # init_process_group
+        k.warmup(x, y, odd(), BLOCK=64, grid=(1,))
+        assert (w.trace.process.rank, w.trace.process.world_size) == (rank, world)
+        fake.up = False  # destroy_process_group before exit (vLLM does)
+        w.to_json(tmp_path / "mid.json")
+    assert (w.trace.process.rank, w.trace.process.world_size) == (rank, world)
+    assert json.loads((tmp_path / "mid.json").read_text())["process"]["rank"] == rank
+
+    # a rank that compiles nothing while the group is up still gets its rank from mark_step
+    with jitguard.watch() as w2:
+        assert w2.trace.process.rank == env_rank
+        fake.up = True
+        jitguard.mark_step()
+        fake.up = False
+    assert (w2.trace.process.rank, w2.trace.process.world_size) == (rank, world)
+
+    # no group ever: the environment's answer
+    with jitguard.watch() as w3:
+        k.warmup(x, y, div16(), BLOCK=64, grid=(1,))
+    assert (w3.trace.process.rank, w3.trace.process.world_size) == (env_rank, world + 1000)

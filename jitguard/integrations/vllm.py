@@ -11,8 +11,9 @@ jitguard never changes a deployment::
 ``JITGUARD`` is record | warn | raise (``1`` = warn); ``JITGUARD_TRACE`` is the directory
 (default ``./jitguard-traces/``); ``JITGUARD_MAX_RECOMPILES`` the warn/raise budget. Each process
 writes ``jitguard-trace.rank{R}.pid{P}.json`` there when it exits (no ``rank`` part for processes
-outside the distributed group). The rank is captured when the process group is initialized, since
-vLLM tears it down before exit.
+outside the distributed group). The watcher reads the rank from torch.distributed at every compile
+and every step mark and keeps the last one it saw while the group was up, since vLLM tears the group
+down before exit.
 
 Steps: straggler compiles are found by lining ranks up on step numbers. The plugin numbers the
 engine steps itself: ``jitguard.mark_step()`` runs at the top of each GPU worker's
@@ -83,13 +84,12 @@ def write_now() -> str | None:
         if watch is None or _state["pid"] != os.getpid() or _state["written"]:
             return None
         _state["written"] = True
-    rank = watch.trace.process.rank
     try:
+        # the process group is usually gone by now: the watch keeps the rank it last saw while
+        # the group was up (refreshed at every compile and every step mark)
         watch.__exit__(None, None, None)
     except Exception as exc:
         print(f"jitguard: could not stop the watcher: {exc}", file=sys.stderr)
-    if watch.trace.process.rank is None:  # the group is gone by now: keep what we captured
-        watch.trace.process.rank = rank
     path = trace_path()
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -100,23 +100,9 @@ def write_now() -> str | None:
         return None
 
 
-def _capture_rank() -> None:
-    """Record rank and world size on the trace while the process group exists."""
-    watch = _state["watch"]
-    if watch is None:
-        return
-    from jitguard.runtime.process import rank_info
-
-    rank, world, local = rank_info()
-    proc = watch.trace.process
-    proc.rank = rank if rank is not None else proc.rank
-    proc.world_size = world if world is not None else proc.world_size
-    proc.local_rank = local if local is not None else proc.local_rank
-
-
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs ``then()`` right after ``fullname`` is imported (torch.distributed may come later
-    than the plugin)."""
+    """Runs ``then()`` right after ``fullname`` is imported (vLLM imports its worker module after
+    calling the plugin)."""
 
     def __init__(self, fullname: str, then):
         self.fullname, self.then, self.busy = fullname, then, False
@@ -193,34 +179,6 @@ def _install_step_marks() -> None:
         _after_import(module_name, lambda m=module_name, c=class_name: _wrap_worker_class(m, c))
 
 
-def _wrap_init_process_group() -> None:
-    dist = sys.modules.get("torch.distributed")
-    if dist is None:
-        _after_import("torch.distributed", _wrap_init_process_group)
-        return
-    if not hasattr(dist, "init_process_group"):
-        return
-    if dist.is_available() and dist.is_initialized():
-        _capture_rank()
-        return
-    original = dist.init_process_group
-    if getattr(original, "__jitguard__", False):
-        return
-
-    def init_process_group(*args, **kwargs):
-        result = original(*args, **kwargs)
-        try:
-            _capture_rank()
-        except Exception:
-            pass
-        return result
-
-    init_process_group.__jitguard__ = True
-    init_process_group.__wrapped__ = original
-    init_process_group.__doc__ = original.__doc__
-    dist.init_process_group = init_process_group
-
-
 def _on_sigterm(previous):
     def handler(signum, frame):
         write_now()
@@ -277,8 +235,7 @@ def _arm_after_fork() -> None:
 def register() -> None:
     """The ``vllm.general_plugins`` entry point: vLLM calls it in every process it starts.
 
-    When ``JITGUARD`` is set, starts a process-wide watcher (once per process), captures the rank
-    when the process group comes up, and writes the trace at exit (atexit, multiprocessing
+    When ``JITGUARD`` is set, starts a process-wide watcher (once per process) and writes the trace at exit (atexit, multiprocessing
     finalizers, SIGTERM). Never raises: a problem prints one line and leaves vLLM untouched."""
     global _fork_hook_installed
     settings = _settings()
@@ -289,7 +246,6 @@ def register() -> None:
     with _lock:
         if _state["pid"] == pid:
             _arm_multiprocessing_finalizer()  # called again after a fork: re-arm in this process
-            _wrap_init_process_group()
             return
     try:
         from jitguard.runtime import activate
@@ -307,7 +263,6 @@ def register() -> None:
         return
     with _lock:
         _state.update(pid=pid, watch=watch, written=False, target=target)
-    _wrap_init_process_group()
     _install_step_marks()
     atexit.register(write_now)
     _arm_multiprocessing_finalizer()

@@ -9,6 +9,7 @@ import threading
 
 _lock = threading.Lock()
 _step: int | None = None
+_listeners: list = []  # called after each mark (the watcher refreshes the rank there)
 
 
 def mark_step(n: int | None = None) -> int:
@@ -22,7 +23,13 @@ def mark_step(n: int | None = None) -> int:
         raise TypeError(f"mark_step(n): n must be an int or None, got {type(n).__name__}")
     with _lock:
         _step = n if n is not None else (0 if _step is None else _step + 1)
-        return _step
+        now = _step
+    for listener in _listeners:
+        try:
+            listener(now)
+        except Exception:  # a step label must never break the loop that marks it
+            pass
+    return now
 
 
 def current_step() -> int | None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from jitguard.runtime import compat, keys, steps
-from jitguard.runtime.process import finish_process_info, new_process_info
+from jitguard.runtime.process import finish_process_info, new_process_info, refresh_rank
 from jitguard.runtime.trace import (
     DEFAULT_MAX_EVENTS,
     AutotuneInfo,
@@ -255,6 +255,16 @@ class _State:
 
 
 _STATE = _State()
+
+
+def _on_step(step: int) -> None:
+    """After each ``mark_step``: refresh the rank of every active watch (a rank that compiles
+    nothing after ``init_process_group`` still gets its rank while the group is up)."""
+    for w in list(_STATE.watches):
+        refresh_rank(w.trace.process)
+
+
+steps._listeners.append(_on_step)
 
 
 def _log_once(where: str, exc: BaseException) -> None:
@@ -585,6 +595,7 @@ class watch(contextlib.ContextDecorator):
         if event.seq in self._seen:
             return
         self._seen.add(event.seq)
+        refresh_rank(self.trace.process)  # the process group may have come up since the start
         self.trace.add(event)
         self.compile_count += 1
         if self._is_recompile(event):
