@@ -123,6 +123,34 @@ class FactsCache:
             # A read-only or full cache dir, or facts that don't serialize: the scan still works.
             self.write_errors += 1
 
+    # --- whole-tree memo: the linked (unfiltered) findings of an unchanged tree --------------
+    def tree_key(self, files) -> str:
+        """``files``: (display path, module, content digest) of every file read, in order."""
+        h = hashlib.blake2b(self.salt.encode(), digest_size=20)
+        for display, module, digest in files:
+            h.update(f"\0{display}\0{module}\0{digest}".encode())
+        return h.hexdigest()
+
+    def _tree_path(self, key: str) -> str:
+        return os.path.join(self.root, "trees", key + ".json")
+
+    def load_tree(self, key: str) -> dict[str, Any] | None:
+        try:
+            with open(self._tree_path(key), encoding="utf-8") as fh:
+                entry = json.load(fh)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            return None
+        return entry
+
+    def save_tree(self, key: str, entry: dict[str, Any]) -> None:
+        try:
+            atomic_write_text(self._tree_path(key), json.dumps({"key": key, **entry},
+                                                               separators=(",", ":")))
+        except (OSError, TypeError, ValueError):
+            self.write_errors += 1
+
     # --- phase-2 prefilter memo: which file contents mention any of a given set of names -----
     def _memo_path(self, names_digest: str) -> str:
         return os.path.join(self.root, "prefilter", names_digest + ".json")

@@ -618,7 +618,7 @@ class _Extractor:
             prov = strides[i] if what == "stride" else dims[i]
             out.append(ArgFacts(text=f"{self.short(recv, 40)}.{what}({i})", provenance=prov.cls, value_type="int",
                                 evidence=list(prov.evidence)[:8], line=value.lineno, column=value.col_offset + 1,
-                                div16=prov.div16, by_name=prov.by_name))
+                                div16=prov.div16, by_name=prov.by_name, guess=prov.guess))
         return out
 
     def arg(self, node: ast.AST, classifier: Classifier, fn, position=None, keyword=None) -> ArgFacts:
@@ -634,6 +634,7 @@ class _Extractor:
             column=node.col_offset + 1,
             div16=prov.div16,
             by_name=prov.by_name,
+            guess=prov.guess,
         )
 
     def run(self) -> FileFacts:

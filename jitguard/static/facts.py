@@ -154,6 +154,7 @@ class ArgFacts:
     line: int = 0
     column: int = 0
     div16: bool = False  # always a multiple of 16: one value class however it varies
+    guess: bool = False  # VARYING only as the leading dim/size of a tensor nothing else is known about
     after_star: int | None = None  # positional index counted after a *args of unknown length
     by_name: bool = False  # the class rests on a name alone
 

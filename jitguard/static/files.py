@@ -53,6 +53,9 @@ class FileSet:
 
 def display_path(path: str, cwd: str | None = None) -> str:
     cwd = cwd or os.getcwd()
+    prefix = cwd.rstrip(os.sep) + os.sep
+    if path.startswith(prefix) and os.path.isabs(path) and "/." not in path:
+        return path[len(prefix) :].replace(os.sep, "/")  # the common case, without relpath
     ap = os.path.abspath(path)
     try:
         rel = os.path.relpath(ap, cwd)
@@ -88,17 +91,6 @@ def _package_of(directory: str) -> str:
     return f"{outer}.{name}" if outer else name
 
 
-def _git_root(start: str) -> str | None:
-    d = os.path.abspath(start)
-    while True:
-        if os.path.exists(os.path.join(d, ".git")):
-            return d
-        parent = os.path.dirname(d)
-        if parent == d:
-            return None
-        d = parent
-
-
 class _Excluder:
     """Answers "is this path excluded" from config patterns and .gitignore files."""
 
@@ -109,6 +101,7 @@ class _Excluder:
         # .gitignore files: directory (abs) -> PatternList (patterns relative to that directory)
         self._gitignores: dict[str, PatternList | None] = {}
         self._git_roots: dict[str, str | None] = {}
+        self._chains: dict[str, tuple[tuple[str, PatternList], ...]] = {}
 
     def _gitignore(self, directory: str) -> PatternList | None:
         if directory not in self._gitignores:
@@ -124,40 +117,45 @@ class _Excluder:
 
     def _git_root_of(self, directory: str) -> str | None:
         if directory not in self._git_roots:
-            self._git_roots[directory] = _git_root(directory)
+            parent = os.path.dirname(directory)
+            if os.path.exists(os.path.join(directory, ".git")):
+                self._git_roots[directory] = directory
+            elif parent == directory:
+                self._git_roots[directory] = None
+            else:
+                self._git_roots[directory] = self._git_root_of(parent)
         return self._git_roots[directory]
+
+    def _chain(self, directory: str) -> tuple[tuple[str, PatternList], ...]:
+        """(directory, patterns) of every .gitignore from the git root down to ``directory``."""
+        chain = self._chains.get(directory)
+        if chain is None:
+            root = self._git_root_of(directory)
+            if root is None:
+                chain = ()
+            else:
+                parent = os.path.dirname(directory)
+                above = () if directory == root or parent == directory else self._chain(parent)
+                pl = self._gitignore(directory)
+                chain = above + ((directory, pl),) if pl is not None and pl.patterns else above
+            self._chains[directory] = chain
+        return chain
 
     def excluded(self, abspath: str, is_dir: bool) -> bool:
         """Only the path itself is tested; callers test ancestors (the walk prunes them)."""
-        rel = _rel(abspath, self.config_root)
-        if rel is not None and self.config_patterns.patterns:
-            if self.config_patterns.match(rel, is_dir):
+        if self.config_patterns.patterns:
+            rel = _rel(abspath, self.config_root)
+            if rel is not None and self.config_patterns.match(rel, is_dir):
                 return True
         if self.config.respect_gitignore:
-            parent = os.path.dirname(abspath)
-            root = self._git_root_of(parent)
-            if root is not None:
-                # Deeper .gitignore files override shallower ones: check from the root down.
-                verdict: bool | None = None
-                d = parent
-                chain = []
-                while True:
-                    chain.append(d)
-                    if d == root or os.path.dirname(d) == d:
-                        break
-                    d = os.path.dirname(d)
-                for directory in reversed(chain):
-                    pl = self._gitignore(directory)
-                    if pl is None:
-                        continue
-                    r = _rel(abspath, directory)
-                    if r is None:
-                        continue
-                    v = pl.match(r, is_dir)
-                    if v is not None:
-                        verdict = v
-                if verdict:
-                    return True
+            # Deeper .gitignore files override shallower ones: the last verdict wins.
+            verdict: bool | None = None
+            for directory, pl in self._chain(os.path.dirname(abspath)):
+                v = pl.match(abspath[len(directory) + 1 :].replace(os.sep, "/"), is_dir)
+                if v is not None:
+                    verdict = v
+            if verdict:
+                return True
         return False
 
     def excluded_with_ancestors(self, abspath: str, is_dir: bool, stop_at: str | None = None) -> bool:

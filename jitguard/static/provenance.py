@@ -66,7 +66,7 @@ _STABLE_NAME = re.compile(
     r"\w*(intermediate|hidden)\w*|rank|world_size|tp_size|\w*_dim)$"
 )
 _VARYING_NAME = re.compile(
-    r"^(m|t|em|bs|(num|n|total|cur)_?(actual_|valid_|padded_|batched_|input_|output_|new_|draft_|spec_|"
+    r"^((num|n|total|cur)_?(actual_|valid_|padded_|batched_|input_|output_|new_|draft_|spec_|"
     r"prefill_|decode_|computed_|scheduled_|sampled_)?(tokens?|toks|seqs?|sequences|reqs|requests|queries|"
     r"rows|decodes?|prefills?|items|elements|elems|entries|batches)|\w*_tokens|tokens(_\w+)?|token_num\w*|"
     r"\w*batch(_size)?|seq_?len(s|gth)?(_\w+)?|\w*_seq_?lens?|max_(\w+_)?(seqlen|seq_len|query_len|q_len|"
@@ -76,13 +76,27 @@ _VARYING_NAME = re.compile(
 )
 
 
+# Short conventional names, case-sensitive: M/T/EM (GEMM rows, tokens), bs (batch size).
+_VARYING_SHORT = {"M", "T", "EM", "m", "bs", "B", "L"}
+
+
+def strong_stable(name: str, varying: frozenset[str] = frozenset(), stable: frozenset[str] = frozenset()) -> bool:
+    """A name that plainly says model dimension or configured maximum (num_experts, hidden_size,
+    max_num_reqs): strong enough to override a structural guess."""
+    if name in stable:
+        return True
+    low = name.lower()
+    return len(name) > 1 and name not in varying and name not in _VARYING_SHORT and bool(_STABLE_NAME.match(low)) \
+        and not _VARYING_NAME.match(low)
+
+
 def name_class(name: str | None, varying: frozenset[str] = frozenset(), stable: frozenset[str] = frozenset()) -> str | None:
     """VARYING / STABLE when a name alone suggests it, else None. Config names win."""
     if not name:
         return None
     if name in stable:
         return STABLE
-    if name in varying:
+    if name in varying or name in _VARYING_SHORT:
         return VARYING
     low = name.lower()
     if name.isupper() and len(name) > 2 and not _VARYING_NAME.match(low):
@@ -369,9 +383,7 @@ class Classifier:
     def name_overrides_guess(self, name: str, prov: Prov) -> Prov:
         """``num_experts = x.shape[0]``: the leading dim of a tensor we know nothing about is only a
         guess; a name that says model dimension (or configured maximum) wins over it."""
-        strong = name in self.stable or (len(name) > 1 and name not in self.varying and bool(_STABLE_NAME.match(name.lower()))
-                                         and not _VARYING_NAME.match(name.lower()))
-        if prov.cls == VARYING and prov.guess and strong:
+        if prov.cls == VARYING and prov.guess and strong_stable(name, self.varying, self.stable):
             return Prov(STABLE, prov.vtype, (f"{name}: the name says a fixed dimension, over the guess that "
                                             f"a leading dimension varies",) + prov.evidence[:1], prov.div16, True)
         return prov
@@ -604,9 +616,13 @@ class Classifier:
                 if shape is None:
                     return None, None, w, desc
                 dims = []
+                others = [self._classify(x, fn, d) for x in shape if int_literal(x) != -1]
+                keeps_leading = any(o.cls == VARYING for o in others)
                 for x in shape:
                     if int_literal(x) == -1:
-                        if src_dims is not None:
+                        if keeps_leading and src_dims is None:
+                            dims.append(Prov(STABLE, "int", (f"-1 in {self.code(t)}: the rest of {desc} once its varying dimension is kept apart",)))
+                        elif src_dims is not None:
                             dims.append(join(src_dims).why("-1 takes the product of the source dims"))
                         elif w:
                             dims.append(Prov(STABLE, "int", ("-1 of a weight-like tensor",)))
@@ -707,6 +723,9 @@ class Classifier:
             returned = self.returns(self.info.functions[name], depth)
             if returned is not None:
                 return returned.why(f"{self.code(e)}: what {name}() returns")
+        if recv is not None and name in ("numel", "nelement") and isinstance(recv, ast.Subscript) \
+                and int_literal(recv.slice) is not None and self.tensor(recv.value, fn, depth)[0] is None:
+            return Prov(STABLE, "int", (f"{self.code(e)}: size of one row (the non-leading dimensions)",))
         if recv is not None and name in ("numel", "nelement"):
             dims, _, w, desc = self.tensor(recv, fn, depth)
             if dims is not None:

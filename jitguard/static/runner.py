@@ -181,6 +181,19 @@ def scan_paths(
             continue
         contents[sf.display] = (sf, data, content_digest(data))
 
+    # The whole tree unchanged since a previous scan (same files, contents, engine, config):
+    # the linked findings are served from one cache entry, nothing is parsed or linked.
+    tree_key = None
+    if cache is not None and not keep_facts:
+        tree_key = cache.tree_key(
+            (d, sf.module, digest) for d, (sf, _, digest) in sorted(contents.items())
+        )
+        memo_entry = cache.load_tree(tree_key)
+        if memo_entry is not None and _apply_tree(result, memo_entry):
+            result.cache_hits = result.files_analyzed
+            result.files_skipped = len(contents) - result.files_analyzed
+            return _finish(result, result.findings, config, t0)
+
     engines: dict[str, Engine] = {"full": engine, "light": engine} if engine else {}
 
     def get_engine(full: bool) -> Engine:
@@ -356,6 +369,37 @@ def scan_paths(
             + traceback.format_exc(limit=-6)
         ) from exc
 
+    if tree_key is not None and cache is not None and not result.internal_errors:
+        cache.save_tree(tree_key, {
+            "findings": [f.to_dict() for f in findings],
+            "errors": [e.to_dict() for e in result.errors],
+            "files_analyzed": result.files_analyzed,
+            "kernels": result.kernels,
+            "launches": result.launches,
+        })
+    if keep_facts:
+        result.facts = ordered
+    return _finish(result, findings, config, t0)
+
+
+def _apply_tree(result: ScanResult, entry: dict) -> bool:
+    """Fill ``result`` from a tree memo; False if the entry is unusable (then scan normally)."""
+    try:
+        findings = [Finding.from_dict(f) for f in entry["findings"]]
+        errors = [FileError(**e) for e in entry["errors"]]
+        analyzed, kernels, launches = (int(entry[k]) for k in ("files_analyzed", "kernels",
+                                                              "launches"))
+    except (KeyError, TypeError, ValueError):
+        return False
+    # Errors found while walking/reading this time are already in result.errors.
+    result.errors.extend(errors)
+    result.findings = findings
+    result.files_analyzed, result.kernels, result.launches = analyzed, kernels, launches
+    return True
+
+
+def _finish(result: ScanResult, findings: list[Finding], config: Config, t0: float) -> ScanResult:
+    """Apply select/ignore/per-file-ignores, de-duplicate and sort."""
     kept: list[Finding] = []
     seen = set()
     for f in findings:
@@ -370,8 +414,6 @@ def scan_paths(
     result.findings = sorted(kept, key=Finding.sort_key)
     result.errors.sort(key=lambda e: (e.path, e.line or 0))
     result.internal_errors.sort(key=lambda e: e.path)
-    if keep_facts:
-        result.facts = ordered
     result.duration_s = time.perf_counter() - t0
     return result
 

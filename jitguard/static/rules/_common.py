@@ -5,6 +5,7 @@ import re
 
 from jitguard.static.facts import VARYING, ArgFacts
 from jitguard.static.program import BoundLaunch, Program
+from jitguard.static.provenance import strong_stable
 
 
 def where(b: BoundLaunch, kernel_path: str) -> str:
@@ -39,11 +40,15 @@ def varying_hits(program: Program, accept, provenances=(VARYING,)) -> dict[tuple
     params ``accept(k, p, arg)``."""
     out: dict[tuple[str, str], list[tuple[BoundLaunch, ArgFacts]]] = {}
     for b in program.launches:
+        if b.launch.kind == "warmup":
+            continue  # kernel.warmup(...) compiles ahead on purpose: its varying args enumerate variants
         k = b.kernel
         for name, arg in b.args.items():
             p = k.param(name)
             if p is None or arg.provenance not in provenances:
                 continue
+            if arg.guess and strong_stable(p.name, program.varying_names, program.stable_names):
+                continue  # the kernel's own parameter name (max_num_reqs, num_experts) outweighs a guess
             if not accept(k, p, arg):
                 continue
             out.setdefault((k.qualname, name), []).append((b, arg))
