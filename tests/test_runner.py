@@ -171,6 +171,10 @@ def test_warm_cache_serves_everything_and_rebuilds_changes(tmp_path, rng, monkey
     assert PARSED_LOG == [] and warm.files_parsed == 0
     assert warm.cache_hits == cold.files_analyzed
     assert warm.findings == cold.findings
+    # the cache holds unfiltered results: another selection needs no parsing either
+    no001 = scan_paths([str(root)], Config(root=str(root), ignore=("JG001",)), engine=ENGINE,
+                       jobs=1, cache_dir=str(tmp_path / "cache"))
+    assert PARSED_LOG == [] and no001.findings == [] and no001.suppressed == len(cold.findings)
     # change one launcher so it no longer launches: only that file is parsed again
     victim = rng.choice(launchers)
     victim.write_text("def run(x):\n    return x\n")

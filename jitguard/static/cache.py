@@ -51,6 +51,13 @@ def engine_digest() -> str:
     return _ENGINE_DIGEST
 
 
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
 def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=20).hexdigest()
 
@@ -144,12 +151,23 @@ class FactsCache:
             return None
         return entry
 
-    def save_tree(self, key: str, entry: dict[str, Any]) -> None:
+    def save_tree(self, key: str, entry: dict[str, Any], keep: int = 32) -> None:
+        """Store a tree memo; only the ``keep`` most recently written ones are kept."""
         try:
             atomic_write_text(self._tree_path(key), json.dumps({"key": key, **entry},
                                                                separators=(",", ":")))
         except (OSError, TypeError, ValueError):
             self.write_errors += 1
+            return
+        directory = os.path.dirname(self._tree_path(key))
+        try:
+            names = [n for n in os.listdir(directory) if n.endswith(".json")]
+            if len(names) > keep:
+                paths = sorted((os.path.join(directory, n) for n in names), key=_mtime)
+                for old in paths[: len(paths) - keep]:
+                    os.unlink(old)
+        except OSError:
+            pass  # another scan pruned it first
 
     # --- phase-2 prefilter memo: which file contents mention any of a given set of names -----
     def _memo_path(self, names_digest: str) -> str:

@@ -18,7 +18,6 @@ import functools
 import os
 import stat
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable
 
 from jitguard.config import Config
@@ -68,11 +67,12 @@ def display_path(path: str, cwd: str | None = None) -> str:
 
 def module_name(path: str) -> str:
     """Dotted module name: walk up while the parent directory is a package (has ``__init__.py``)."""
-    p = Path(path)
-    package = _package_of(str(p.parent))
-    if p.stem == "__init__":
-        return package or p.parent.name or "__init__"
-    return f"{package}.{p.stem}" if package else p.stem
+    directory, base = os.path.split(path)
+    stem = base.rsplit(".", 1)[0] if "." in base else base
+    package = _package_of(directory)
+    if stem == "__init__":
+        return package or os.path.basename(directory) or "__init__"
+    return f"{package}.{stem}" if package else stem
 
 
 @functools.lru_cache(maxsize=4096)
