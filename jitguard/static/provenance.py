@@ -61,7 +61,7 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
 _STABLE_NAME = re.compile(
     r"^(max_num_\w+|max_model_len|max_batch_size|max_position\w*|max_seq_len_to_capture|"
     r"hidden(_size|_dim)?|head_(dim|size)\w*|\w*_head_(dim|size)|num_(\w+_)?heads|num_experts\w*|"
-    r"top_?k|vocab_size|d_model|dim|d|k|n|e|h|d_\w+|block(_\w+)?|\w+_block(_size)?|page_size|"
+    r"top_?k(_\w+)?|vocab_size|d_model|dim|d|k|n|e|h|d_\w+|block(_\w+)?|\w+_block(_size)?|page_size|"
     r"group_size|num_groups|n_groups|\w*_stride\w*|stride\w*|num_warps|num_stages|num_sms|\w*_size_(n|k)|"
     r"\w*(intermediate|hidden)\w*|rank|world_size|tp_size|\w*_dim)$"
 )
@@ -110,7 +110,7 @@ def name_class(name: str | None, varying: frozenset[str] = frozenset(), stable: 
 
 _WEIGHT_NAME = re.compile(
     r"(^|_)(w|w\d+|w\d+\w*|weights?|bias|biases|qweight|qzeros|g_idx|codebooks?|lut|embeddings?|"
-    r"embed\w*|inv_freq|cos_sin\w*|cos|sin|b|lora_[ab]\w*|\w*_stacked|params?)($|_)|weight|"
+    r"embed\w*|inv_freq|cos_sin\w*|cos|sin|b|lora_[ab]\w*|\w*_stacked|params?|centroids?)($|_)|weight|"
     r"(^|_)(kv|k|v|key|value|conv|ssm|state|page|paged|swa|compressed)_caches?($|_|\d)|^caches?$|^kv_caches?|"
     r"(^|_)(a_log|dt_bias|experts?|\w+_per_experts?|load_view)($|_)"
 )
@@ -375,10 +375,24 @@ class Classifier:
             return self.name_overrides_guess(name, self.dim(en.node, en.index, fn, depth, target=name, ndim=en.ndim, line=en.line))
         if en.kind == "item":
             return self.apply_name(name, Prov(UNKNOWN))
+        shape_dim = self._shape_dim(en.node)
+        if shape_dim is not None:  # n = x.shape[i] / x.size(i): the target's name is evidence for i
+            t, i = shape_dim
+            return self.name_overrides_guess(name, self.dim(t, i, fn, depth, target=name, line=en.line))
         inner = self._classify(en.node, fn, depth)
         if inner.cls == UNKNOWN:
             return self.apply_name(name, inner)
         return self.name_overrides_guess(name, inner).why(f"{name} = {self.code(en.node)} ({where})")
+
+    @staticmethod
+    def _shape_dim(node: ast.AST) -> tuple[ast.AST, int | None] | None:
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+                and not isinstance(node.slice, (ast.Slice, ast.Tuple)):
+            return node.value.value, int_literal(node.slice)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+                and len(node.args) == 1 and not node.keywords:
+            return node.func.value, int_literal(node.args[0])
+        return None
 
     def name_overrides_guess(self, name: str, prov: Prov) -> Prov:
         """``num_experts = x.shape[0]``: the leading dim of a tensor we know nothing about is only a
@@ -691,7 +705,7 @@ class Classifier:
         named = self.by_name(target) if target else None
         leading = idx == 0 or (idx is not None and ndim is not None and idx == -ndim)
         if leading:
-            if named == STABLE:
+            if target and strong_stable(target, self.varying, self.stable):
                 return Prov(STABLE, "int", (f"{label}{at}: leading dimension, but {target} names a model dimension",))
             return Prov(VARYING, "int", (f"{label}{at}: leading (token/batch) dimension of {tdesc}",), guess=True)
         if named == VARYING:
