@@ -158,3 +158,48 @@ def test_run_usage_errors():
     assert r.exit_code == 2 and "command not found" in r.output
     r = CliRunner().invoke(run, ["--mode", "loud", "--", "python"])
     assert r.exit_code == 2 and "loud" in r.output
+
+
+def test_public_activation_api_parses_the_variables():
+    from jitguard.runtime.activate import ActivationError, EnvSettings, env_settings
+
+    n = RNG.randrange(0, 1000)
+    mode = RNG.choice(["record", "warn", "raise"])
+    s = env_settings({"JITGUARD": mode.upper(), "JITGUARD_MAX_RECOMPILES": str(n),
+                      "JITGUARD_SUMMARY": "0", "JITGUARD_TRACE": f"/tmp/t{n}/"})
+    assert s == EnvSettings(mode=mode, trace=f"/tmp/t{n}/", max_recompiles=n, summary=False)
+    assert env_settings({"JITGUARD": "1"}).mode == "warn"
+    assert env_settings({"JITGUARD": RNG.choice(["", "0", "off"])}) is None and env_settings({}) is None
+    for bad in ({"JITGUARD": "loud"}, {"JITGUARD": "warn", "JITGUARD_MAX_RECOMPILES": str(-1 - n)},
+                {"JITGUARD": "warn", "JITGUARD_MAX_RECOMPILES": "many"}):
+        with pytest.raises(ActivationError):
+            env_settings(bad)
+
+
+def test_vllm_plugin_activates_through_the_public_function(tmp_path):
+    """The plugin starts the same process-wide watch as `jitguard run` (activate_from_env), so it
+    honours every JITGUARD* variable, and it uses no private name of the activation module."""
+    import ast
+
+    src = open(os.path.join(TESTS, "..", "jitguard", "integrations", "vllm.py")).read()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.ImportFrom) and node.module == "jitguard.runtime.activate":
+            assert not [a.name for a in node.names if a.name.startswith("_")]
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "activate":
+            assert not node.attr.startswith("_"), node.attr
+    n = RNG.randrange(1, 50)
+    code = textwrap.dedent(f"""
+        from jitguard.integrations import vllm as plugin
+        from jitguard.runtime import activate
+        plugin.register()
+        w = activate.active_watch()
+        assert w is not None and w is plugin._state["watch"]
+        assert (w.mode, w.max_recompiles, w.print_summary) == ("warn", {n}, False), (w.mode, w.max_recompiles)
+        assert plugin.trace_path().startswith({str(tmp_path / "jg")!r} + "/")
+        print("ok")
+    """)
+    env = _env(tmp_path)
+    env.update(JITGUARD="warn", JITGUARD_MAX_RECOMPILES=str(n), JITGUARD_SUMMARY="0",
+               JITGUARD_TRACE=str(tmp_path / "jg"), JITGUARD_QUIET="1")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr

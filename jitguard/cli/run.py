@@ -38,8 +38,8 @@ site-packages. A file --trace goes to the first process; its child processes wri
 <stem>.pid<P>.json beside it. A directory --trace gets one file per process, with the rank in the
 name. Processes that end with os._exit (e.g. forked multiprocessing workers) write no trace.
 Without `jitguard run`, set the same variables and call
-jitguard.runtime.activate.activate_from_env() (or print this directory with --print-site-dir
-and put it on PYTHONPATH yourself).""",
+jitguard.runtime.activate.activate_from_env() early in the program (or print this directory
+with --print-site-dir and put it on PYTHONPATH yourself).""",
 )
 @click.option("--trace", "trace", default=DEFAULT_TRACE, show_default=True, metavar="FILE|DIR/",
               help="Where to write the trace (a directory, or a path ending in '/', gets one file per process).")

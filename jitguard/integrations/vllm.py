@@ -44,26 +44,11 @@ _state: dict[str, Any] = {"pid": None, "watch": None, "written": False, "target"
 _fork_hook_installed = False
 
 
-def _settings(environ=None) -> tuple[str, int | None, str] | None:
-    """(mode, max_recompiles, trace directory) from the environment, or None when off."""
-    from jitguard.runtime.activate import ENV_MAX, ENV_MODE, ENV_TRACE, ActivationError, _mode_from_env
-
-    env = os.environ if environ is None else environ
-    try:
-        mode = _mode_from_env(env.get(ENV_MODE, ""))
-        if mode is None:
-            return None
-        raw = env.get(ENV_MAX)
-        max_recompiles = int(raw) if raw not in (None, "") else None
-        if max_recompiles is not None and max_recompiles < 0:
-            raise ActivationError(f"{ENV_MAX}={raw!r}: must be >= 0")
-    except (ActivationError, ValueError) as exc:
-        print(f"jitguard: vLLM plugin not activated: {exc}", file=sys.stderr)
-        return None
-    target = env.get(ENV_TRACE) or DEFAULT_DIR
+def _directory(target: str) -> str:
+    """The plugin always writes one file per process: a name without an extension is a directory."""
     if not os.path.splitext(target)[1] and not target.endswith(("/", os.sep)):
-        target += os.sep  # a name without an extension is a directory: one file per process
-    return mode, max_recompiles, target
+        target += os.sep
+    return target
 
 
 def trace_path() -> str | None:
@@ -194,14 +179,10 @@ def _after_fork_in_child() -> None:
     # The parent's watcher and its events came along with the fork: drop them (the parent writes
     # its own trace) and start this process's own.
     if _state["pid"] is not None and _state["pid"] != os.getpid():
-        inherited = _state["watch"]
+        from jitguard.runtime import activate
+
         _state.update(pid=None, watch=None, written=False)
-        if inherited is not None:
-            inherited.print_summary = False  # the parent reports its own events
-            try:
-                inherited.__exit__(None, None, None)
-            except Exception:
-                pass
+        activate.deactivate()  # stops the inherited watch quietly: the parent reports its events
         register()
 
 
@@ -235,13 +216,10 @@ def _arm_after_fork() -> None:
 def register() -> None:
     """The ``vllm.general_plugins`` entry point: vLLM calls it in every process it starts.
 
-    When ``JITGUARD`` is set, starts a process-wide watcher (once per process) and writes the trace at exit (atexit, multiprocessing
-    finalizers, SIGTERM). Never raises: a problem prints one line and leaves vLLM untouched."""
+    When ``JITGUARD`` is set, starts the process-wide watcher through
+    ``jitguard.runtime.activate.activate_from_env`` (once per process) and writes the trace at exit
+    (atexit, multiprocessing finalizers, SIGTERM). Never raises: a problem prints one line and leaves vLLM untouched."""
     global _fork_hook_installed
-    settings = _settings()
-    if settings is None:
-        return
-    mode, max_recompiles, target = settings
     pid = os.getpid()
     with _lock:
         if _state["pid"] == pid:
@@ -250,13 +228,18 @@ def register() -> None:
     try:
         from jitguard.runtime import activate
 
-        pending = any(isinstance(f, getattr(activate, "_TritonImportHook", ())) for f in sys.meta_path)
-        if activate.active_watch() is not None or pending:
+        if os.environ.get(activate.ENV_MODE, "").strip() == "":
+            return  # inert: the common case, decided without importing anything
+        if activate.active_watch() is not None or activate.activation_pending():
             return  # `jitguard run` already watches this process (or will, at `import triton`)
-        import jitguard
-
-        watch = jitguard.watch(mode=mode, max_recompiles=max_recompiles)
-        watch.__enter__()
+        # the same activation as `jitguard run`'s sitecustomize, started now; the plugin writes
+        # the trace itself (exit, multiprocessing finalizers, SIGTERM)
+        settings = activate.activate_from_env(start="now", write_at_exit=False,
+                                              default_trace=DEFAULT_DIR + os.sep)
+        watch = activate.active_watch()
+        if settings is None or watch is None:
+            return
+        target = _directory(settings.trace or DEFAULT_DIR)
     except Exception as exc:
         print(f"jitguard: vLLM plugin not active in pid {pid}: {type(exc).__name__}: {exc}",
               file=sys.stderr)

@@ -6,15 +6,24 @@
     JITGUARD_MAX_RECOMPILES=N       the budget for warn/raise (default 0)
     JITGUARD_SUMMARY=0|1            print the per-kernel summary at exit (default: on in warn mode)
 
-Something must call ``activate_from_env()`` at startup: ``jitguard run`` does it through a
-``sitecustomize.py`` it puts on PYTHONPATH (jitguard/runtime/_site/, which then runs any other
-sitecustomize on the path); the vLLM plugin and your own code can call it directly. Nothing is
-installed into site-packages. Triton is not imported here: the watcher starts right after the
-program imports Triton, so processes that never use Triton pay nothing.
+The public API (documented in docs/runtime.md):
+
+* ``activate_from_env(environ=None, *, start="import", write_at_exit=True, default_trace=None)``:
+  the one entry point. ``jitguard run`` calls it through a ``sitecustomize.py`` it puts on
+  PYTHONPATH (jitguard/runtime/_site/, which then runs any other sitecustomize on the path); the
+  vLLM plugin calls it in every vLLM process; your own code can call it early in ``main``. Returns
+  the ``EnvSettings`` it activated with, or None when the variables leave the watcher off.
+* ``env_settings(environ=None)``: the variables parsed and checked, without starting anything
+  (``ActivationError`` for a bad value).
+* ``active_watch()``, ``activation_pending()``, ``deactivate()``: the process-wide watch.
+
+Nothing is installed into site-packages. Triton is not imported here: by default the watcher starts
+right after the program imports Triton, so processes that never use Triton pay nothing.
 """
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import importlib.abc
 import importlib.machinery
 import os
@@ -46,6 +55,37 @@ def _mode_from_env(value: str) -> str | None:
     raise ActivationError(f"{ENV_MODE}={value!r}: use record, warn or raise (or 1 / 0)")
 
 
+@dataclasses.dataclass(frozen=True)
+class EnvSettings:
+    """The ``JITGUARD*`` variables, parsed: what ``activate_from_env`` starts the watcher with."""
+
+    mode: str  # record | warn | raise
+    trace: str | None = None  # JITGUARD_TRACE (None: no trace written)
+    max_recompiles: int | None = None
+    summary: bool | None = None  # None: the watch's default (on in warn mode)
+
+
+def env_settings(environ=None) -> EnvSettings | None:
+    """Parse ``JITGUARD``, ``JITGUARD_TRACE``, ``JITGUARD_MAX_RECOMPILES`` and ``JITGUARD_SUMMARY``
+    from ``environ`` (default ``os.environ``). None when ``JITGUARD`` is unset, empty or off;
+    ``ActivationError`` (a ``ValueError``, one-line message) for a value it cannot use."""
+    env = os.environ if environ is None else environ
+    mode = _mode_from_env(env.get(ENV_MODE, ""))
+    if mode is None:
+        return None
+    raw = env.get(ENV_MAX)
+    try:
+        max_recompiles = int(raw) if raw not in (None, "") else None
+    except ValueError:
+        raise ActivationError(f"{ENV_MAX}={raw!r}: must be an integer >= 0") from None
+    if max_recompiles is not None and max_recompiles < 0:
+        raise ActivationError(f"{ENV_MAX}={raw!r}: must be >= 0")
+    summary_env = env.get(ENV_SUMMARY)
+    summary = None if summary_env in (None, "") else summary_env.strip().lower() not in ("0", "off", "false", "no")
+    return EnvSettings(mode=mode, trace=env.get(ENV_TRACE) or None, max_recompiles=max_recompiles,
+                       summary=summary)
+
+
 def trace_path_for_process(target: str, rank: int | None = None) -> str:
     """Where this process writes: the file itself for the first process that activates with a file
     path, ``<stem>.pid<P>.json`` beside it for its children, a per-process name in a directory."""
@@ -61,23 +101,41 @@ def trace_path_for_process(target: str, rank: int | None = None) -> str:
 
 
 def activate(mode: str = "warn", *, trace: str | None = None, max_recompiles: int | None = None,
-             summary: bool | None = None):
-    """Start a process-wide watch now (Triton must be importable); it ends at interpreter exit,
-    writing the trace if ``trace`` is set. Idempotent: a second call returns the running watch."""
+             summary: bool | None = None, write_at_exit: bool = True):
+    """Start a process-wide watch now (Triton must be importable). With ``write_at_exit`` it ends
+    at interpreter exit, writing the trace if ``trace`` is set; without, the caller ends it
+    (``deactivate()``). Idempotent: a second call returns the running watch."""
     global _active
     with _lock:
         if _active is not None:
             return _active
         from jitguard.runtime.watch import watch
 
-        if trace and not (trace.endswith(("/", os.sep)) or os.path.isdir(trace)):
+        if write_at_exit and trace and not (trace.endswith(("/", os.sep)) or os.path.isdir(trace)):
             os.environ.setdefault(ENV_CLAIMED, str(os.getpid()))
         w = watch(mode=mode, max_recompiles=max_recompiles, summary=summary)
         w.__enter__()
-        w._process_trace_target = trace
+        w._process_trace_target = trace if write_at_exit else None
         _active = w
-        atexit.register(_finish)
+        if write_at_exit:
+            atexit.register(_finish)
         return w
+
+
+def deactivate():
+    """Forget the process-wide watch without writing anything (e.g. a forked child's copy of its
+    parent's); returns it (stopped) or None."""
+    global _active
+    with _lock:
+        w, _active = _active, None
+    if w is not None:
+        w._process_trace_target = None
+        w.print_summary = False
+        try:
+            w.__exit__(None, None, None)
+        except Exception:
+            pass
+    return w
 
 
 def _finish() -> None:
@@ -102,7 +160,13 @@ def _finish() -> None:
 
 
 def active_watch():
+    """The process-wide watch started by ``activate``/``activate_from_env``, or None."""
     return _active
+
+
+def activation_pending() -> bool:
+    """True when ``activate_from_env`` is waiting for ``import triton`` to start the watcher."""
+    return any(isinstance(f, _TritonImportHook) for f in sys.meta_path)
 
 
 class _TritonImportHook(importlib.abc.MetaPathFinder):
@@ -142,47 +206,58 @@ class _TritonImportHook(importlib.abc.MetaPathFinder):
 class _suppress_to_stderr:
     def __init__(self, what):
         self.what = what
+        self.ok = True
 
     def __enter__(self):
         return self
 
     def __exit__(self, typ, exc, tb):
         if exc is not None and isinstance(exc, Exception):
+            self.ok = False
             print(f"{self.what}: {exc}", file=sys.stderr)
             return True
         return False
 
 
-def activate_from_env(environ=None) -> bool:
-    """Turn the watcher on if ``JITGUARD`` says so; returns whether it is (or will be, at the
-    first ``import triton``) active. Bad values print one line to stderr and leave it off."""
-    env = os.environ if environ is None else environ
+def activate_from_env(environ=None, *, start: str = "import", write_at_exit: bool = True,
+                      default_trace: str | None = None) -> EnvSettings | None:
+    """Turn the process-wide watcher on if ``JITGUARD`` says so (see ``env_settings``).
+
+    start: "import" (default) starts it right after the program imports Triton (now, if it already
+        has), so processes that never use Triton pay nothing; "now" imports Triton and starts now.
+    write_at_exit: write the trace to ``JITGUARD_TRACE`` (file, or directory: one file per process)
+        and print the summary at interpreter exit. The vLLM plugin passes False and writes itself.
+    default_trace: the trace target when ``JITGUARD_TRACE`` is unset.
+
+    Returns the settings it activated with (or will, at ``import triton``), or None when the
+    variables leave it off. Bad values print one line to stderr and leave it off; a watcher that
+    cannot start (no usable Triton) prints one line too. Never raises."""
+    if start not in ("import", "now"):
+        raise ValueError(f"activate_from_env(start=...) must be 'import' or 'now', got {start!r}")
     try:
-        mode = _mode_from_env(env.get(ENV_MODE, ""))
-        if mode is None:
-            return False
-        max_rec = env.get(ENV_MAX)
-        max_recompiles = int(max_rec) if max_rec not in (None, "") else None
-        if max_recompiles is not None and max_recompiles < 0:
-            raise ActivationError(f"{ENV_MAX}={max_rec!r}: must be >= 0")
-    except (ActivationError, ValueError) as exc:
+        settings = env_settings(environ)
+    except ActivationError as exc:
         print(f"jitguard: not activated: {exc}", file=sys.stderr)
-        return False
-    summary_env = env.get(ENV_SUMMARY)
-    summary = None if summary_env in (None, "") else summary_env not in ("0", "off", "false", "no")
-    trace = env.get(ENV_TRACE) or None
-    if trace and not (trace.endswith(("/", os.sep)) or os.path.isdir(trace)):
+        return None
+    if settings is None:
+        return None
+    if settings.trace is None and default_trace:
+        settings = dataclasses.replace(settings, trace=default_trace)
+    trace = settings.trace
+    if write_at_exit and trace and not (trace.endswith(("/", os.sep)) or os.path.isdir(trace)):
         # Claim the file at startup, before any child exists: processes started from this one
         # (workers, torchrun ranks) then write <stem>.pid<P>.json beside it instead of racing.
         os.environ.setdefault(ENV_CLAIMED, str(os.getpid()))
 
-    def start():
-        activate(mode, trace=trace, max_recompiles=max_recompiles, summary=summary)
+    def begin():
+        activate(settings.mode, trace=trace, max_recompiles=settings.max_recompiles,
+                 summary=settings.summary, write_at_exit=write_at_exit)
 
-    if "triton" in sys.modules:
-        with _suppress_to_stderr("jitguard: could not start the watcher"):
-            start()
-        return True
-    if not any(isinstance(f, _TritonImportHook) for f in sys.meta_path):
-        sys.meta_path.insert(0, _TritonImportHook(start))
-    return True
+    if start == "now" or "triton" in sys.modules:
+        ok = _suppress_to_stderr("jitguard: could not start the watcher")
+        with ok:
+            begin()
+        return settings if ok.ok else None
+    if not activation_pending():
+        sys.meta_path.insert(0, _TritonImportHook(begin))
+    return settings
