@@ -112,3 +112,41 @@ def test_inline_ignore_on_def_decorator_and_launch():
         assert src != base
         assert not [f for f in scan_one(src) if f.code == "JG001"]
     assert [f for f in scan_one(other_code) if f.code == "JG001"]
+
+
+def test_stride_parameters_are_not_excused_by_their_name():
+    """A stride-named parameter fed a padded token count is flagged (names excuse guesses only for
+    model dimensions such as num_experts / max_num_reqs)."""
+    src = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(s_ptr, scale_stride, max_num_reqs, BLOCK: tl.constexpr):
+    tl.store(s_ptr + tl.arange(0, BLOCK) * scale_stride, 0.0, mask=tl.arange(0, BLOCK) < max_num_reqs)
+
+def go(o, seq_lens):
+    num_tokens = o.shape[0]
+    padded = (num_tokens + 3) // 4 * 4
+    k[(1,)](o, padded, seq_lens.shape[0], BLOCK=16)
+"""
+    got = {(f.code, f.param) for f in scan_one(src)}
+    assert ("JG001", "scale_stride") in got
+    assert ("JG001", "max_num_reqs") not in got  # a buffer sized by a configured maximum
+
+
+def test_positionals_after_star_args_are_placed_from_the_signature():
+    src = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, s0, s1, n, w, BLOCK: tl.constexpr):
+    pass
+
+def go(x):
+    k[(1,)](x, *x.stride(), x.shape[0], 7, BLOCK=16)
+"""
+    assert {(f.code, f.param) for f in scan_one(src)} == {("JG001", "n")}
+    with_default = src.replace("w, BLOCK", "w=3, BLOCK")
+    assert not scan_one(with_default)  # a default makes the star's length ambiguous: nothing placed

@@ -47,7 +47,7 @@ def varying_hits(program: Program, accept, provenances=(VARYING,)) -> dict[tuple
             p = k.param(name)
             if p is None or arg.provenance not in provenances:
                 continue
-            if arg.guess and strong_stable(p.name, program.varying_names, program.stable_names):
+            if arg.guess and "stride" not in p.name.lower() and strong_stable(p.name, program.varying_names, program.stable_names):
                 continue  # the kernel's own parameter name (max_num_reqs, num_experts) outweighs a guess
             if not accept(k, p, arg):
                 continue
