@@ -148,5 +148,5 @@ def go(x):
     k[(1,)](x, *x.stride(), x.shape[0], 7, BLOCK=16)
 """
     assert {(f.code, f.param) for f in scan_one(src)} == {("JG001", "n")}
-    with_default = src.replace("w, BLOCK", "w=3, BLOCK")
+    with_default = src.replace("w, BLOCK: tl.constexpr", "w=3, BLOCK: tl.constexpr = 16")
     assert not scan_one(with_default)  # a default makes the star's length ambiguous: nothing placed
