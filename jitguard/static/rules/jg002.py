@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from jitguard.static.facts import USE_CONSTEXPR
 from jitguard.static.program import Program
-from jitguard.static.rules import COST_CONSTEXPR, Rule
+from jitguard.static.rules import Rule
 from jitguard.static.rules._common import launch_records, source_of, uses_record, varying_hits
 
 CODE = "JG002"
@@ -55,7 +55,9 @@ RULE = Rule(
     ),
     why=(
         "A constexpr's value is part of the compiled kernel's cache key: every distinct value compiles a\n"
-        f"new kernel. On the lent H200 a trivial kernel took {COST_CONSTEXPR}, where a plain int took 3."
+        "new kernel. On the lent H200 a trivial kernel fed a serving-like stream of num_tokens values\n"
+        "(230 distinct) took 230 compiles as a tl.constexpr, with a median call of 60 ms; as a plain int\n"
+        "it took 3."
     ),
     example=(
         "@triton.jit\n"
