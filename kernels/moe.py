@@ -64,52 +64,60 @@ def _moe_align_kernel(
     sorted_token_ids_ptr,  # [EM] int32 out: slot index, or num_slots as padding sentinel
     expert_ids_ptr,  # [EM // BLOCK_M] int32 out: expert of each block, -1 past the padded total
     total_ptr,  # [1] int32 out: padded total (number of valid entries of sorted_token_ids)
+    cursor_ptr,  # [BLOCK_E] int32 scratch: per-expert counters
     num_slots,  # M * topk: varies per call
     EM,  # capacity of sorted_token_ids (a multiple of BLOCK_M): varies per call
     BLOCK_M: tl.constexpr,
     BLOCK_E: tl.constexpr,  # next power of two >= num_experts
-    CHUNK: tl.constexpr,  # slots handled per step (CHUNK x BLOCK_E one-hot tiles)
+    CHUNK: tl.constexpr,  # slots handled per step
+    BLOCKS: tl.constexpr,  # M-blocks labelled per step (BLOCKS x BLOCK_E compare tile)
     FILL: tl.constexpr,  # sentinel entries written per step
 ):
-    """Single-program counting sort of the slots by expert (stable), each expert padded to BLOCK_M."""
+    """Single-program counting sort of the slots by expert, each expert padded to BLOCK_M.
+
+    Counts and positions come from atomics on a per-expert counter, so the work per step is O(CHUNK),
+    not O(CHUNK x E); the order of the slots within one expert's run is unspecified.
+    """
     offs_e = tl.arange(0, BLOCK_E)
     offs_c = tl.arange(0, CHUNK)
-    # 1. Fill with the sentinel.
+    # 1. Fill with the sentinel; zero the counters.
     offs_f = tl.arange(0, FILL)
     for start in range(0, EM, FILL):
         offs = start + offs_f
         tl.store(sorted_token_ids_ptr + offs, tl.zeros([FILL], tl.int32) + num_slots, mask=offs < EM)
+    tl.store(cursor_ptr + offs_e, tl.zeros([BLOCK_E], tl.int32))
+    tl.debug_barrier()
     # 2. Count slots per expert.
-    counts = tl.zeros([BLOCK_E], tl.int32)
     for start in range(0, num_slots, CHUNK):
         offs = start + offs_c
-        ids = tl.load(topk_ids_ptr + offs, mask=offs < num_slots, other=-1).to(tl.int32)
-        onehot = ids[:, None] == offs_e[None, :]
-        counts += tl.sum(onehot.to(tl.int32), axis=0)
+        valid = offs < num_slots
+        ids = tl.load(topk_ids_ptr + offs, mask=valid, other=0).to(tl.int32)
+        tl.atomic_add(cursor_ptr + ids, tl.full([CHUNK], 1, tl.int32), mask=valid)
+    tl.debug_barrier()
+    counts = tl.atomic_add(cursor_ptr + offs_e, tl.zeros([BLOCK_E], tl.int32))  # read back from L2
     padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
     pad_end = tl.cumsum(padded, axis=0)
     pad_start = pad_end - padded
     total = tl.sum(padded, axis=0)
     tl.store(total_ptr, total)
     # 3. Expert id of every block: number of experts whose padded run ends at or before its start.
-    for start in range(0, EM, CHUNK * BLOCK_M):
-        blk = start // BLOCK_M + offs_c
+    offs_b = tl.arange(0, BLOCKS)
+    for start in range(0, EM, BLOCKS * BLOCK_M):
+        blk = start // BLOCK_M + offs_b
         blk_start = blk * BLOCK_M
         owner = tl.sum((pad_end[None, :] <= blk_start[:, None]).to(tl.int32), axis=1)
         owner = tl.where(blk_start < total, owner, -1)
         tl.store(expert_ids_ptr + blk, owner, mask=blk_start < EM)
-    tl.debug_barrier()  # the sentinel fill must land before the scatter below
-    # 4. Scatter: position = padded start of the expert + rank of the slot among that expert's slots.
-    seen = tl.zeros([BLOCK_E], tl.int32)
+    # 4. Scatter: each slot takes the next free position of its expert's padded run.
+    tl.debug_barrier()  # every thread has read the counts before they become cursors
+    tl.store(cursor_ptr + offs_e, pad_start)
+    tl.debug_barrier()  # the cursors and the sentinel fill land before the scatter
     for start in range(0, num_slots, CHUNK):
         offs = start + offs_c
         valid = offs < num_slots
-        ids = tl.load(topk_ids_ptr + offs, mask=valid, other=-1).to(tl.int32)
-        onehot = (ids[:, None] == offs_e[None, :]).to(tl.int32)
-        rank = tl.cumsum(onehot, axis=0) - 1 + seen[None, :]
-        pos = tl.sum(onehot * (rank + pad_start[None, :]), axis=1)
+        ids = tl.load(topk_ids_ptr + offs, mask=valid, other=0).to(tl.int32)
+        pos = tl.atomic_add(cursor_ptr + ids, tl.full([CHUNK], 1, tl.int32), mask=valid)
         tl.store(sorted_token_ids_ptr + pos, offs.to(tl.int32), mask=valid)
-        seen += tl.sum(onehot, axis=0)
 
 
 @triton.jit(do_not_specialize=["EM", "num_valid_tokens"])
@@ -437,7 +445,8 @@ def moe_align_block_size(
         block_m: the grouped GEMM's BLOCK_M (a power of two).
         num_experts: E; ids must lie in [0, E).
     Returns:
-        sorted_token_ids [EM] int32: slot indices grouped by expert (stable within an expert), padding
+        sorted_token_ids [EM] int32: slot indices grouped by expert (in no set order within an
+            expert's run: each output row is computed independently, so results do not depend on it), padding
             = the sentinel ``M*topk``; EM = M*topk + min(E, M*topk)*(block_m-1) rounded up to block_m,
             a bound on the padded total that depends only on the shapes (so CUDA graphs can capture it).
         expert_ids [EM // block_m] int32: the expert of each block, -1 for blocks past the padded total.
@@ -461,11 +470,12 @@ def moe_align_block_size(
         return sorted_ids, expert_ids, total
     # Constexprs from E only (never from M): one compile per (block_m, E) for any number of tokens.
     block_e = max(16, _next_pow2(num_experts))
-    chunk = max(16, min(256, 32768 // block_e))
+    cursor = torch.empty(block_e, dtype=torch.int32, device=device)
     _moe_align_kernel[(1,)](
-        topk_ids.contiguous(), sorted_ids, expert_ids, total,
+        topk_ids.contiguous(), sorted_ids, expert_ids, total, cursor,
         num_slots, EM,
-        BLOCK_M=block_m, BLOCK_E=block_e, CHUNK=chunk, FILL=1024, num_warps=8,
+        BLOCK_M=block_m, BLOCK_E=block_e, CHUNK=1024, BLOCKS=max(16, 4096 // block_e), FILL=1024,
+        num_warps=4,
     )
     return sorted_ids, expert_ids, total
 
