@@ -234,6 +234,28 @@ def test_cross_module_launch_through_a_re_export(tmp_path, rng):
     assert (s["files_scanned"], s["files_analyzed"], s["files_skipped"]) == (4, 3, 1)
 
 
+def test_cache_and_jobs_do_not_change_results(tmp_path, rng):
+    src = tmp_path / "src"
+    src.mkdir()
+    write_tree(src, rng, n_files=6)
+    cache = str(tmp_path / "cache")
+
+    def findings(*args):
+        r = run(["scan", "--format", "json", *args, "src"], tmp_path)
+        doc = json.loads(r.stdout)
+        return doc["findings"], doc["summary"]
+
+    base, _ = findings("--no-cache", "-j", "1")
+    cold, s1 = findings("--cache-dir", cache, "-j", "2")
+    warm, s2 = findings("--cache-dir", cache, "-j", "2")
+    assert base == cold == warm
+    assert s1["cache_hits"] == 0 and s2["cache_hits"] == s2["files_analyzed"] == 6
+    # one file changed: the per-file entries of the others are read back through from_dict
+    (src / "m0.py").write_text((src / "m0.py").read_text() + "\n# touched\n")
+    again, s3 = findings("--cache-dir", cache, "-j", "1")
+    assert again == base and s3["cache_hits"] == 5
+
+
 def test_missing_path_is_a_usage_error(tmp_path):
     (tmp_path / "a.py").write_text("x = 1\n")
     r = run(["scan", "--no-cache", "a.py", "nope/"], tmp_path)

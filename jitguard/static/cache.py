@@ -89,6 +89,16 @@ def atomic_write_text(path: str, text: str) -> None:
         raise
 
 
+def write_entry(path: str, key: str, entry: dict[str, Any]) -> bool:
+    """Write one per-file entry (also called from worker processes); False if it failed."""
+    try:
+        atomic_write_text(path, json.dumps({"key": key, **entry}, separators=(",", ":")))
+        return True
+    except (OSError, TypeError, ValueError):
+        # A read-only or full cache dir, or facts that don't serialize: the scan still works.
+        return False
+
+
 class FactsCache:
     """Per-file entries under ``<cache_dir>/v1/facts/``; prefilter memos under ``.../prefilter/``."""
 
@@ -103,13 +113,13 @@ class FactsCache:
         blob = f"{self.salt}\0{display}\0{module}\0{digest}".encode()
         return hashlib.blake2b(blob, digest_size=20).hexdigest()
 
-    def _entry_path(self, key: str) -> str:
+    def entry_path(self, key: str) -> str:
         return os.path.join(self.root, "facts", key[:2], key + ".json")
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored entry, or None when absent or unreadable (then it is rebuilt)."""
         try:
-            with open(self._entry_path(key), encoding="utf-8") as fh:
+            with open(self.entry_path(key), encoding="utf-8") as fh:
                 entry = json.load(fh)
         except (OSError, ValueError):
             self.misses += 1
@@ -123,11 +133,7 @@ class FactsCache:
         return entry
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
-        entry = {"key": key, **entry}
-        try:
-            atomic_write_text(self._entry_path(key), json.dumps(entry, separators=(",", ":")))
-        except (OSError, TypeError, ValueError):
-            # A read-only or full cache dir, or facts that don't serialize: the scan still works.
+        if not write_entry(self.entry_path(key), key, entry):
             self.write_errors += 1
 
     # --- whole-tree memo: the linked (unfiltered) findings of an unchanged tree --------------

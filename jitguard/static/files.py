@@ -197,75 +197,75 @@ def collect_files(paths: Iterable[str], config: Config, cwd: str | None = None) 
     _package_of.cache_clear()  # the tree may have changed since the last scan in this process
     excluder = _Excluder(config)
     out = FileSet()
-    seen_files: set[tuple[int, int]] = set()
+    seen_files: set[str] = set()  # real paths: one file reached twice is scanned once
 
-    def add(abspath: str, st: os.stat_result) -> None:
-        ident = (st.st_dev, st.st_ino)
-        if ident in seen_files:
+    def add(abspath: str, real: str) -> None:
+        if real in seen_files:
             return
-        seen_files.add(ident)
+        seen_files.add(real)
         out.files.append(SourceFile(abspath, display_path(abspath, cwd), module_name(abspath)))
 
-    def walk(directory: str, ancestors: frozenset[tuple[int, int]]) -> None:
+    def error(abspath: str, reason: str) -> None:
+        out.errors.append(FileError(display_path(abspath, cwd), reason))
+
+    def walk(directory: str, real_dir: str) -> None:
+        """``real_dir``: the symlink-free path of ``directory`` (loop detection without stat)."""
         try:
-            entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            entries = list(os.scandir(directory))
         except OSError as exc:
-            out.errors.append(FileError(display_path(directory, cwd), _os_reason(exc)))
+            error(directory, _os_reason(exc))
             return
         for entry in entries:
-            abspath = os.path.join(directory, entry.name)
+            name = entry.name
+            abspath = os.path.join(directory, name)
             try:
-                st = os.stat(abspath)  # follows links
+                is_link = entry.is_symlink()
+                is_dir = entry.is_dir()  # follows links; no syscall for plain entries
+                is_file = not is_dir and entry.is_file()
+                if is_link and not is_dir and not is_file:
+                    os.stat(abspath)  # a link to something odd, or broken: find out which
             except OSError as exc:
-                if entry.is_symlink():
-                    reason = _os_reason(exc)
-                    if "symbolic links" in reason or "loop" in reason:
-                        out.errors.append(FileError(display_path(abspath, cwd), reason))
-                    # A dangling link is not a Python file anyone can scan: skip it quietly
-                    # unless it looks like one.
-                    elif entry.name.endswith(PYTHON_SUFFIXES):
-                        out.errors.append(FileError(display_path(abspath, cwd), reason))
-                    continue
-                if entry.name.endswith(PYTHON_SUFFIXES):
-                    out.errors.append(FileError(display_path(abspath, cwd), _os_reason(exc)))
+                reason = _os_reason(exc)
+                # A dangling link is reported only if it looks like a Python file; a loop always.
+                if "loop" in reason or name.endswith(PYTHON_SUFFIXES):
+                    error(abspath, reason)
                 continue
-            if stat.S_ISDIR(st.st_mode):
-                if _is_default_excluded_dir(entry.name, abspath) or excluder.excluded(abspath, True):
+            if is_dir:
+                if _is_default_excluded_dir(name, abspath) or excluder.excluded(abspath, True):
                     out.excluded += 1
                     continue
-                ident = (st.st_dev, st.st_ino)
-                if ident in ancestors:
-                    out.errors.append(
-                        FileError(
-                            display_path(abspath, cwd),
-                            "symlink loop: points back to an enclosing directory; not followed",
-                        )
-                    )
-                    continue
-                walk(abspath, ancestors | {ident})
-            elif stat.S_ISREG(st.st_mode) and entry.name.endswith(PYTHON_SUFFIXES):
+                if is_link:
+                    real = os.path.realpath(abspath)
+                    if real == real_dir or real_dir.startswith(real.rstrip(os.sep) + os.sep):
+                        error(abspath, "symlink loop: points back to an enclosing directory; "
+                              "not followed")  # fmt: skip
+                        continue
+                else:
+                    real = os.path.join(real_dir, name)
+                walk(abspath, real)
+            elif is_file and name.endswith(PYTHON_SUFFIXES):
                 if excluder.excluded(abspath, False):
                     out.excluded += 1
                     continue
-                add(abspath, st)
+                add(abspath, os.path.realpath(abspath) if is_link else os.path.join(real_dir, name))
 
     for raw in paths:
         abspath = os.path.abspath(os.path.join(cwd, raw))
         try:
             st = os.stat(abspath)
         except OSError as exc:
-            out.errors.append(FileError(display_path(abspath, cwd), _os_reason(exc)))
+            error(abspath, _os_reason(exc))
             continue
         if stat.S_ISDIR(st.st_mode):
             # A directory named explicitly is walked even if its name is a default exclude.
-            walk(abspath, frozenset({(st.st_dev, st.st_ino)}))
+            walk(abspath, os.path.realpath(abspath))
         elif stat.S_ISREG(st.st_mode):
             if excluder.excluded_with_ancestors(abspath, False):
                 out.excluded += 1
                 continue
-            add(abspath, st)  # any suffix: the user asked for this file
+            add(abspath, os.path.realpath(abspath))  # any suffix: the user asked for this file
         else:
-            out.errors.append(FileError(display_path(abspath, cwd), "not a regular file or directory"))
+            error(abspath, "not a regular file or directory")
     out.files.sort(key=lambda f: f.display)
     return out
 

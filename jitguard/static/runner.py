@@ -19,7 +19,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 from jitguard.config import Config
 from jitguard.findings import FileError, Finding
 from jitguard.static import prefilter
-from jitguard.static.cache import FactsCache, content_digest, default_cache_dir
+from jitguard.static.cache import FactsCache, content_digest, default_cache_dir, write_entry
 from jitguard.static.files import SourceFile, collect_files
 
 
@@ -93,8 +93,11 @@ def default_jobs() -> int:
 
 # --- per-file extraction (runs in workers) ---------------------------------------------------
 
-def _extract_job(job: tuple[str, str, bytes, tuple[str, ...], tuple[str, ...]]) -> tuple:
-    display, module, data, varying, stable = job
+def _extract_job(job: tuple) -> tuple:
+    """Extract one file. Returns ("facts", FileFacts) | ("error", message, line) |
+    ("internal", message, traceback). Writes the cache entry itself (in parallel workers the JSON
+    encoding then runs in parallel too); only problems about the file are cached."""
+    display, module, data, varying, stable, cache_path, key = job
     global _WORKER_ENGINE
     try:
         if _WORKER_ENGINE is None:
@@ -103,17 +106,24 @@ def _extract_job(job: tuple[str, str, bytes, tuple[str, ...], tuple[str, ...]]) 
         facts = eng.extract_file(
             display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable)
         )
-        return ("facts", facts.to_dict())
+        out: tuple = ("facts", facts)
+        entry: dict | None = {"facts": facts.to_dict()} if cache_path else None
     except RecursionError:
-        return ("error", "too deeply nested for the parser (recursion limit); not analyzed", None)
+        out = ("error", "too deeply nested for the parser (recursion limit); not analyzed", None)
+        entry = {"error": {"message": out[1], "line": None}}
     except MemoryError:
         return ("error", "out of memory while parsing this file; not analyzed", None)
     except Exception as exc:
         if _WORKER_ENGINE is not None and isinstance(exc, _WORKER_ENGINE.source_error):
-            message = getattr(exc, "message", None) or str(exc)
-            return ("error", str(message), getattr(exc, "line", None))
-        tb = traceback.format_exc(limit=-6)
-        return ("internal", f"{type(exc).__name__}: {exc}", tb)
+            message = str(getattr(exc, "message", None) or exc)
+            out = ("error", message, getattr(exc, "line", None))
+            entry = {"error": {"message": message, "line": out[2]}}
+        else:
+            tb = traceback.format_exc(limit=-6)
+            return ("internal", f"{type(exc).__name__}: {exc}", tb)
+    if cache_path and entry is not None:
+        write_entry(cache_path, key, entry)
+    return out
 
 
 # --- progress on a terminal ------------------------------------------------------------------
@@ -221,7 +231,7 @@ def scan_paths(
             sf, data, digest = contents[d]
             key = cache.key(d, sf.module, digest) if cache else None
             entry = cache.get(key) if cache and key else None
-            if entry is not None and _apply_entry(d, entry, key=None):
+            if entry is not None and _apply_entry(d, entry):
                 result.cache_hits += 1
                 continue
             todo.append((d, key))
@@ -232,9 +242,10 @@ def scan_paths(
         _WORKER_ENGINE = eng
         todo.sort(key=lambda t: -len(contents[t[0]][1]))  # largest first: better load balance
         jobs_args = {
-            d: (d, contents[d][0].module, contents[d][1], varying, stable) for d, _ in todo
-        }
-        keys = dict(todo)
+            d: (d, contents[d][0].module, contents[d][1], varying, stable,
+                cache.entry_path(key) if cache and key else None, key)
+            for d, key in todo
+        }  # fmt: skip
         done = 0
         total = len(todo)
         show.update(phase, 0, total)
@@ -244,18 +255,14 @@ def scan_paths(
             done += 1
             result.files_parsed += 1
             if out[0] == "facts":
-                entry = {"facts": out[1]}
+                facts_by_path[d] = out[1]
             elif out[0] == "error":
-                entry = {"error": {"message": out[1], "line": out[2]}}
+                result.errors.append(FileError(d, out[1], out[2]))
             else:
                 result.internal_errors.append(
                     FileError(d, f"internal error (please report): {out[1]}")
                 )
                 result.internal_tracebacks.append((d, out[2]))
-                show.update(phase, done, total)
-                return
-            if _apply_entry(d, entry, key=keys[d]) and cache and keys[d]:
-                cache.put(keys[d], entry)
             show.update(phase, done, total)
 
         remaining = list(jobs_args)
@@ -276,8 +283,8 @@ def scan_paths(
         for d in list(remaining):
             finish(d, _extract_job(jobs_args[d]))
 
-    def _apply_entry(d: str, entry: dict, key: str | None) -> bool:
-        """Record a cached or fresh entry; False when a cached entry can't be used (rebuild)."""
+    def _apply_entry(d: str, entry: dict) -> bool:
+        """Record a cached entry; False when it can't be used (then the file is parsed again)."""
         if "error" in entry:
             err = entry["error"]
             if not isinstance(err, dict) or not isinstance(err.get("message"), str):
@@ -288,10 +295,8 @@ def scan_paths(
             facts = get_engine(full=False).facts_from_dict(entry["facts"])
         except InternalError:
             raise
-        except Exception:
-            if key is None:  # a corrupt or outdated cache entry: rebuild it
-                return False
-            raise
+        except Exception:  # a corrupt or outdated cache entry: rebuild it
+            return False
         facts_by_path[d] = facts
         return True
 
