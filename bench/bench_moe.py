@@ -373,11 +373,14 @@ def peer_loop_w1(p, i):
     out = p.out[i]
     if p.fp8:
         a8 = p.a[i].view(torch.uint8)
+        # Separate allocations: a view w_scale[e:e+1] is only 4-byte aligned (suspected cause of
+        # CUBLAS_STATUS_NOT_SUPPORTED in the H200 runs; not verified).
+        sb = {e: p.w_scale[e:e + 1].clone() for e, _, _ in plan}
 
         def f():
             for e, slots, rows in plan:
                 xa = a8.index_select(0, rows).view(FP8)
-                y = torch._scaled_mm(xa, p.w[e].t(), scale_a=p.a_scale, scale_b=p.w_scale[e:e + 1],
+                y = torch._scaled_mm(xa, p.w[e].t(), scale_a=p.a_scale, scale_b=sb[e],
                                      out_dtype=torch.bfloat16)
                 out.index_copy_(0, slots, y[:len(slots)])
     else:
@@ -446,8 +449,10 @@ class LayerProblem:
                 plan.append((e, slots.to(self.device), rows.to(self.device),
                              torch.cat([rows, rows[-1:].expand(pad)]).to(self.device)))
             x, tw, I = self.x[i], self.tw[i].reshape(-1), self.I
+            sb1 = {e: self.s1[e:e + 1].clone() for e, *_ in plan} if self.fp8 else {}
+            sb2 = {e: self.s2[e:e + 1].clone() for e, *_ in plan} if self.fp8 else {}
 
-            def f(x=x, tw=tw, plan=plan, i=i):
+            def f(x=x, tw=tw, plan=plan, i=i, sb1=sb1, sb2=sb2):
                 out = torch.zeros_like(x, dtype=torch.float32)
                 if self.fp8:
                     s_x = (x.abs().amax().float() / 448).reshape(1)
@@ -455,11 +460,11 @@ class LayerProblem:
                 for e, slots, rows, prows in plan:
                     if self.fp8:
                         h = torch._scaled_mm(xq.index_select(0, prows).view(FP8), self.w1[e].t(), scale_a=s_x,
-                                             scale_b=self.s1[e:e + 1], out_dtype=torch.bfloat16)
+                                             scale_b=sb1[e], out_dtype=torch.bfloat16)
                         act = torch.nn.functional.silu(h[:, :I].float()) * h[:, I:].float()
                         s_a = (act.abs().amax() / 448).reshape(1)
                         aq = (act / s_a).clamp(-448, 448).to(FP8)
-                        y = torch._scaled_mm(aq, self.w2[e].t(), scale_a=s_a, scale_b=self.s2[e:e + 1],
+                        y = torch._scaled_mm(aq, self.w2[e].t(), scale_a=s_a, scale_b=sb2[e],
                                              out_dtype=torch.bfloat16)[:len(rows)]
                     else:
                         h = x.index_select(0, rows) @ self.w1[e].t()
@@ -658,7 +663,7 @@ def bench(device, ms, precisions, args, table, save=lambda res: None):
     gpu_warmup(device)
     bw, read_bw = copy_bandwidth(device)
     print(f"copy bandwidth {bw:.0f} GB/s (read+write), read {read_bw:.0f} GB/s", flush=True)
-    res = {"copy_bandwidth_GBps": bw, "read_bandwidth_GBps": read_bw, "gemm": [], "layer": [],
+    res = {"copy_bandwidth_GBps": bw, "read_bandwidth_GBps": read_bw, "floor_basis": "read", "gemm": [], "layer": [],
            "method": f"CUDA-graph replays, {args.rot} routings per graph (layer: {args.layer_rot}), "
                      f"median of {args.reps} replays, each variant timed twice interleaved, best kept"}
     tol = 2e-2
@@ -670,7 +675,7 @@ def bench(device, ms, precisions, args, table, save=lambda res: None):
                 p = GemmProblem(name, M, fp8, device, weights=weights, rot=args.rot)
                 want = p.reference(0)
                 entry = lookup_entry(name, fp8, M, table)
-                rec = dict(gemm=name, fp8=fp8, M=M, floor_us=p.floor_bytes() / (bw * 1e3))
+                rec = dict(gemm=name, fp8=fp8, M=M, floor_us=p.floor_bytes() / (read_bw * 1e3))
                 auto_cfg = moe.get_config(E, N, K, topk, M, FP8 if fp8 else torch.bfloat16)
                 variants = {"auto": auto_cfg}
                 if entry:
@@ -704,7 +709,7 @@ def bench(device, ms, precisions, args, table, save=lambda res: None):
             ws = (make_weights(*_enk(n1), fp8, device, seed=1), make_weights(*_enk(n2), fp8, device, seed=2))
             for M in args.layer_ms:
                 lp = LayerProblem(layer, M, fp8, device, ws, rot=args.layer_rot)
-                rec = dict(layer=layer, fp8=fp8, M=M, floor_us=lp.floor_bytes() / (bw * 1e3))
+                rec = dict(layer=layer, fp8=fp8, M=M, floor_us=lp.floor_bytes() / (read_bw * 1e3))
                 want = _layer_reference(lp, 0)
                 factories = {"fused": lp.fused_fns, "loop": lp.loop_fns, "grouped_mm": lp.grouped_fns}
                 for label, factory in factories.items():
@@ -846,13 +851,17 @@ def main(argv=None):
         save(bench(device, ms, precisions, args, table, save))
 
 
+def _ratio(a, b, fmt="{:.2f}x"):
+    return fmt.format(a / b) if a and b and a == a and b == b else "-"
+
+
 def report(path):
     """Markdown tables from a moe_bench.json; % of the HBM floor against the read bandwidth measured in
     the same run (the copy figure is printed too)."""
     b = json.load(open(path))
     bw, copy_bw = b["read_bandwidth_GBps"], b["copy_bandwidth_GBps"]
-    # floor_us in the file was computed with the copy bandwidth; rescale to the read bandwidth.
-    k = copy_bw / bw
+    # Files written before "floor_basis" computed floor_us with the copy bandwidth: rescale to the read one.
+    k = 1.0 if b.get("floor_basis") == "read" else copy_bw / bw
     print(f"Machine: {b['machine'].get('gpu')}, torch {b['machine']['torch']}, triton {b['machine']['triton']}, "
           f"{b['machine']['date']}. Read bandwidth {bw:.0f} GB/s, copy {copy_bw:.0f} GB/s (read+write). "
           f"{b['method']}.\n")
@@ -863,9 +872,9 @@ def report(path):
         fl = r["floor_us"] * k
         a, sw, ns = r.get("auto_us"), r.get("swap_us"), r.get("noswap_us")
         lp, gm = r.get("loop_us"), r.get("grouped_mm_us")
-        print(f"| {r['gemm']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {fl:.1f} | {_f(a)} | {100 * fl / a:.0f}% | "
-              f"{_f(sw)} | {_f(ns)} | {ns / sw:.2f}x | {_f(lp) if lp else 'failed'} | {_f(gm)} | "
-              f"{gm / a:.2f}x |")
+        print(f"| {r['gemm']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {fl:.1f} | {_f(a)} | "
+              f"{_ratio(100 * fl, a, '{:.0f}%')} | {_f(sw)} | {_f(ns)} | {_ratio(ns, sw)} | "
+              f"{_f(lp) if lp else 'failed'} | {_f(gm) if gm else 'failed'} | {_ratio(gm, a)} |")
     print("\n| layer | prec | M | floor µs | fused µs | % floor | per-expert loop µs | grouped_mm µs | "
           "rel. err vs fp32 ref |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -873,8 +882,9 @@ def report(path):
         fl = r["floor_us"] * k
         f_ = r.get("fused_us")
         lp = r.get("loop_us")
+        gm = r.get("grouped_mm_us")
         print(f"| {r['layer']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {fl:.1f} | {_f(f_)} | "
-              f"{100 * fl / f_:.0f}% | {_f(lp) if lp else 'failed'} | {_f(r.get('grouped_mm_us'))} | "
+              f"{_ratio(100 * fl, f_, '{:.0f}%')} | {_f(lp) if lp else 'failed'} | {_f(gm) if gm else 'failed'} | "
               f"{r.get('fused_relerr', float('nan')):.1e} |")
 
 
