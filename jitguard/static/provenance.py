@@ -116,8 +116,16 @@ _WEIGHT_NAME = re.compile(
 )
 
 
+# Per-token "weights" (router outputs, attention probabilities) are activations, not parameters.
+_ACTIVATION_WEIGHTS = re.compile(r"(topk|top_k|router|routing|attn|attention|gating|gate|combine|score|expert)_?weights?")
+
+
 def weight_like(expr: ast.AST) -> bool:
     """self.x / cls.x / obj.weight / w13 / key_cache: a tensor fixed for the model's life."""
+    if isinstance(expr, (ast.Name, ast.Attribute)):
+        leaf = expr.id if isinstance(expr, ast.Name) else expr.attr
+        if _ACTIVATION_WEIGHTS.search(leaf.lower()):
+            return False
     if isinstance(expr, ast.Attribute):
         base = expr
         while isinstance(base, ast.Attribute):
@@ -590,6 +598,10 @@ class Classifier:
             return None, None, weight_like(t), self.code(t)
         if isinstance(t, ast.Subscript):
             _, _, w, desc = self.tensor(t.value, fn, d)
+            first = t.slice.elts[0] if isinstance(t.slice, ast.Tuple) and t.slice.elts else t.slice
+            if isinstance(first, ast.Slice) and (first.upper is not None or first.lower is not None):
+                # buf[:n] of a persistent buffer: its leading dim is n, which may vary
+                return None, None, False, self.code(t)
             return None, None, w, desc
         if isinstance(t, ast.Call):
             name = _call_name(t.func)
