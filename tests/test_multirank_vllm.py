@@ -99,7 +99,8 @@ def test_plugin_writes_one_trace_per_process_with_rank(tmp_path):
     counts[1][straggler_step] = 16 * rng.randint(1, 5)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JITGUARD", "RANK", "WORLD_SIZE",
                                                                      "LOCAL_RANK"))}
-    env.update(JITGUARD="record", JITGUARD_TRACE=str(trace_dir), JITGUARD_QUIET="1",
+    run_id = f"vllm-{rng.randrange(10**9)}"  # vLLM's API server would have named the run for its workers
+    env.update(JITGUARD="record", JITGUARD_TRACE=str(trace_dir), JITGUARD_QUIET="1", JITGUARD_RUN_ID=run_id,
                TRITON_CACHE_DIR=str(tmp_path / "cache"), TRITON_DEFAULT_FP_FUSION="1")
     port = str(_free_port())
     procs = [subprocess.Popen([sys.executable, str(script), str(r), ",".join(map(str, counts[r])), port],
@@ -113,6 +114,7 @@ def test_plugin_writes_one_trace_per_process_with_rank(tmp_path):
     by_name = {f: json.loads((trace_dir / f).read_text()) for f in files}
     ranks = sorted(d["process"]["rank"] for d in by_name.values())
     assert ranks == [0, 0, 1]
+    assert {d["process"]["run_id"] for d in by_name.values()} == {run_id}
     for name, data in by_name.items():
         assert name.startswith(f"jitguard-trace.rank{data['process']['rank']}.pid{data['process']['pid']}")
     pids = {d["process"]["pid"] for d in by_name.values()}

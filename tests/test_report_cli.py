@@ -31,19 +31,19 @@ def _event(seq: int, step: int, cls: str, ms: float, prev: str | None) -> Event:
                  remedy='add "num_tokens" to do_not_specialize' if diff else None)
 
 
-def _job(tmp_path, world: int, rng: random.Random):
+def _job(tmp_path, world: int, rng: random.Random, run_id: str | None = None, start: float = 0.0):
     """Write one trace per rank; returns {straggler step: {rank: class}}."""
     steps = rng.sample(range(1, 50), world - 1)
     expected = {}
     for r in range(world):
         t = Trace(process=ProcessInfo(pid=100 + r, host="node-a", rank=r, world_size=world,
-                                      triton_version="3.6.0"))
+                                      triton_version="3.6.0", run_id=run_id, start_wall=start))
         t.add(_event(0, 0, "none", rng.uniform(300, 500), None))
         if r:  # every rank but 0 crosses into a new class once, each at its own step
             cls = rng.choice(["div16", "one"])
             t.add(_event(1, steps[r - 1], cls, rng.uniform(40, 500), "none"))
             expected[steps[r - 1]] = {r: cls}
-        write_trace(t, tmp_path / f"jitguard-trace.rank{r}.pid{100 + r}.json")
+        write_trace(t, tmp_path / f"jitguard-trace.rank{r}.{run_id or ''}pid{100 + r}.json")
     return expected
 
 
@@ -150,3 +150,38 @@ def test_a_directory_of_run_directories_points_at_them(tmp_path):
     assert res.exit_code == 2
     assert "its subdirectories" in res.stderr and str(tmp_path / "after") in res.stderr
     assert CliRunner().invoke(main, ["report", str(tmp_path / "after")]).exit_code == 0
+
+
+def test_a_directory_with_several_runs_reports_each_or_the_one_asked_for(tmp_path):
+    rng = random.Random()
+    ids = [f"2026{rng.randrange(10**8):08d}-{i}{rng.randrange(16**5):05x}" for i in range(2)]
+    worlds = [rng.randint(2, 5), rng.randint(2, 5)]
+    expected = [_job(tmp_path, worlds[i], rng, run_id=ids[i], start=1.7e9 + 100 * i) for i in range(2)]
+    # a trace written before run ids existed (no "run_id" key at all) still loads: its own group
+    old = Trace(process=ProcessInfo(pid=7, host="node-b", rank=0, world_size=1, start_wall=1.6e9))
+    old.add(_event(0, 0, "none", 100.0, None))
+    data = old.to_dict()
+    del data["process"]["run_id"]
+    write_trace(data, tmp_path / "old.json")
+
+    res = _run(tmp_path)  # ranks repeat across runs: split by run instead of refusing
+    assert res.exit_code == 0, res.output
+    heads = [ln for ln in res.output.splitlines() if ln.startswith("=== run ")]
+    assert [h.split()[2].rstrip(":") for h in heads] == ["(no", ids[0], ids[1]]  # oldest first
+    assert f"=== run {ids[0]}: {worlds[0]} traces" in res.output
+    for i in range(2):
+        section = res.output.split(f"=== run {ids[i]}")[1].split("=== run")[0]
+        steps = [ln.strip().split(":")[0] for ln in section.splitlines() if ln.strip().startswith("step ")]
+        assert sorted(steps) == sorted(f"step {s}" for s in expected[i])
+
+    one = _run(tmp_path, "--run", ids[1][:14], "--format", "json")  # a unique prefix
+    assert one.exit_code == 0, one.output
+    data = json.loads(one.output)
+    assert data["run_id"] == ids[1] and data["world_size"] == worlds[1]
+    assert sorted(s["step"] for s in data["straggler_steps"]) == sorted(expected[1])
+    assert _run(tmp_path, "--run", "none").output.startswith("jitguard: 1 compile")
+
+    many = _run(tmp_path, "--format", "json")
+    assert many.exit_code == 2 and "3 runs" in many.stderr and ids[0] in many.stderr
+    unknown = _run(tmp_path, "--run", "nope")
+    assert unknown.exit_code == 2 and "no such run" in unknown.stderr

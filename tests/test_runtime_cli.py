@@ -37,7 +37,8 @@ PROG = textwrap.dedent("""
 def _env(tmp_path):
     env = dict(os.environ)
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
-    env.pop("JITGUARD", None)
+    for name in ("JITGUARD", "JITGUARD_RUN_ID", "JITGUARD_RUN_ID_AUTO", "TORCHELASTIC_RUN_ID"):
+        env.pop(name, None)
     env["PYTHONWARNINGS"] = "ignore::UserWarning:triton.knobs"
     return env
 
@@ -72,6 +73,8 @@ def test_jitguard_run_records_a_trace_and_keeps_the_exit_code(tmp_path):
     assert child_name == f"t.pid{child.process.pid}.json" and child.process.pid != trace.process.pid
     assert len(child.events) == 2 and child.process.argv[-1] == "child.py"
     assert trace.process.argv[-1] == "prog.py" and trace.process.mode == "warn"
+    # one run id for the whole process tree, a new one for the next `jitguard run`
+    assert trace.process.run_id and child.process.run_id == trace.process.run_id
     rep = _jitguard("report", str(tmp_path / "out" / "t.json"), cwd=tmp_path, env=_env(tmp_path))
     assert rep.returncode == 0 and "n: i32 -> folded constant 1" in rep.stdout
 
@@ -203,3 +206,24 @@ def test_vllm_plugin_activates_through_the_public_function(tmp_path):
                JITGUARD_TRACE=str(tmp_path / "jg"), JITGUARD_QUIET="1")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+def test_run_id_resolution(monkeypatch):
+    from jitguard.runtime import process
+
+    for name in ("JITGUARD_RUN_ID", "JITGUARD_RUN_ID_AUTO", "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    assert process.run_id() is None  # nothing names the run, and a plain watch makes up nothing
+    made = process.run_id(create=True)  # the first activated process of a tree names it...
+    assert os.environ["JITGUARD_RUN_ID"] == made and process.run_id() == made  # ...for its children
+    assert process.new_run_id() != made
+    elastic = os.urandom(6).hex()
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", elastic)
+    assert process.run_id() == elastic  # torchrun's id (the same on every node) beats a made-up one
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")  # torchrun's default: not an id
+    assert process.run_id() == made
+    mine = f"job-{RNG.randrange(10**6)}"
+    monkeypatch.setenv("JITGUARD_RUN_ID", mine)
+    monkeypatch.delenv("JITGUARD_RUN_ID_AUTO")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", elastic)
+    assert process.run_id(create=True) == mine  # the user's own id wins

@@ -47,6 +47,40 @@ def _load(paths: tuple[str, ...]) -> tuple[list[Trace], list[str]]:
     return traces, notes
 
 
+def _split_runs(traces: list[Trace]) -> list[tuple[str | None, list[Trace]]]:
+    """Group traces by run id (``None``: no id recorded, e.g. traces from before run ids existed),
+    in the order the runs started."""
+    groups: dict[str | None, list[Trace]] = {}
+    for t in traces:
+        groups.setdefault(t.process.run_id, []).append(t)
+    return sorted(groups.items(), key=lambda kv: min(t.process.start_wall or 0.0 for t in kv[1]))
+
+
+def _pick_run(runs, wanted: str) -> list[tuple[str | None, list[Trace]]]:
+    """The run named by ``--run`` (its id, or an unambiguous prefix; ``none`` = traces without one)."""
+    if wanted.lower() == "none" and any(rid is None for rid, _ in runs):
+        return [(rid, ts) for rid, ts in runs if rid is None]
+    exact = [(rid, ts) for rid, ts in runs if rid == wanted]
+    hits = exact or [(rid, ts) for rid, ts in runs if rid is not None and rid.startswith(wanted)]
+    if len(hits) == 1:
+        return hits
+    listed = ", ".join(rid or "none" for rid, _ in runs)
+    if not hits:
+        raise TraceError(f"--run {wanted}: no such run among the traces given (runs: {listed})")
+    raise TraceError(f"--run {wanted}: ambiguous, matches {', '.join(r for r, _ in hits)}")
+
+
+def _run_header(rid: str | None, traces: list[Trace]) -> str:
+    import datetime
+
+    start = min((t.process.start_wall for t in traces if t.process.start_wall), default=None)
+    when = (datetime.datetime.fromtimestamp(start, datetime.timezone.utc).strftime(" started %Y-%m-%d %H:%M:%S UTC")
+            if start else "")
+    n = len(traces)
+    return (f"=== run {rid if rid is not None else '(no run id recorded)'}: {n} trace{'s' if n != 1 else ''}"
+            f"{when} ===")
+
+
 def _single_text(trace: Trace) -> str:
     """One trace: the runtime watcher's own report (per kernel, each recompile with its reason)."""
     try:
@@ -70,11 +104,18 @@ Examples:
   jitguard report traces/                    every trace in the directory, merged across ranks
   jitguard report traces/ --format json -o merged.json
   jitguard report traces/ --fail-on-stragglers   exit 1 if some rank compiled while others waited
+  jitguard report traces/ --run 20261129-0935    one run of several in the directory (id prefix)
 
 \b
 Straggler compiles need steps: call jitguard.mark_step() once per step (e.g. per forward pass) on
 every rank. Traces of one job come from `jitguard run --trace`, watch(...).to_json(path), or the
-vLLM plugin (one file per rank in a directory).""",
+vLLM plugin (one file per rank in a directory).
+
+\b
+Several runs in one directory: each trace records its run id (JITGUARD_RUN_ID, set by
+`jitguard run` and by the first process the JITGUARD variable activates, or torchrun's
+TORCHELASTIC_RUN_ID). The text report covers each run in turn, oldest first; --run ID picks one
+(needed for --format json).""",
 )
 @click.argument("traces", nargs=-1, required=True, metavar="DIR_OR_TRACES...",
                 type=click.Path(dir_okay=True, file_okay=True))
@@ -87,10 +128,13 @@ vLLM plugin (one file per rank in a directory).""",
                    "each trace on its own, one after the other (text only).")
 @click.option("--max-stragglers", type=click.IntRange(min=0), default=30, show_default=True,
               help="Text: show at most this many straggler steps (the largest stalls); 0 = all.")
+@click.option("--run", "run_wanted", metavar="ID", default=None,
+              help="Report only the traces of this run (its id or a unique prefix; 'none' = traces "
+                   "with no run id). Default: every run, each on its own.")
 @click.option("--fail-on-stragglers", is_flag=True,
               help="Exit with status 1 when any straggler compile is found (for CI and smoke runs).")
 def report(traces: tuple[str, ...], fmt: str, output: str | None, merge: bool | None,
-           max_stragglers: int, fail_on_stragglers: bool) -> None:
+           max_stragglers: int, run_wanted: str | None, fail_on_stragglers: bool) -> None:
     """Explain the Triton recompiles recorded in DIR_OR_TRACES (trace files, or directories of them).
 
     With one trace: each kernel's variants, every recompile in one line with the parameter that
@@ -103,19 +147,31 @@ def report(traces: tuple[str, ...], fmt: str, output: str | None, merge: bool | 
     """
     from jitguard.runtime.merge import MergeError, merge_traces, render_text
 
+    merged_all = []
     try:
         loaded, notes = _load(traces)
         if merge is False and fmt == "json":
             raise click.UsageError("--no-merge renders text; use --format json without --no-merge")
-        if merge is False or (len(loaded) == 1 and fmt == "text" and merge is None):
-            text = "\n".join(_single_text(t) for t in loaded)
-            merged = None
-        else:
-            merged = merge_traces(loaded)
-            if fmt == "json":
-                text = json.dumps(merged.to_dict(), indent=2) + "\n"
+        runs = _split_runs(loaded)
+        if run_wanted is not None:
+            runs = _pick_run(runs, run_wanted)
+        elif fmt == "json" and len(runs) > 1:
+            listed = ", ".join(f"{rid or 'none'} ({len(ts)} traces)" for rid, ts in runs)
+            raise TraceError(f"the traces come from {len(runs)} runs: {listed}; pick one with --run ID")
+        parts = []
+        for rid, group in runs:
+            head = _run_header(rid, group) + "\n" if len(runs) > 1 else ""
+            if merge is False or (len(group) == 1 and fmt == "text" and merge is None):
+                parts.append(head + "\n".join(_single_text(t) for t in group))
+                merged_all.append((group, None))
             else:
-                text = render_text(merged, max_stragglers=max_stragglers or None)
+                merged = merge_traces(group)
+                merged_all.append((group, merged))
+                if fmt == "json":
+                    parts.append(json.dumps(merged.to_dict(), indent=2) + "\n")
+                else:
+                    parts.append(head + render_text(merged, max_stragglers=max_stragglers or None))
+        text = "\n".join(parts)
     except (TraceError, MergeError) as exc:
         click.echo(f"jitguard report: error: {exc}", err=True)
         sys.exit(2)
@@ -131,7 +187,11 @@ def report(traces: tuple[str, ...], fmt: str, output: str | None, merge: bool | 
     else:
         click.echo(text, nl=False)
     if fail_on_stragglers:
-        if merged is None:
-            merged = merge_traces(loaded)
-        if merged.stragglers:
-            sys.exit(1)
+        for group, merged in merged_all:
+            if merged is None:
+                try:
+                    merged = merge_traces(group)
+                except MergeError:
+                    continue
+            if merged.stragglers:
+                sys.exit(1)

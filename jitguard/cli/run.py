@@ -36,7 +36,8 @@ jitguard's sitecustomize directory first on PYTHONPATH, so every Python process 
 (workers too) turns the watcher on right after it imports Triton; nothing is installed into
 site-packages. A file --trace goes to the first process; its child processes write
 <stem>.pid<P>.json beside it. A directory --trace gets one file per process, with the rank in the
-name. Processes that end with os._exit (e.g. forked multiprocessing workers) write no trace.
+name. Every process records the same run id (JITGUARD_RUN_ID: yours if set, else a fresh one;
+torchrun's TORCHELASTIC_RUN_ID when it has one), so `jitguard report DIR` tells runs apart. Processes that end with os._exit (e.g. forked multiprocessing workers) write no trace.
 Without `jitguard run`, set the same variables and call
 jitguard.runtime.activate.activate_from_env() early in the program (or print this directory
 with --print-site-dir and put it on PYTHONPATH yourself).""",
@@ -81,6 +82,11 @@ def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None,
     env["JITGUARD"] = mode
     env["JITGUARD_TRACE"] = trace_abs
     env.pop("JITGUARD_TRACE_CLAIMED", None)
+    if not env.get("JITGUARD_RUN_ID", "").strip() or env.get("JITGUARD_RUN_ID_AUTO") == "1":
+        # every process of this run records the same id: `jitguard report DIR` tells runs apart
+        from jitguard.runtime.process import new_run_id
+
+        env["JITGUARD_RUN_ID"], env["JITGUARD_RUN_ID_AUTO"] = new_run_id(), "1"
     if max_recompiles is not None:
         env["JITGUARD_MAX_RECOMPILES"] = str(max_recompiles)
     if summary is not None:

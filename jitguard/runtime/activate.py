@@ -241,6 +241,9 @@ def activate_from_env(environ=None, *, start: str = "import", write_at_exit: boo
         return None
     if settings is None:
         return None
+    from jitguard.runtime.process import run_id
+
+    run_id(create=True)  # a process tree's first activation names the run for its children
     if settings.trace is None and default_trace:
         settings = dataclasses.replace(settings, trace=default_trace)
     trace = settings.trace

@@ -219,6 +219,7 @@ class MergedReport:
     world_size: int | None
     missing_ranks: list[int]
     warnings: list[str]
+    run_id: str | None = None  # the run every trace belongs to (None: not recorded, or mixed)
 
     # ---- totals -----------------------------------------------------------------------------
     @property
@@ -239,6 +240,7 @@ class MergedReport:
         return {
             "schema": MERGED_SCHEMA,
             "version": MERGED_VERSION,
+            "run_id": self.run_id,
             "world_size": self.world_size,
             "ranks": self.ranks,
             "missing_ranks": self.missing_ranks,
@@ -278,8 +280,10 @@ def _check_ranks(traces: Sequence[Trace]) -> None:
         if r in seen:
             a, b = seen[r].path or f"pid {seen[r].process.pid}", t.path or f"pid {t.process.pid}"
             raise MergeError(
-                f"rank {r} appears in two traces ({a} and {b}): pass the traces of one job "
-                f"(e.g. one directory per run)"
+                f"rank {r} appears in two traces ({a} and {b}) of "
+                + (f"run {t.process.run_id}" if t.process.run_id else "no recorded run id")
+                + ": pass the traces of one job (one directory per run, or set JITGUARD_RUN_ID "
+                  "per run so that `jitguard report` can tell them apart)"
             )
         seen[r] = t
 
@@ -352,7 +356,9 @@ def merge_traces(traces: Sequence[Trace]) -> MergedReport:
         elif unstepped:
             warnings.append(f"{unstepped} compile events carry no step (before the first "
                             f"jitguard.mark_step?) and are left out of the straggler analysis")
-    return MergedReport(processes, kernels, stragglers, lockstep, world_size, missing, warnings)
+    run_ids = {t.process.run_id for t in traces}
+    return MergedReport(processes, kernels, stragglers, lockstep, world_size, missing, warnings,
+                        run_id=run_ids.pop() if len(run_ids) == 1 else None)
 
 
 def _kernel_summaries(traces: Sequence[Trace], variant_no: dict) -> list[KernelSummary]:

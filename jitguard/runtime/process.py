@@ -5,8 +5,41 @@ import os
 import socket
 import sys
 import time
+import uuid
 
 from jitguard.runtime.trace import ProcessInfo
+
+
+ENV_RUN_ID = "JITGUARD_RUN_ID"
+ENV_RUN_ID_AUTO = "JITGUARD_RUN_ID_AUTO"  # "1" when jitguard made the id up (not the user)
+
+
+def new_run_id() -> str:
+    """A fresh run id: sortable by start time, unique (``20261129-093512-3f9a1c``)."""
+    return time.strftime("%Y%m%d-%H%M%S-", time.gmtime()) + uuid.uuid4().hex[:6]
+
+
+def run_id(*, create: bool = False) -> str | None:
+    """The run this process belongs to, shared by every process of the run through the environment:
+    ``JITGUARD_RUN_ID`` when you set it; else torchrun's ``TORCHELASTIC_RUN_ID`` (the same on every
+    node; its default ``none`` does not count); else a ``JITGUARD_RUN_ID`` that a jitguard ancestor
+    made up (``jitguard run``, or the first process activated by ``JITGUARD``). With ``create``
+    and none of those, makes one up and exports it, so that the processes this one starts share it."""
+    env = os.environ
+    mine = env.get(ENV_RUN_ID, "").strip()
+    if mine and env.get(ENV_RUN_ID_AUTO) != "1":
+        return mine
+    elastic = env.get("TORCHELASTIC_RUN_ID", "").strip()
+    if elastic and elastic.lower() != "none":
+        return elastic
+    if mine:
+        return mine
+    if not create:
+        return None
+    rid = new_run_id()
+    env[ENV_RUN_ID] = rid
+    env[ENV_RUN_ID_AUTO] = "1"
+    return rid
 
 
 def _env_int(name: str) -> int | None:
@@ -80,6 +113,7 @@ def new_process_info(mode: str | None = None) -> ProcessInfo:
         mode=mode,
         start_wall=time.time(),
         start_monotonic=time.monotonic(),
+        run_id=run_id(),
     )
     refresh_rank(info)
     return info

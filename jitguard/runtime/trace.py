@@ -225,7 +225,9 @@ class Event:
 @dataclass
 class ProcessInfo:
     """Who wrote the trace. ``rank``/``world_size``/``local_rank`` come from torch.distributed when
-    initialized, else from RANK/WORLD_SIZE/LOCAL_RANK; None when neither says."""
+    initialized, else from RANK/WORLD_SIZE/LOCAL_RANK; None when neither says. ``run_id`` names
+    the run the process belongs to (JITGUARD_RUN_ID, else a torchrun TORCHELASTIC_RUN_ID; None in
+    traces written before the field existed and in processes no launcher labelled)."""
 
     pid: int = 0
     host: str = ""
@@ -241,9 +243,11 @@ class ProcessInfo:
     start_monotonic: float = 0.0
     end_wall: float | None = None
     end_monotonic: float | None = None
+    run_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["run_id"] = _clip(self.run_id, 200)
         d["argv"] = [_clip(a, 500) for a in self.argv[:64]]
         return d
 
@@ -442,6 +446,7 @@ TRACE_JSON_SCHEMA: dict[str, Any] = {
                 "start_monotonic": {"type": "number"},
                 "end_wall": _NULLABLE_NUM,
                 "end_monotonic": _NULLABLE_NUM,
+                "run_id": _NULLABLE_STR,  # optional: added in jitguard 0.x, still version 1
             },
         },
         "events": {
