@@ -148,3 +148,11 @@ def test_multiples_of_16_are_one_value_class():
     src = KERNEL + "\ndef go(x):\n    kern[(1,)](x, x.shape[0] * 64, BLOCK=16)\n"
     (launch,) = extract_file("m.py", src, "m").launches
     assert launch.args[1].provenance == VARYING and launch.args[1].div16
+
+
+def test_slices_of_persistent_buffers_and_per_token_weights_vary():
+    rng = random.Random()
+    # buf[:n] of a self buffer has n rows; router weights are per token
+    assert provenance("{a} = self.buf[: x.shape[0]]\nARG = {a}.shape[0]", rng, params="self, x")[0] == VARYING
+    assert provenance("ARG = topk_weights.shape[0]", rng, params="x, topk_weights")[0] == VARYING
+    assert provenance("ARG = self.buf.shape[0]", rng, params="self, x")[0] == STABLE
