@@ -161,6 +161,8 @@ def test_run_usage_errors():
     assert r.exit_code == 2 and "command not found" in r.output
     r = CliRunner().invoke(run, ["--mode", "loud", "--", "python"])
     assert r.exit_code == 2 and "loud" in r.output
+    r = CliRunner().invoke(run, ["--trace", "t.{host}.json", "--", "python"])
+    assert r.exit_code == 2 and "unknown placeholder {host}" in r.output
 
 
 def test_public_activation_api_parses_the_variables():
@@ -227,3 +229,20 @@ def test_run_id_resolution(monkeypatch):
     monkeypatch.delenv("JITGUARD_RUN_ID_AUTO")
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", elastic)
     assert process.run_id(create=True) == mine  # the user's own id wins
+
+
+def test_rank_and_pid_placeholders_in_jitguard_trace(monkeypatch, tmp_path):
+    from jitguard.runtime.activate import ActivationError, env_settings, trace_path_for_process
+
+    rank, pid = RNG.randrange(0, 512), os.getpid()
+    monkeypatch.setenv("JITGUARD_TRACE_CLAIMED", str(pid + 1))  # another process owns plain paths
+    tpl = str(tmp_path / "rank{rank}.json")
+    assert trace_path_for_process(tpl, rank) == str(tmp_path / f"rank{rank}.json")
+    # no rank: the name alone no longer tells processes apart, so a pid goes in as for plain paths
+    assert trace_path_for_process(tpl, None) == str(tmp_path / f"ranknone.pid{pid}.json")
+    assert trace_path_for_process(str(tmp_path / "r{rank}-p{pid}.json"), None) == str(tmp_path / f"rnone-p{pid}.json")
+    assert trace_path_for_process(str(tmp_path / "r{rank}") + "/", rank) == \
+        str(tmp_path / f"r{rank}" / f"jitguard-trace.rank{rank}.pid{pid}.json")
+    assert env_settings({"JITGUARD": "record", "JITGUARD_TRACE": tpl}).trace == tpl
+    with pytest.raises(ActivationError, match="unknown placeholder"):
+        env_settings({"JITGUARD": "record", "JITGUARD_TRACE": str(tmp_path / "{node}.json")})

@@ -443,3 +443,26 @@ def test_rank_is_refreshed_once_the_group_is_up_and_kept_after_teardown(monkeypa
     with jitguard.watch() as w3:
         k.warmup(x, y, div16(), BLOCK=64, grid=(1,))
     assert (w3.trace.process.rank, w3.trace.process.world_size) == (env_rank, world + 1000)
+
+
+def test_trace_path_placeholders(monkeypatch, tmp_path):
+    import sys
+
+    world = RNG.randrange(2, 64)
+    rank = RNG.randrange(world)
+    monkeypatch.delenv("RANK", raising=False)
+    fake = _FakeDist(rank, world)
+    monkeypatch.setitem(sys.modules, "torch.distributed", fake)
+    k = fresh()
+    x, y = tensors()
+    with jitguard.watch(trace=tmp_path / "out" / "rank{rank}.pid{pid}.json") as w:
+        fake.up = True  # the rank is known once the group is up, after the watch began
+        k.warmup(x, y, odd(), BLOCK=64, grid=(1,))
+        fake.up = False
+    assert os.listdir(tmp_path / "out") == [f"rank{rank}.pid{os.getpid()}.json"]
+    assert w.trace.events
+    with pytest.raises(ValueError, match="unknown placeholder"):
+        jitguard.watch(trace=str(tmp_path / "{host}.json"))
+    with jitguard.watch(trace=tmp_path / "{{literal}}-{rank}.json"):
+        pass
+    assert (tmp_path / "{literal}-none.json").is_file()

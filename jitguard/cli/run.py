@@ -43,7 +43,9 @@ jitguard.runtime.activate.activate_from_env() early in the program (or print thi
 with --print-site-dir and put it on PYTHONPATH yourself).""",
 )
 @click.option("--trace", "trace", default=DEFAULT_TRACE, show_default=True, metavar="FILE|DIR/",
-              help="Where to write the trace (a directory, or a path ending in '/', gets one file per process).")
+              help="Where to write the trace (a directory, or a path ending in '/', gets one file per "
+                   "process). {rank} and {pid} in it are filled in per process, e.g. "
+                   "traces/rank{rank}.json.")
 @click.option("--mode", type=click.Choice(["record", "warn", "raise"]), default="warn", show_default=True,
               help="record: trace only; warn: also a warning per recompile and a summary at exit; "
                    "raise: RecompileError at the first recompile beyond --max-recompiles.")
@@ -71,8 +73,16 @@ def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None,
         argv = [sys.executable, *argv]
     elif shutil.which(argv[0]) is None:
         raise click.UsageError(f"{argv[0]}: command not found")
+    from jitguard.runtime.trace import check_trace_template, has_placeholders
+
+    try:
+        check_trace_template(trace)
+    except ValueError as exc:
+        raise click.UsageError(f"--trace: {exc}") from None
     trace_abs = os.path.abspath(trace) + (os.sep if trace.endswith(("/", os.sep)) else "")
-    if trace_abs.endswith(os.sep):
+    if has_placeholders(os.path.dirname(trace_abs)):
+        pass  # per-process directories: created when each process writes
+    elif trace_abs.endswith(os.sep):
         os.makedirs(trace_abs, exist_ok=True)
     else:
         parent = os.path.dirname(trace_abs)
@@ -105,8 +115,27 @@ def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None,
 
 def _say_where_traces_are(target: str, started: float) -> None:
     """Tell the user when the trace is not where they asked (no Triton, or only child processes)."""
+    from jitguard.runtime.trace import has_placeholders
+
+    if has_placeholders(os.path.dirname(target)):
+        return  # one directory per process: nothing single to look in
     if target.endswith(os.sep):
         directory, names = target, None
+    elif has_placeholders(target):
+        import fnmatch
+        import re
+
+        directory = os.path.dirname(target)
+        pattern = re.sub(r"\{(rank|pid)\}", "*", os.path.basename(target))
+        try:
+            found = [n for n in os.listdir(directory) if fnmatch.fnmatch(n, pattern)
+                     and os.path.getmtime(os.path.join(directory, n)) >= started - 1]
+        except OSError:
+            found = []
+        if not found:
+            click.echo("jitguard: no trace was written (did the program import Triton and exit normally?)",
+                       err=True)
+        return
     else:
         if os.path.isfile(target) and os.path.getmtime(target) >= started - 1:
             return

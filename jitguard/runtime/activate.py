@@ -2,7 +2,8 @@
 
     JITGUARD=record|warn|raise      turn the watcher on for the whole process ("1" means warn)
     JITGUARD_TRACE=PATH             write the trace there at exit; a directory (existing, or ending
-                                    in "/") gets one file per process: jitguard-trace.rank{R}.pid{P}.json
+                                    in "/") gets one file per process: jitguard-trace.rank{R}.pid{P}.json;
+                                    {rank} and {pid} in PATH are filled in per process
     JITGUARD_MAX_RECOMPILES=N       the budget for warn/raise (default 0)
     JITGUARD_SUMMARY=0|1            print the per-kernel summary at exit (default: on in warn mode)
 
@@ -29,6 +30,8 @@ import importlib.machinery
 import os
 import sys
 import threading
+
+from jitguard.runtime.trace import check_trace_template, expand_trace_path
 
 ENV_MODE = "JITGUARD"
 ENV_TRACE = "JITGUARD_TRACE"
@@ -80,23 +83,38 @@ def env_settings(environ=None) -> EnvSettings | None:
         raise ActivationError(f"{ENV_MAX}={raw!r}: must be an integer >= 0") from None
     if max_recompiles is not None and max_recompiles < 0:
         raise ActivationError(f"{ENV_MAX}={raw!r}: must be >= 0")
+    trace = env.get(ENV_TRACE) or None
+    if trace is not None:
+        try:
+            check_trace_template(trace)
+        except ValueError as exc:
+            raise ActivationError(f"{ENV_TRACE}: {exc}") from None
     summary_env = env.get(ENV_SUMMARY)
     summary = None if summary_env in (None, "") else summary_env.strip().lower() not in ("0", "off", "false", "no")
-    return EnvSettings(mode=mode, trace=env.get(ENV_TRACE) or None, max_recompiles=max_recompiles,
+    return EnvSettings(mode=mode, trace=trace, max_recompiles=max_recompiles,
                        summary=summary)
+
+
+def _is_dir(target: str) -> bool:
+    return target.endswith(("/", os.sep)) or os.path.isdir(target)
 
 
 def trace_path_for_process(target: str, rank: int | None = None) -> str:
     """Where this process writes: the file itself for the first process that activates with a file
-    path, ``<stem>.pid<P>.json`` beside it for its children, a per-process name in a directory."""
+    path, ``<stem>.pid<P>.json`` beside it for its children, a per-process name in a directory.
+    ``{rank}`` and ``{pid}`` in ``target`` are filled in first; a file path with ``{pid}``, or with
+    ``{rank}`` in a process that has a rank, names one process already and is used as it is."""
     pid = os.getpid()
+    expanded = expand_trace_path(target, rank, pid)
     rank_part = f"rank{rank}." if rank is not None else ""
-    if target.endswith(("/", os.sep)) or os.path.isdir(target):
-        return os.path.join(target, f"jitguard-trace.{rank_part}pid{pid}.json")
+    if _is_dir(expanded):
+        return os.path.join(expanded, f"jitguard-trace.{rank_part}pid{pid}.json")
+    if "{pid}" in target or ("{rank}" in target and rank is not None):
+        return expanded
     claimed = os.environ.get(ENV_CLAIMED)
     if claimed in (None, "", str(pid)):
-        return target
-    stem, ext = os.path.splitext(target)
+        return expanded
+    stem, ext = os.path.splitext(expanded)
     return f"{stem}.{rank_part}pid{pid}{ext or '.json'}"
 
 
@@ -111,7 +129,7 @@ def activate(mode: str = "warn", *, trace: str | None = None, max_recompiles: in
             return _active
         from jitguard.runtime.watch import watch
 
-        if write_at_exit and trace and not (trace.endswith(("/", os.sep)) or os.path.isdir(trace)):
+        if write_at_exit and trace and not _is_dir(expand_trace_path(trace, None)):
             os.environ.setdefault(ENV_CLAIMED, str(os.getpid()))
         w = watch(mode=mode, max_recompiles=max_recompiles, summary=summary)
         w.__enter__()
@@ -247,7 +265,7 @@ def activate_from_env(environ=None, *, start: str = "import", write_at_exit: boo
     if settings.trace is None and default_trace:
         settings = dataclasses.replace(settings, trace=default_trace)
     trace = settings.trace
-    if write_at_exit and trace and not (trace.endswith(("/", os.sep)) or os.path.isdir(trace)):
+    if write_at_exit and trace and not _is_dir(expand_trace_path(trace, None)):
         # Claim the file at startup, before any child exists: processes started from this one
         # (workers, torchrun ranks) then write <stem>.pid<P>.json beside it instead of racing.
         os.environ.setdefault(ENV_CLAIMED, str(os.getpid()))

@@ -376,6 +376,39 @@ def load_traces(paths: Iterable[str | os.PathLike]) -> list[Trace]:
     return [load_trace(p) for p in iter_trace_files(paths)]
 
 
+TRACE_PLACEHOLDERS = ("rank", "pid")
+
+
+def check_trace_template(path: str) -> None:
+    """``ValueError`` (one line) unless every ``{...}`` in ``path`` is ``{rank}`` or ``{pid}``
+    (``{{`` and ``}}`` are literal braces)."""
+    import string
+
+    try:
+        fields = [f for _, f, spec, conv in string.Formatter().parse(path) if f is not None]
+        bad = [f for f in fields if f not in TRACE_PLACEHOLDERS]
+    except ValueError as exc:
+        raise ValueError(f"trace path {path!r}: {exc} (write {{{{ and }}}} for literal braces)") from None
+    if bad:
+        raise ValueError(f"trace path {path!r}: unknown placeholder {{{bad[0]}}}; use {{rank}} or {{pid}}")
+
+
+def has_placeholders(path: str) -> bool:
+    import string
+
+    try:
+        return any(f is not None for _, f, _, _ in string.Formatter().parse(path))
+    except ValueError:
+        return False
+
+
+def expand_trace_path(path: str, rank: int | None, pid: int | None = None) -> str:
+    """``{rank}`` -> the process's rank (``none`` when it has none), ``{pid}`` -> its pid."""
+    if not has_placeholders(path) and "{{" not in path and "}}" not in path:
+        return path
+    return path.format(rank="none" if rank is None else rank, pid=os.getpid() if pid is None else pid)
+
+
 def write_trace(trace: Trace | dict[str, Any], path: str | os.PathLike) -> str:
     """Write atomically (temp file in the same directory, fsync, rename): readers never see half a
     trace, and a crash mid-write leaves the previous file intact. Returns the path written."""

@@ -35,6 +35,8 @@ from jitguard.runtime.trace import (
     DiffEntry,
     Event,
     Trace,
+    check_trace_template,
+    expand_trace_path,
     write_trace,
 )
 
@@ -488,8 +490,10 @@ class watch(contextlib.ContextDecorator):
           an autotuner benchmarks do not count). Default: 0 in warn and raise modes.
     max_compiles: compiles of any kind (first variants included) the region may make; see
           ``expect_no_compiles()``.
-    trace: a path to write the trace to at exit (atomic); ``summary``: print the per-kernel summary
-          at exit (default: on in warn mode).
+    trace: a path to write the trace to at exit (atomic); ``{rank}`` and ``{pid}`` in it become
+          the process's rank (as known at exit; ``none`` without one) and pid, e.g.
+          ``trace="traces/rank{rank}.json"``. ``summary``: print the per-kernel summary at exit
+          (default: on in warn mode).
     distributed: at exit, gather every rank's trace to rank 0 over torch.distributed and print the
           merged report there (a collective: every rank must exit its watch).
     """
@@ -507,6 +511,8 @@ class watch(contextlib.ContextDecorator):
         self.max_recompiles = max_recompiles
         self.max_compiles = max_compiles
         self.trace_path = os.fspath(trace) if trace is not None else None
+        if self.trace_path is not None:
+            check_trace_template(self.trace_path)
         self.print_summary = (mode == "warn") if summary is None else summary
         self.distributed = distributed
         self.stream = stream
@@ -562,7 +568,7 @@ class watch(contextlib.ContextDecorator):
     def _finish(self) -> None:
         try:
             if self.trace_path:
-                self.to_json(self.trace_path)
+                self.to_json(expand_trace_path(self.trace_path, self.trace.process.rank))
             if self.print_summary and self.trace.events:
                 print(self.summary(), file=self.stream or sys.stderr, flush=True)
             if self.distributed:
