@@ -78,12 +78,16 @@ _VARYING_NAME = re.compile(
 
 # Short conventional names, case-sensitive: M/T/EM (GEMM rows, tokens), bs (batch size).
 _VARYING_SHORT = {"M", "T", "EM", "m", "bs", "B", "L"}
+# Single letters that by convention name model dimensions (heads, head dim, GEMM K, experts).
+_STABLE_SHORT = {"H", "D", "K", "E", "HV", "HK", "HQ", "DV", "DK"}
 
 
 def strong_stable(name: str, varying: frozenset[str] = frozenset(), stable: frozenset[str] = frozenset()) -> bool:
     """A name that plainly says model dimension or configured maximum (num_experts, hidden_size,
     max_num_reqs): strong enough to override a structural guess."""
     if name in stable:
+        return True
+    if name in _STABLE_SHORT:
         return True
     low = name.lower()
     return len(name) > 1 and name not in varying and name not in _VARYING_SHORT and bool(_STABLE_NAME.match(low)) \
