@@ -171,6 +171,15 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="jg-fix-bench-"))
     tree = work / "tree"
+    # Run one commit's code for every step (other work may land in the checkout meanwhile).
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "jitguard"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    snap = work / "code"
+    snap.mkdir()
+    archive = subprocess.run(["git", "archive", "HEAD", "jitguard"], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(snap)], input=archive.stdout, check=True)
+    os.environ["PYTHONPATH"] = str(snap) + os.pathsep + os.environ.get("PYTHONPATH", "")
     strip_record = None
     if args.stripped is None:
         # the corpus (bench/fetch_vllm.py) stripped by bench/strip_do_not_specialize.py, with its record
@@ -298,6 +307,7 @@ def main() -> int:
                    | {"entries": len(strip_record["entries"]), "unresolved": len(strip_record["unresolved"]),
                       "errors": strip_record["errors"]} if strip_record else None},
         "command": "jitguard fix --write --unsafe-fixes --no-cache .",
+        "code": {"commit": commit, "uncommitted_changes_in_checkout_not_used": bool(dirty)},
         "first_run": {"exit_code": rc1, "seconds": round(t1, 1), "summary": summary_line(err1),
                       "files_changed": len(changed), "notes_lines": len(err1.splitlines())},
         "compiles": {"compileall_exit_code": ca_rc, "compileall_tail": ca_out if ca_rc else "",
@@ -337,7 +347,7 @@ def main() -> int:
     print(f"first run {t1:.0f}s: {result['first_run']['summary']}")
     print(f"second run {t2:.0f}s: {result['second_run']['summary']}")
     if recall:
-        print(f"recall vs vLLM's own lists: {recall['restored']}/{recall['stripped_entries']} "
+        print(f"recall vs vLLM's own lists: {recall['restored']}/{recall['stripped_do_not_specialize_entries']} "
               f"({recall['recall']}), {recall['added_beyond_original']} added beyond them")
     print(f"wrote {args.output}")
     return 0 if all(result["ok"].values()) else 1
