@@ -63,7 +63,7 @@ _STABLE_NAME = re.compile(
     r"hidden(_size|_dim)?|head_(dim|size)\w*|\w*_head_(dim|size)|num_(\w+_)?heads|num_experts\w*|"
     r"top_?k(_\w+)?|vocab_size|d_model|dim|d|k|n|e|h|d_\w+|block(_\w+)?|\w+_block(_size)?|page_size|"
     r"group_size|num_groups|n_groups|\w*_stride\w*|stride\w*|num_warps|num_stages|num_sms|\w*_size_(n|k)|"
-    r"\w*(intermediate|hidden)\w*|rank|world_size|tp_size|\w*_dim)$"
+    r"\w*(intermediate|hidden)\w*|rank|world(_size)?|tp_size|\w*_dim|split_?k|k_splits?|shards?|num_shards|num_ranks)$"
 )
 _VARYING_NAME = re.compile(
     r"^((num|n|total|cur)_?(actual_|valid_|padded_|batched_|input_|output_|new_|draft_|spec_|"
@@ -536,8 +536,6 @@ class Classifier:
         root = base.id if isinstance(base, ast.Name) else None
         named = self.by_name(attr)
         if root in ("self", "cls") or (root and ("config" in root.lower() or "cfg" in root.lower())):
-            if named == VARYING and not attr.startswith("max_"):
-                return Prov(VARYING, "unknown", (f"{self.code(e)}: attribute named like a per-call value",), False, True)
             return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of {root} (fixed for the model)",))
         if named is not None:
             return Prov(named, "unknown", (f"{self.code(e)}: the attribute name suggests a {'per-call' if named == VARYING else 'fixed'} value",), False, True)
