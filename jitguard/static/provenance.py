@@ -77,7 +77,7 @@ _VARYING_NAME = re.compile(
 
 
 # Short conventional names, case-sensitive: M/T/EM (GEMM rows, tokens), bs (batch size).
-_VARYING_SHORT = {"M", "T", "EM", "m", "bs", "B", "L"}
+_VARYING_SHORT = {"M", "T", "EM", "m", "bs", "B"}
 # Single letters that by convention name model dimensions (heads, head dim, GEMM K, experts).
 _STABLE_SHORT = {"H", "D", "K", "E", "HV", "HK", "HQ", "DV", "DK"}
 
