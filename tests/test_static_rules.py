@@ -150,3 +150,27 @@ def go(x):
     assert {(f.code, f.param) for f in scan_one(src)} == {("JG001", "n")}
     with_default = src.replace("w, BLOCK: tl.constexpr", "w=3, BLOCK: tl.constexpr = 16")
     assert not scan_one(with_default)  # a default makes the star's length ambiguous: nothing placed
+
+
+def test_a_launch_through_a_local_chosen_among_kernels_binds_to_each():
+    src = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k16(x_ptr, T, BT: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BT), 0.0, mask=tl.arange(0, BT) < T)
+
+@triton.jit
+def k32(x_ptr, T, BT: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BT), 0.0, mask=tl.arange(0, BT) < T)
+
+def go(A):
+    B, T, H, BT = A.shape
+    if BT == 16:
+        fn = k16
+    else:
+        fn = k32
+    fn[(1,)](x_ptr=A, T=T, BT=BT)
+"""
+    assert {(f.kernel.rsplit(".", 1)[-1], f.param) for f in scan_one(src) if f.code == "JG001"} == {("k16", "T"), ("k32", "T")}

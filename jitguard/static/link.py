@@ -87,14 +87,14 @@ def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_n
                       varying_names=frozenset(varying_names), stable_names=frozenset(stable_names))
     for f in facts:
         for la in f.launches:
-            hit = None
+            # `fn = k1 if c else k2; fn[grid](...)` / if-elif chains: the launch may be any of them
+            seen: set[str] = set()
             for target in la.targets:
                 hit = index.resolve(target)
-                if hit is not None:
-                    break
-            if hit is None:
-                continue
-            program.launches.append(_bind(la, f, hit[0], hit[1]))
+                if hit is None or hit[0].qualname in seen:
+                    continue
+                seen.add(hit[0].qualname)
+                program.launches.append(_bind(la, f, hit[0], hit[1]))
     return program
 
 
