@@ -18,7 +18,7 @@ from typing import Iterable
 
 
 # Bump when the phase-2 test changes: memoized verdicts are keyed by it.
-PREFILTER_VERSION = "2"
+PREFILTER_VERSION = "3"
 _LAUNCH_SHAPE = re.compile(rb"\]\s*\(|\.\s*(?:run|warmup)\s*\(")
 
 
@@ -67,16 +67,28 @@ class NameMatcher:
             "\0".join([PREFILTER_VERSION, *self.names]).encode(), digest_size=16
         ).hexdigest()
         if self.names:
-            body = _trie_regex(self.names)
-            self._re: re.Pattern[bytes] | None = re.compile(
-                rb"(?<![A-Za-z0-9_])" + body.encode() + rb"(?![A-Za-z0-9_])"
-            )
+            n = rb"(?:" + _trie_regex(self.names).encode() + rb")(?![A-Za-z0-9_])"
+            self._re: re.Pattern[bytes] | None = re.compile(rb"(?<![A-Za-z0-9_])" + n)
+            # Places where code can reach a kernel by name (what the extractor resolves):
+            w = rb"(?<![A-Za-z0-9_])"
+            uses = [
+                w + n + rb"\s*(?:\[|\.\s*(?:run|warmup)\b|as\b)",  # k[g]  m.k[g]  k.run(  k as j
+                rb"\bimport\b[^\n]*?" + w + n,  # from m import a, k
+                rb"^[ \t]+" + n + rb"[ \t]*,?[ \t]*(?:#[^\n]*)?$",  # a line of "from m import (...)"
+                rb"(?:=|\belse|\bor|\band|\breturn)\s*(?:[A-Za-z_][\w.]*\.)?" + n,  # j = m.k
+            ]
+            self._use_re: re.Pattern[bytes] | None = re.compile(b"|".join(uses), re.MULTILINE)
         else:
-            self._re = None
+            self._re = self._use_re = None
 
     def __call__(self, data: bytes) -> bool:
         return self._re is not None and self._re.search(data) is not None
 
     def launches_named_kernel(self, data: bytes) -> bool:
-        """Phase 2: mentions a kernel name and holds a launch-shaped call."""
-        return may_launch(data) and self(data)
+        """Phase 2: holds a launch-shaped call and names a kernel where code can reach it:
+        subscripted or ``.run``/``.warmup`` (``k[grid]``, ``m.k[grid]``, ``self.k.run``), imported
+        (``from m import k``, ``k as j``, a line of a parenthesized import), or bound to another
+        name (``j = m.k``, ``j = a if c else k``, ``return k``)."""
+        return self._use_re is not None and may_launch(data) and (
+            self._use_re.search(data) is not None
+        )
