@@ -301,3 +301,34 @@ def test_select_ignore_and_per_file_ignores_apply_after_link(tmp_path, monkeypat
     assert codes(base.with_cli(select=["JG002"]))[0] == [("a.py", "JG002"), ("tests/b.py", "JG002")]
     pfi = Config(root=str(tmp_path), per_file_ignores=(("tests/", ("JG00",)),))
     assert codes(pfi)[0] == [("a.py", "JG001"), ("a.py", "JG002")]
+
+
+def test_phase2_prefilter_contexts(rng):
+    from jitguard.static.prefilter import NameMatcher, may_define_kernels
+
+    name = f"kern_{rng.randrange(16**5):x}"
+    other = f"{name}_tail"  # a longer identifier that merely starts with the name
+    m = NameMatcher([name])
+    launch = "f(x)[0](y)\n"  # some launch-shaped call elsewhere in the file
+    reach = [
+        f"import m\nm.{name}[(1,)](x)\n",
+        f"self.{name} .run(x, grid=(1,))\n",
+        f"{launch}from m import a, {name}\n",
+        f"{launch}from m import (\n    a,\n    {name},  # the kernel\n)\n",
+        f"{launch}from m import {name} as k\n",
+        f"{launch}k = m.{name}\n",
+        f"{launch}k = None if c else {name}\n",
+        f"{launch}def pick():\n    return {name}\n",
+    ]
+    miss = [
+        f"{launch}# {name} is documented here\n",
+        f"{launch}y = f({name})\n",  # passed as a value: not something a launch can be traced to
+        f"from m import {name}\n",  # no launch-shaped call at all
+        f"{launch}{other}[0]\nfrom m import {other}\n",
+    ]
+    for src in reach:
+        assert m.launches_named_kernel(src.encode()), src
+    for src in miss:
+        assert not m.launches_named_kernel(src.encode()), src
+    assert may_define_kernels(b"from triton import jit as J\n")
+    assert not may_define_kernels(b"import torch\n@torch.jit.script\ndef f(): pass\n")
