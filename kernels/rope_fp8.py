@@ -44,7 +44,7 @@ class LaunchConfig:
 
     block_t: int = 4  # tokens per tile (a multiple of 4: tiles cover the T4 padding rows)
     num_warps: int = 1
-    num_stages: int = 1  # software-pipelining depth of the tile loop (cp.async prefetch)
+    num_stages: int = 1  # >= 2: a persistent program prefetches its next tile into registers
     programs_per_sm: int = 0  # persistent grid of SMs * this; 0: one program per tile
 
     def grid(self, device: torch.device, num_tiles: int) -> tuple:
@@ -59,21 +59,20 @@ class LaunchConfig:
 CONFIG = LaunchConfig()
 
 # What bench/bench_rope_fp8.py times (and the GPU tests check) before one is made the default.
-# A persistent config's programs_per_sm is how many of its programs fit on one H200 SM at once
-# (registers and shared memory reported by ptxas for Triton 3.6, sm_90): more would run the
-# persistent grid in two waves.
+# num_stages >= 2 with a persistent grid: each program loops over tiles and prefetches the next
+# tile's loads into registers during this one's arithmetic. A persistent config's programs_per_sm
+# is how many of its programs fit on one H200 SM at once by the registers ptxas reports for
+# Triton 3.6, sm_90 (4x1: 219, 4x2: 124, 8x4: 124, 8x2: 228 with prefetch; 4x1: 113 without):
+# more would run the persistent grid in two waves.
 CANDIDATE_CONFIGS = (
+    LaunchConfig(4, 1, 1, 0),
     LaunchConfig(8, 2, 1, 0),
     LaunchConfig(4, 2, 1, 0),
-    LaunchConfig(4, 1, 1, 0),
-    LaunchConfig(8, 4, 1, 0),
-    LaunchConfig(4, 1, 3, 14),
-    LaunchConfig(4, 1, 4, 12),
-    LaunchConfig(8, 1, 3, 9),
-    LaunchConfig(4, 2, 3, 10),
-    LaunchConfig(8, 2, 3, 6),
-    LaunchConfig(8, 4, 3, 5),
-    LaunchConfig(16, 4, 3, 3),
+    LaunchConfig(4, 1, 1, 17),
+    LaunchConfig(4, 1, 2, 9),
+    LaunchConfig(4, 2, 2, 8),
+    LaunchConfig(8, 4, 2, 4),
+    LaunchConfig(8, 2, 2, 4),
 )
 
 
@@ -125,38 +124,86 @@ def _inv_rope_fp8_quant_kernel(
     q_row_stride: tl.constexpr = HEADS_PER_GROUP * HEAD_DIM
 
     # Tiles of BLOCK_T tokens x one head; heads vary fastest, so neighbouring programs read
-    # neighbouring memory of o. A grid smaller than the tile count makes each program loop, and
-    # NUM_STAGES > 1 lets Triton prefetch the next tiles' loads (cp.async) during this one.
+    # neighbouring memory of o. A grid smaller than the tile count makes each program loop over
+    # tiles; then NUM_STAGES >= 2 (fast path) prefetches the next tile's o, rope slice and cos/sin
+    # into registers while this one is computed (and the position two tiles ahead), so a
+    # program's loads stay in flight during its arithmetic. (No cp.async: the loop itself is
+    # not pipelined by Triton.)
+    PREFETCH: tl.constexpr = ROPE_IN_ONE_BLOCK & (NUM_STAGES >= 2)
     num_tiles = tl.cdiv(num_tokens, BLOCK_T) * NUM_HEADS
-    for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), num_stages=NUM_STAGES):
+    rows = tl.arange(0, BLOCK_T)
+    cols = tl.arange(0, WIDTH)
+    blk = tl.arange(0, BLOCK_Q)
+    step = tl.num_programs(0)
+    if PREFETCH:
+        # Prologue: the first tile's loads, and the second tile's positions. A tile past the
+        # last one has every token >= num_tokens, so its loads are masked off.
+        ri = tl.arange(0, HALF_ROPE)
+        r_cols = NOPE_DIM + tl.arange(0, ROPE_DIM)
+        tile_n = tl.program_id(0)
+        tok_n = (tile_n // NUM_HEADS) * BLOCK_T + rows
+        ok_n = tok_n < num_tokens
+        t0_n = (tile_n // NUM_HEADS) * BLOCK_T
+        o_n = (o_ptr + t0_n.to(tl.int64) * o_stride_t + (tile_n % NUM_HEADS) * o_stride_h
+               + rows[:, None] * o_stride_t)
+        x_next = tl.load(o_n + cols[None, :], mask=ok_n[:, None] & (cols < NOPE_DIM)[None, :],
+                         other=0.0)
+        xr_next = tl.load(o_n + r_cols[None, :], mask=ok_n[:, None], other=0.0)
+        pos_n = tl.load(positions_ptr + tok_n, mask=ok_n, other=0)
+        cs_n = cos_sin_ptr + pos_n.to(tl.int64)[:, None] * cos_sin_stride + ri[None, :]
+        c_next = tl.load(cs_n, mask=ok_n[:, None], other=0.0)
+        s_next = tl.load(cs_n + HALF_ROPE, mask=ok_n[:, None], other=0.0)
+        tok_nn = ((tile_n + step) // NUM_HEADS) * BLOCK_T + rows
+        pos_next = tl.load(positions_ptr + tok_nn, mask=tok_nn < num_tokens, other=0)
+    for tile in tl.range(tl.program_id(0), num_tiles, step, num_stages=1):
         head = tile % NUM_HEADS
         t0 = (tile // NUM_HEADS) * BLOCK_T
         group = head // HEADS_PER_GROUP
         head_in_group = head % HEADS_PER_GROUP
 
-        rows = tl.arange(0, BLOCK_T)
         tok = t0 + rows
         tok_ok = tok < num_tokens
-        cols = tl.arange(0, WIDTH)
-        blk = tl.arange(0, BLOCK_Q)
         o_base = o_ptr + t0.to(tl.int64) * o_stride_t + head * o_stride_h
         q_base = q_ptr + (group.to(tl.int64) * num_tokens + t0) * q_row_stride + head_in_group * HEAD_DIM
-        pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
-        cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
 
-        if ROPE_IN_ONE_BLOCK:
+        if PREFETCH:
+            x = x_next
+            xr = xr_next
+            c = c_next
+            s = s_next
+            x_ok = tok_ok[:, None] & (cols < NOPE_DIM)[None, :]
+            # Issue the next tile's loads now; they complete while this tile is computed.
+            tile_n = tile + step
+            tok_n = (tile_n // NUM_HEADS) * BLOCK_T + rows
+            ok_n = tok_n < num_tokens
+            t0_n = (tile_n // NUM_HEADS) * BLOCK_T
+            o_n = (o_ptr + t0_n.to(tl.int64) * o_stride_t + (tile_n % NUM_HEADS) * o_stride_h
+                   + rows[:, None] * o_stride_t)
+            x_next = tl.load(o_n + cols[None, :], mask=ok_n[:, None] & (cols < NOPE_DIM)[None, :],
+                             other=0.0)
+            xr_next = tl.load(o_n + r_cols[None, :], mask=ok_n[:, None], other=0.0)
+            cs_n = cos_sin_ptr + pos_next.to(tl.int64)[:, None] * cos_sin_stride + ri[None, :]
+            c_next = tl.load(cs_n, mask=ok_n[:, None], other=0.0)
+            s_next = tl.load(cs_n + HALF_ROPE, mask=ok_n[:, None], other=0.0)
+            tok_nn = ((tile_n + step) // NUM_HEADS) * BLOCK_T + rows
+            pos_next = tl.load(positions_ptr + tok_nn, mask=tok_nn < num_tokens, other=0)
+        elif ROPE_IN_ONE_BLOCK:
+            ri = tl.arange(0, HALF_ROPE)
+            r_cols = NOPE_DIM + tl.arange(0, ROPE_DIM)
+            pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
+            cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
             # Whole rows, 16-byte vectors along D; the rope columns are masked off here.
             x_ok = tok_ok[:, None] & (cols < NOPE_DIM)[None, :]
             x = tl.load(o_base + rows[:, None] * o_stride_t + cols[None, :], mask=x_ok, other=0.0)
-            xb = tl.reshape(x.to(tl.float32), (BLOCK_T, BLOCK_Q, QUANT_GROUP))
             # The rope slice, loaded again as interleaved pairs and rotated back.
-            ri = tl.arange(0, HALF_ROPE)
-            r_cols = NOPE_DIM + tl.arange(0, ROPE_DIM)
             xr = tl.load(o_base + rows[:, None] * o_stride_t + r_cols[None, :],
                          mask=tok_ok[:, None], other=0.0)
-            a, b = tl.split(tl.reshape(xr.to(tl.float32), (BLOCK_T, HALF_ROPE, 2)))
             c = tl.load(cs_row[:, None] + ri[None, :], mask=tok_ok[:, None], other=0.0)
             s = tl.load(cs_row[:, None] + HALF_ROPE + ri[None, :], mask=tok_ok[:, None], other=0.0)
+
+        if ROPE_IN_ONE_BLOCK:
+            xb = tl.reshape(x.to(tl.float32), (BLOCK_T, BLOCK_Q, QUANT_GROUP))
+            a, b = tl.split(tl.reshape(xr.to(tl.float32), (BLOCK_T, HALF_ROPE, 2)))
             # Same rounding as the reference: the launcher turns FMA contraction off.
             ya = a * c + b * s
             yb = b * c - a * s
@@ -167,6 +214,8 @@ def _inv_rope_fp8_quant_kernel(
         else:
             # General path: rotate chunks of ROPE_CHUNK dims (ROPE_CHUNK divides NOPE_DIM,
             # ROPE_DIM and QUANT_GROUP); chunks at or past NOPE_DIM are rotated.
+            pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
+            cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
             NUM_CHUNKS: tl.constexpr = WIDTH // ROPE_CHUNK
             HALF_CHUNK: tl.constexpr = ROPE_CHUNK // 2
             x_ok = tok_ok[:, None] & (cols < HEAD_DIM)[None, :]
