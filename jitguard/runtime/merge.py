@@ -644,7 +644,7 @@ def render_text(report: MergedReport, *, max_stragglers: int | None = 30, color:
         for s in shown:
             lines.append("  " + straggler_line(s))
         if max_stragglers is not None and len(st) > max_stragglers:
-            lines.append(f"  ... {len(st) - max_stragglers} more straggler steps with smaller stalls "
+            lines.append(f"  ... {len(st) - max_stragglers} more straggler step{'s' if len(st) - max_stragglers != 1 else ''} with smaller stalls "
                          f"(--format json lists all)")
         by_kernel = {k.kernel: k for k in report.kernels}
         involved = []
