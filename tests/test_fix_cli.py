@@ -389,3 +389,16 @@ def test_parallel_planning_gives_the_same_diff(tmp_path, monkeypatch):
     assert one.exit_code == two.exit_code == 0
     assert one.stdout == two.stdout and one.stdout.count("+++ b/") == 5
     assert one.stderr == two.stderr
+
+
+def test_suppressed_findings_are_not_fixed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    n = _name("n")
+    src = simple_module(n).replace("@triton.jit\n", "@triton.jit  # jitguard: ignore[JG001]\n")
+    (tmp_path / "k.py").write_text(src)
+    r = fix("--write", ".")
+    assert r.exit_code == 0
+    assert (tmp_path / "k.py").read_text() == src
+    assert "0 files changed, 0 fixes applied" in r.stderr
+    (tmp_path / "k.py").write_text(src.replace("  # jitguard: ignore[JG001]", ""))
+    assert fix("--check", ".").exit_code == 1
