@@ -182,6 +182,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wheel", help="use this vllm wheel instead of downloading (if no corpus)")
     ap.add_argument("--jobs", type=int, default=None, help="--jobs for the scans (default: CPUs)")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved repeats; best of each kept")
     ap.add_argument("--out", default=str(BENCH / "results" / "scan_speed.json"))
     args = ap.parse_args()
 
@@ -190,33 +191,37 @@ def main() -> None:
     total_bytes = sum(p.stat().st_size for p in files)
     machine = _machine()
 
-    ceiling_before = ast_ceiling(files)
+    # Interleaved repeats (ceiling, cold, warm, ceiling, cold, warm, ...): on a shared machine the
+    # load changes within a run; each figure is the best (minimum) of its repeats, all are kept.
+    ceilings, colds, warms = [], [], []
     with tempfile.TemporaryDirectory(prefix="jitguard-bench-") as tmp:
         code = snapshot_jitguard(os.path.join(tmp, "code"))
-        cache = os.path.join(tmp, "cache")
-        cold = timed_scan(corpus, cache, args.jobs, os.path.join(tmp, "cold.json"), code)
-        warm = timed_scan(corpus, cache, args.jobs, os.path.join(tmp, "warm.json"), code)
-    # The ceiling again after the scans: on a shared machine the load can change within the run,
-    # so the ratio uses the mean of the two passes (both are recorded).
-    ceiling_after = ast_ceiling(files)
-    ceiling = {
-        "seconds": (ceiling_before["seconds"] + ceiling_after["seconds"]) / 2,
-        "seconds_before": ceiling_before["seconds"],
-        "seconds_after": ceiling_after["seconds"],
-        "syntax_errors": ceiling_before["syntax_errors"],
-    }
-
+        for i in range(args.repeat):
+            ceilings.append(ast_ceiling(files))
+            cache = os.path.join(tmp, f"cache{i}")  # empty: a cold scan
+            colds.append(timed_scan(corpus, cache, args.jobs, os.path.join(tmp, "c.json"), code))
+            warms.append(timed_scan(corpus, cache, args.jobs, os.path.join(tmp, "w.json"), code))
+    ceiling = min(ceilings, key=lambda r: r["seconds"])
+    cold = min(colds, key=lambda r: r["seconds"])
+    warm = min(warms, key=lambda r: r["seconds"])
+    for name, runs in (("ceiling", ceilings), ("cold", colds), ("warm", warms)):
+        (ceiling if name == "ceiling" else cold if name == "cold" else warm)["all_seconds"] = [
+            round(r["seconds"], 3) for r in runs]
+    cold["peak_rss_sum_mb"] = max(r["peak_rss_sum_mb"] for r in colds)
+    cold["peak_pss_sum_mb"] = max(r["peak_pss_sum_mb"] for r in colds)
+    warm["peak_rss_sum_mb"] = max(r["peak_rss_sum_mb"] for r in warms)
+    warm["peak_pss_sum_mb"] = max(r["peak_pss_sum_mb"] for r in warms)
     machine["loadavg_at_end"] = list(os.getloadavg())
-    internal = [e for e in cold["errors"] if e["kind"] == "internal"]
+    internal = [e for r in colds + warms for e in r["errors"] if e["kind"] == "internal"]
     file_errors = [e for e in cold["errors"] if e["kind"] == "file"]
     peak_mb = max(cold["peak_rss_sum_mb"], warm["peak_rss_sum_mb"])
     targets = {
         "cold_le_2x_ast": cold["seconds"] <= 2 * ceiling["seconds"],
         "warm_le_1s": warm["seconds"] <= 1.0,
-        "zero_internal_errors": not internal and not [e for e in warm["errors"]
-                                                      if e["kind"] == "internal"],
+        "zero_internal_errors": not internal,
         "memory_lt_1_5_gb": peak_mb < 1536,
-        "warm_equals_cold": warm["summary"]["by_code"] == cold["summary"]["by_code"],
+        "warm_equals_cold": all(r["summary"]["by_code"] == colds[0]["summary"]["by_code"]
+                                for r in colds + warms),
     }
     result = {
         "benchmark": "scan_speed",
@@ -227,6 +232,9 @@ def main() -> None:
                    "bytes": total_bytes},  # fmt: skip
         "command": "jitguard scan <corpus> --format json -o <file> --cache-dir <fresh dir>"
         + (f" --jobs {args.jobs}" if args.jobs else ""),
+        "method": f"{args.repeat} interleaved repeats of (ast.parse pass, cold scan, warm scan); "
+        "each figure is the minimum of its repeats (all_seconds lists every run); scans are "
+        "timed as whole processes (interpreter start-up included), the ast pass in-process",
         "ast_parse_all": ceiling,
         "cold": {k: v for k, v in cold.items() if k != "errors"},
         "warm": {k: v for k, v in warm.items() if k != "errors"},
@@ -242,10 +250,10 @@ def main() -> None:
     s = cold["summary"]
     rows = [
         ("files (.py)", f"{len(files)} ({total_bytes / 1e6:.1f} MB)"),
-        ("ast.parse all files", f"{ceiling['seconds']:.2f} s (before {ceiling_before['seconds']:.2f}"
-         f", after {ceiling_after['seconds']:.2f})"),
-        ("cold scan", f"{cold['seconds']:.2f} s ({result['cold_over_ast']:.2f}x ast.parse)"),
-        ("warm scan", f"{warm['seconds']:.2f} s"),
+        ("ast.parse all files", f"{ceiling['seconds']:.2f} s (runs: {ceiling['all_seconds']})"),
+        ("cold scan", f"{cold['seconds']:.2f} s ({result['cold_over_ast']:.2f}x ast.parse; "
+         f"runs: {cold['all_seconds']})"),
+        ("warm scan", f"{warm['seconds']:.2f} s (runs: {warm['all_seconds']})"),
         ("peak memory, scan tree", f"{peak_mb:.0f} MB RSS sum, "
          f"{max(cold['peak_pss_sum_mb'], warm['peak_pss_sum_mb']):.0f} MB PSS sum"),
         ("files analyzed / skipped", f"{s['files_analyzed']} / {s['files_skipped']}"),
@@ -256,7 +264,8 @@ def main() -> None:
     ]  # fmt: skip
     w = max(len(r[0]) for r in rows)
     print(f"jitguard scan on {result['corpus']['name']}, {machine['cpus_usable']} CPUs, "
-          f"{result['date']}, load average {machine['loadavg_at_start'][0]:.1f} at start")
+          f"{result['date']}, load average {machine['loadavg_at_start'][0]:.1f} at start, "
+          f"{machine['loadavg_at_end'][0]:.1f} at end; best of {args.repeat}")
     for k, v in rows:
         print(f"  {k:<{w}}  {v}")
     for e in file_errors:
