@@ -267,6 +267,12 @@ def test_missing_path_is_a_usage_error(tmp_path):
 def test_package_option(tmp_path):
     r, doc = scan_json(tmp_path, "--package", "click")
     assert r.exit_code == 0 and doc["summary"]["files_scanned"] > 10 and not doc["errors"]
+    # an editable install (jitguard itself here): its sources, not the import hook, and the
+    # repository's .gitignore (which may list the virtualenv) does not hide installed code
+    r = run(["scan", "--no-cache", "--package", "jitguard", "--format", "json", "--select", "JG004"],
+            tmp_path)
+    doc = json.loads(r.stdout)
+    assert doc["summary"]["files_scanned"] > 20 and not doc["errors"]
     r = run(["scan", "--package", "surely-not-installed-pkg"], tmp_path)
     assert r.exit_code == 2 and "no installed distribution" in r.stderr
 

@@ -147,7 +147,7 @@ class _Excluder:
             rel = _rel(abspath, self.config_root)
             if rel is not None and self.config_patterns.match(rel, is_dir):
                 return True
-        if self.config.respect_gitignore:
+        if self.config.respect_gitignore and not _installed(abspath):
             # Deeper .gitignore files override shallower ones: the last verdict wins.
             verdict: bool | None = None
             for directory, pl in self._chain(os.path.dirname(abspath)):
@@ -171,6 +171,11 @@ class _Excluder:
                 return True
             d = os.path.dirname(d)
         return False
+
+
+def _installed(abspath: str) -> bool:
+    """Installed code (``--package``): a repository's .gitignore (``.venv/``) says nothing about it."""
+    return f"{os.sep}site-packages{os.sep}" in abspath or f"{os.sep}dist-packages{os.sep}" in abspath
 
 
 def _rel(path: str, root: str) -> str | None:
@@ -300,6 +305,8 @@ def package_paths(name: str) -> list[str]:
     for f in files:
         top = f.parts[0]
         if top.endswith((".dist-info", ".egg-info", ".data")) or top == "__pycache__":
+            continue
+        if top.startswith(("__editable__", "_virtualenv")):  # import hooks, not the sources
             continue
         if top not in tops:
             tops.append(top)
