@@ -402,3 +402,26 @@ def test_suppressed_findings_are_not_fixed(tmp_path, monkeypatch):
     assert "0 files changed, 0 fixes applied" in r.stderr
     (tmp_path / "k.py").write_text(src.replace("  # jitguard: ignore[JG001]", ""))
     assert fix("--check", ".").exit_code == 1
+
+
+def test_json_format(tree):
+    import json
+
+    root, p = tree
+    before = (root / "kern.py").read_bytes()
+    r = fix("--format", "json", ".")
+    assert r.exit_code == 0 and r.stderr == ""
+    doc = json.loads(r.stdout)
+    assert (doc["schema"], doc["version"], doc["write"]) == ("jitguard.fix", 1, False)
+    assert doc["summary"]["fixes_pending"] == 6 and doc["summary"]["left_unsafe"] == 2
+    assert doc["summary"]["files_pending"] == 1 and doc["summary"]["files_changed"] == 0
+    by = {(x["kernel"].split(".")[-1], x["param"], x["code"]): x for x in doc["fixes"]}
+    assert by[("k_safe", p["safe"], "JG001")]["status"] == "pending"
+    assert by[("k_addr", p["addr"], "JG001")]["status"] == "unsafe"
+    assert by[("k_bucket", "N", "JG002")]["status"] == "manual"
+    assert f'+@triton.jit(do_not_specialize=["{p["safe"]}"])' in doc["files"][0]["diff"]
+    assert (root / "kern.py").read_bytes() == before
+    r = fix("--format", "json", "--write", "--unsafe-fixes", ".")
+    doc = json.loads(r.stdout)
+    assert doc["summary"]["fixes_applied"] == 8 and doc["files"][0]["written"] is True
+    assert (root / "kern.py").read_bytes() != before

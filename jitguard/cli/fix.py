@@ -96,8 +96,11 @@ def _strip_code(code: str, message: str) -> str:
 @click.option("--jobs", "-j", type=int, default=None, help="Worker processes for the scan and the edits (default: CPUs).")
 @click.option("--no-cache", is_flag=True, help="Don't read or write the scan cache.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the diff and the summary line.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: one document on stdout (schema jitguard.fix v1) with every fix, its status and "
+                   "each file's diff.")
 def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
-        config_file, exclude, jobs, no_cache, quiet):
+        config_file, exclude, jobs, no_cache, quiet, fmt):
     """Add do_not_specialize where `jitguard scan` (or a runtime trace) says a kernel argument
     recompiles per call; remove entries that do nothing.
 
@@ -108,7 +111,7 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
     """
     try:
         code = _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
-                    config_file, exclude, jobs, no_cache, quiet)
+                    config_file, exclude, jobs, no_cache, quiet, fmt)
     except click.exceptions.Exit:
         raise
     except click.UsageError:
@@ -124,7 +127,7 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
 
 
 def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
-         config_file, exclude, jobs, no_cache, quiet) -> int:
+         config_file, exclude, jobs, no_cache, quiet, fmt="text") -> int:
     from jitguard.static.fixes import plan_fixes, write_plan
 
     if write and check:
@@ -162,16 +165,21 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
                       jobs=jobs if jobs and jobs > 0 else default_jobs())
     if show_diff is None:
         show_diff = not write
-    if show_diff:
-        for ff in plan.changed_files:
-            click.echo(
-                _unified_diff(ff.path, ff.snapshot.data, ff.new_data, _encoding(ff.snapshot.data)),
-                nl=False,
-            )
+    diffs = {
+        ff.path: _unified_diff(ff.path, ff.snapshot.data, ff.new_data, _encoding(ff.snapshot.data))
+        for ff in plan.changed_files
+    }
+    if show_diff and fmt == "text":
+        for text in diffs.values():
+            click.echo(text, nl=False)
     pending = plan.pending
     n_pending_files = len(plan.changed_files)
     if write:
         write_plan(plan)
+    if fmt == "json":
+        click.echo(_json_doc(plan, diffs, pending, write, scan_errors, internal_errors))
+        quiet = True
+        err = lambda msg: None  # noqa: E731
 
     # --- what is left for a human, one line each
     counts = plan.counts()
@@ -228,6 +236,55 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
     if write and any(f.error and f.changed and not f.written for f in plan.files):
         return 1
     return 0
+
+
+def _json_doc(plan, diffs, pending, write, scan_errors, internal_errors) -> str:
+    import json
+
+    fixes = []
+    for x in plan.fixes:
+        f = x.site
+        fixes.append({
+            "code": x.code,
+            "path": x.path,
+            "kernel": x.kernel,
+            "kernel_line": x.kernel_line,
+            "param": x.param,
+            "action": x.action,  # add | constexpr | remove | none
+            "safety": x.safety,  # safe | unsafe | manual
+            "status": x.status,  # pending | applied | already | unsafe | manual | refused | error
+            "detail": x.detail,
+            "reason": x.reason,
+            "sources": x.sources,
+            "finding": {"path": f.path, "line": f.line, "column": f.column, "message": f.message},
+        })
+    files = [
+        {"path": ff.path, "changed": ff.changed, "written": ff.written, "error": ff.error,
+         "diff": diffs.get(ff.path)}
+        for ff in plan.files
+    ]
+    counts = plan.counts()
+    doc = {
+        "schema": "jitguard.fix",
+        "version": 1,
+        "write": bool(write),
+        "summary": {
+            "files_changed": sum(1 for ff in plan.files if ff.written),
+            "files_pending": 0 if write else len(diffs),
+            "fixes_applied": counts.get("applied", 0),
+            "fixes_pending": 0 if write else len(pending),
+            "left_unsafe": counts.get("unsafe", 0),
+            "left_manual": counts.get("manual", 0),
+            "left_refused": counts.get("refused", 0) + counts.get("error", 0),
+            "files_not_analyzed": len(scan_errors),
+            "internal_errors": len(internal_errors),
+        },
+        "fixes": fixes,
+        "files": files,
+        "errors": [e.to_dict() if hasattr(e, "to_dict") else {"path": e.path, "message": e.message}
+                   for e in scan_errors],
+    }
+    return json.dumps(doc, indent=2)
 
 
 def _config(config_file, select, ignore, exclude):
