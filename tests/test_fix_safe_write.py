@@ -111,3 +111,14 @@ def test_syntax_error_reports_line():
     assert msg is not None and "line 2" in msg
     assert syntax_error(b"x = 1\n") is None
     assert syntax_error(b"x = '\xff'\n") is not None  # not UTF-8 without a cookie
+
+
+def test_hard_linked_file_is_refused(tmp_path):
+    p = tmp_path / "k.py"
+    data = _src(random.Random())
+    p.write_bytes(data)
+    os.link(p, tmp_path / "other_name.py")
+    snap = read_snapshot(p)
+    with pytest.raises(WriteRefused, match="2 hard links"):
+        write_atomic(snap, data + b"# ours\n")
+    assert p.read_bytes() == data == (tmp_path / "other_name.py").read_bytes()

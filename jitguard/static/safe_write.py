@@ -9,7 +9,8 @@ The fixer edits files other people are working on, so a write must never lose da
 * line endings, encoding and BOM are whatever the caller's bytes say: ``SourceSnapshot`` keeps the raw
   bytes and LibCST round-trips them, this module never decodes and re-encodes on its own;
 * a file whose bytes changed on disk since ``read_snapshot`` is left alone (``WriteRefused``);
-* a read-only file is left alone (the user said so by its mode);
+* a read-only file is left alone (the user said so by its mode), and so is a file with several hard
+  links (replacing it would leave the other names on the old content);
 * bytes that do not parse as Python are never written (the guard against a fixer bug).
 """
 from __future__ import annotations
@@ -48,6 +49,7 @@ class SourceSnapshot:
     mtime_ns: int
     size: int
     inode: int
+    nlink: int = 1
 
     @property
     def sha256(self) -> str:
@@ -71,6 +73,7 @@ def read_snapshot(path: str | os.PathLike) -> SourceSnapshot:
         mtime_ns=st.st_mtime_ns,
         size=st.st_size,
         inode=st.st_ino,
+        nlink=st.st_nlink,
     )
 
 
@@ -115,6 +118,10 @@ def write_atomic(snapshot: SourceSnapshot, new_data: bytes) -> None:
         snapshot.real_path, os.W_OK
     ):
         raise WriteRefused(path, "file is read-only; left untouched")
+    if snapshot.nlink > 1:  # a rename would give this path a new inode and split the links
+        raise WriteRefused(
+            path, f"file has {snapshot.nlink} hard links; replacing it would split them; left untouched"
+        )
     bad = syntax_error(new_data, str(path))
     if bad is not None:  # a fixer bug must never reach the disk
         raise WriteRefused(path, f"the edited file would not parse ({bad}); left untouched")
