@@ -214,7 +214,8 @@ def test_run_id_resolution(monkeypatch):
     from jitguard.runtime import process
 
     for name in ("JITGUARD_RUN_ID", "JITGUARD_RUN_ID_AUTO", "TORCHELASTIC_RUN_ID"):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "x")  # so that monkeypatch restores the original state, even
+        monkeypatch.delenv(name)       # after run_id(create=True) wrote to os.environ below
     assert process.run_id() is None  # nothing names the run, and a plain watch makes up nothing
     made = process.run_id(create=True)  # the first activated process of a tree names it...
     assert os.environ["JITGUARD_RUN_ID"] == made and process.run_id() == made  # ...for its children
