@@ -313,6 +313,12 @@ def load_config(config_file: str | os.PathLike[str] | None = None, start: str | 
     found = find_pyproject(start or os.getcwd())
     if found is None:
         return Config(root=os.getcwd())
+    try:
+        mentions_us = b"jitguard" in found.read_bytes()
+    except OSError:
+        mentions_us = True  # let _load_toml report it
+    if not mentions_us:  # nothing for us in it (and no TOML parser needed on Python 3.10)
+        return Config(root=str(found.parent), source=str(found))
     data = _load_toml(found)
     table = data.get("tool", {}).get("jitguard", {}) if isinstance(data.get("tool"), dict) else {}
     return config_from_table(table, str(found.parent), str(found))

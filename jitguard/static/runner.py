@@ -268,14 +268,20 @@ def scan_paths(
         remaining = list(jobs_args)
         if jobs > 1 and total >= 4:
             try:
-                with ProcessPoolExecutor(
-                    max_workers=min(jobs, total), mp_context=_mp_context()
-                ) as pool:
+                pool = ProcessPoolExecutor(
+                    max_workers=min(jobs, total), mp_context=_mp_context(),
+                    initializer=_ignore_sigint,
+                )  # fmt: skip
+                try:
                     futures = {pool.submit(_extract_job, jobs_args[d]): d for d in remaining}
                     for fut in as_completed(futures):
                         d = futures[fut]
                         finish(d, fut.result())
                         remaining.remove(d)
+                finally:
+                    # On Ctrl-C or a dead worker: drop queued work; workers (which ignore SIGINT)
+                    # finish the file they are on.
+                    pool.shutdown(wait=True, cancel_futures=True)
             except BrokenProcessPool:
                 pass  # a worker died (killed, or a crash in native code): finish in-process
             except OSError:
@@ -421,6 +427,12 @@ def _finish(result: ScanResult, findings: list[Finding], config: Config, t0: flo
     result.internal_errors.sort(key=lambda e: e.path)
     result.duration_s = time.perf_counter() - t0
     return result
+
+
+def _ignore_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _mp_context():
