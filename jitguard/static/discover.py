@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Mapping
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, QualifiedNameProvider
+from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider
 
 from jitguard.static.names import is_triton_name
 
@@ -256,4 +256,4 @@ def iter_kernels(wrapper: MetadataWrapper) -> Iterator[KernelSite]:
     yield from sites
 
 
-__all__ = ["KernelSite", "iter_kernels", "is_triton_name", "DNS", "DNSOA", "ParentNodeProvider"]
+__all__ = ["KernelSite", "iter_kernels", "is_triton_name", "DNS", "DNSOA"]
