@@ -425,3 +425,17 @@ def test_json_format(tree):
     doc = json.loads(r.stdout)
     assert doc["summary"]["fixes_applied"] == 8 and doc["files"][0]["written"] is True
     assert (root / "kern.py").read_bytes() != before
+
+
+def test_scan_options_reach_the_fixer(tmp_path, monkeypatch):
+    """--varying-name / --isolated / [tool.jitguard] mean for fix what they mean for scan."""
+    monkeypatch.chdir(tmp_path)
+    count = _name("zork")
+    (tmp_path / "k.py").write_text(simple_module("n").replace(
+        "def launch(x):\n    n = x.shape[0]\n    k[(1,)](x, n, BLOCK=128)",
+        f"def launch(x, {count}):\n    k[(1,)](x, {count}, BLOCK=128)"))
+    assert fix("--check", "k.py").exit_code == 0  # an argument of unknown provenance
+    assert fix("--check", "--varying-name", count, "k.py").exit_code == 1
+    (tmp_path / "pyproject.toml").write_text(f'[tool.jitguard]\nvarying-names = ["{count}"]\n')
+    assert fix("--check", "k.py").exit_code == 1
+    assert fix("--check", "--isolated", "k.py").exit_code == 0

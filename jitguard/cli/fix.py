@@ -90,9 +90,20 @@ def _strip_code(code: str, message: str) -> str:
               help="Also fix what a runtime trace (jitguard run / jitguard.watch) saw recompile "
                    "(repeatable; merged with the static findings).")
 @click.option("--no-scan", is_flag=True, help="With --from-trace: use the trace findings only.")
+@click.option("--extend-select", multiple=True, metavar="CODES",
+              help="Add codes or prefixes to the selection.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="Read settings from this file instead of the nearest pyproject.toml.")
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @click.option("--exclude", multiple=True, metavar="PATTERN", help="Extra exclude pattern (repeatable).")
+@click.option("--varying-name", "varying_names", multiple=True, metavar="NAMES",
+              help="Extra variable names that mean 'changes every call' (comma-separated), as in scan.")
+@click.option("--stable-name", "stable_names", multiple=True, metavar="NAMES",
+              help="Extra variable names that mean 'fixed for the process' (comma-separated), as in scan.")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=None,
+              help="Skip files that .gitignore excludes (default: on, or the config's value).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, envvar="JITGUARD_CACHE_DIR",
+              help="Scan cache directory (as in scan).")
 @click.option("--jobs", "-j", type=int, default=None, help="Worker processes for the scan and the edits (default: CPUs).")
 @click.option("--no-cache", is_flag=True, help="Don't read or write the scan cache.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the diff and the summary line.")
@@ -100,7 +111,8 @@ def _strip_code(code: str, message: str) -> str:
               help="json: one document on stdout (schema jitguard.fix v1) with every fix, its status and "
                    "each file's diff.")
 def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
-        config_file, exclude, jobs, no_cache, quiet, fmt):
+        config_file, exclude, jobs, no_cache, quiet, fmt, extend_select, isolated, varying_names,
+        stable_names, respect_gitignore, cache_dir):
     """Add do_not_specialize where `jitguard scan` (or a runtime trace) says a kernel argument
     recompiles per call; remove entries that do nothing.
 
@@ -110,8 +122,11 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
     mode, and is left alone if it changed on disk while fix ran, is read-only, or does not parse.
     """
     try:
+        scan_options = dict(extend_select=extend_select, isolated=isolated, varying_names=varying_names,
+                            stable_names=stable_names, respect_gitignore=respect_gitignore,
+                            cache_dir=cache_dir)
         code = _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
-                    config_file, exclude, jobs, no_cache, quiet, fmt)
+                    config_file, exclude, jobs, no_cache, quiet, fmt, scan_options)
     except click.exceptions.Exit:
         raise
     except click.UsageError:
@@ -127,7 +142,7 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
 
 
 def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
-         config_file, exclude, jobs, no_cache, quiet, fmt="text") -> int:
+         config_file, exclude, jobs, no_cache, quiet, fmt="text", scan_options=None) -> int:
     from jitguard.static.fixes import plan_fixes, write_plan
 
     if write and check:
@@ -139,7 +154,8 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
         if not os.path.exists(p):
             raise click.UsageError(f"path does not exist: {p}")
     err = lambda msg: click.echo(msg, err=True)  # noqa: E731
-    config = _config(config_file, _split(select), _split(ignore), exclude)
+    opts = scan_options or {}
+    config = _config(config_file, _split(select), _split(ignore), exclude, paths[0], opts)
 
     findings = []
     facts = []
@@ -148,7 +164,8 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
     if not no_scan:
         from jitguard.static.runner import scan_paths
 
-        result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache, keep_facts=True)
+        result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache, keep_facts=True,
+                            cache_dir=opts.get("cache_dir"))
         facts = list(result.facts)
         findings.extend(result.findings)  # select/ignore/per-file-ignores already applied
         internal_errors = list(getattr(result, "internal_errors", []))
@@ -287,12 +304,28 @@ def _json_doc(plan, diffs, pending, write, scan_errors, internal_errors) -> str:
     return json.dumps(doc, indent=2)
 
 
-def _config(config_file, select, ignore, exclude):
-    from jitguard.config import ConfigError, load_config
+def _names(values) -> list[str]:
+    return [n.strip() for v in values for n in v.split(",") if n.strip()]
+
+
+def _config(config_file, select, ignore, exclude, start, opts):
+    """The same configuration `jitguard scan` would use for these paths and flags."""
+    from jitguard.config import Config, ConfigError, load_config
 
     try:
-        config = load_config(config_file)
-        return config.with_cli(select=select or None, ignore=ignore, exclude=exclude)
+        if opts.get("isolated"):
+            config = Config(root=os.getcwd())
+        else:
+            config = load_config(config_file, start=start)
+        return config.with_cli(
+            select=select or None,
+            extend_select=_split(opts.get("extend_select", ())),
+            ignore=ignore,
+            exclude=_names(exclude),
+            varying_names=_names(opts.get("varying_names", ())),
+            stable_names=_names(opts.get("stable_names", ())),
+            respect_gitignore=opts.get("respect_gitignore"),
+        )
     except ConfigError as e:
         raise click.UsageError(str(e))
 
