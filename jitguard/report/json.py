@@ -62,7 +62,7 @@ _ERROR = {
 
 SCAN_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "$id": "https://jitguard.invalid/schemas/scan-v1.json",
+    "$id": "urn:jitguard:schema:scan:1",
     "title": "jitguard scan report, version 1",
     "type": "object",
     "required": ["schema", "version", "jitguard_version", "summary", "findings", "errors"],

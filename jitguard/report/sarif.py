@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from jitguard.static.runner import ScanResult
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
-INFORMATION_URI = "https://pypi.org/project/jitguard/"
 
 
 def _location(path: str, line: int | None, column: int | None = None) -> dict[str, Any]:
@@ -104,7 +103,6 @@ def to_document(result: "ScanResult") -> dict[str, Any]:
                 "name": "jitguard",
                 "version": jitguard.__version__,
                 "semanticVersion": jitguard.__version__,
-                "informationUri": INFORMATION_URI,
                 "rules": descriptors,
             }
         },
