@@ -172,3 +172,11 @@ def test_github_commands_escape_and_parse_back(rng):
         assert len(errs) == len(res.errors) + len(res.internal_errors)
         assert all(cmd.match(x).group(1) == "error" for x in errs)
         assert not lines[-1].startswith("::")
+
+
+def test_published_schema_file_matches_the_code():
+    """docs/scan_schema_v1.json is `jitguard scan --print-schema` output; keep them identical."""
+    published = json.loads(
+        (pathlib.Path(__file__).parents[1] / "docs" / "scan_schema_v1.json").read_text()
+    )
+    assert published == json_report.SCAN_SCHEMA
