@@ -66,6 +66,14 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word if n == 1 else plural}"
 
 
+def _hint(x) -> str:
+    """JG004's "did you mean 'num_tokens'?" stays visible once the typo is gone."""
+    msg = x.site.message
+    if x.code == "JG004" and "did you mean" in msg:
+        return " (" + msg[msg.index("did you mean"):] + ")"
+    return ""
+
+
 def _strip_code(code: str, message: str) -> str:
     return message[len(code):].lstrip(" :") if message.startswith(code) else message
 
@@ -222,7 +230,7 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
             elif x.status == "applied" and x.safety == "unsafe":
                 err(f"{head}: applied unsafe fix{src}: {x.reason}")
             elif x.status == "applied" and write:
-                err(f"{head}: fixed{src}: {x.detail}")
+                err(f"{head}: fixed{src}: {x.detail}{_hint(x)}")
 
     # --- summary
     left = []
