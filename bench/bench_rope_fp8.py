@@ -10,6 +10,9 @@ read; q, scales incl. padding rows written; positions and cos/sin rows read) ove
 bandwidth measured in the same run (a graph-replayed ``x.sum()`` over 2 GiB). Peers in the same
 run: the PyTorch reference eagerly (plain calls, CUDA events) and under ``torch.compile``; and the
 same kernel in vLLM's layout (one program per (token, head), one warp: BLOCK_T=1, num_warps=1).
+Before the main table, every candidate launch config is timed at SWEEP_SIZES, together with the
+previous kernel version (bench/rope_fp8_v2_kernel.py, its default launch) as an A/B in the same
+run; the best candidate becomes the default for the main table.
 """
 from __future__ import annotations
 
@@ -34,9 +37,11 @@ TOKENS = [1, 16, 128, 1024, 8192, 32768]
 GROUPS = [(1, 8), (8, 8)]
 # Every candidate launch config is timed here first; the best (highest worst-case % of the floor
 # at the large sizes, with T = 1 under LATENCY_TARGET_US) is then used for the main table.
-SWEEP_SIZES = [((1, 8), 1), ((1, 8), 32768), ((8, 8), 8192)]
+SWEEP_SIZES = [((1, 8), 1), ((1, 8), 8192), ((1, 8), 32768), ((8, 8), 8192)]
 LATENCY_TARGET_US = 2.5
 MAX_POS = 8192
+# The previous kernel version's default launch (bench/rope_fp8_v2_kernel.py), timed in the sweep.
+PREV_CONFIG_FIELDS = dict(block_t=4, num_warps=1, num_stages=1, programs_per_sm=0)
 
 
 def bytes_moved(T: int, G: int, hpg: int) -> int:
@@ -135,6 +140,9 @@ def run(args) -> dict:
     from jitguard.kernels.rope_fp8 import fused_inv_rope_fp8_quant
     from jitguard.kernels.rope_fp8_reference import inv_rope_fp8_quant_reference
 
+    sys.path.insert(0, str(ROOT / "bench"))
+    from rope_fp8_v2_kernel import _inv_rope_fp8_quant_kernel as prev_kernel
+
     started = time.time()
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
     props = torch.cuda.get_device_properties(0)
@@ -185,10 +193,10 @@ def run(args) -> dict:
         n_calls = max(4, min(200, int(4000 / max(floor_us * 1.3, 2.0))))
         return nbytes, floor_us, sets, n_calls
 
-    def launch(o, p, G, hpg, config):
+    def launch(o, p, G, hpg, config, kernel=None):
         q_buf, scale_buf = rope_fp8._allocate(o, G, hpg, QG)
-        rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, o, p, cache, q_buf, scale_buf,
-                         G, hpg, NOPE, ROPE, QG, config)
+        rope_fp8._launch(kernel or rope_fp8._inv_rope_fp8_quant_kernel, o, p, cache, q_buf,
+                         scale_buf, G, hpg, NOPE, ROPE, QG, config)
         return rope_fp8._views(q_buf, scale_buf, o.shape[0])
 
     def exact(q, s, o, p, G, hpg):
@@ -198,23 +206,30 @@ def run(args) -> dict:
 
     # 1. Every candidate config at the sweep sizes; pick the default for the main table.
     candidates = [rope_fp8.CONFIG] + [c for c in rope_fp8.CANDIDATE_CONFIGS if c != rope_fp8.CONFIG]
+    PREV_CONFIG = rope_fp8.LaunchConfig(**PREV_CONFIG_FIELDS)
     if not args.quick:
         for (G, hpg), T in SWEEP_SIZES:
             nbytes, floor_us, sets, n_calls = prepare(T, G, hpg)
-            for cfg in candidates:
+            # The previous kernel version (bench/rope_fp8_v2_kernel.py) with its default launch
+            # first, then every candidate of the current one: an A/B in the same run.
+            for cfg, kernel, version in ([(PREV_CONFIG, prev_kernel, "v2")]
+                                         + [(c, None, "current") for c in candidates]):
                 o0, p0 = sets[0]
-                ok = exact(*launch(o0, p0, G, hpg, cfg), o0, p0, G, hpg)
-                us = graph_time_us(lambda i: launch(*sets[i % len(sets)], G, hpg, cfg), n_calls)
-                sweep.append({"G": G, "hpg": hpg, "T": T, "config": dataclasses.asdict(cfg),
+                ok = exact(*launch(o0, p0, G, hpg, cfg, kernel), o0, p0, G, hpg)
+                us = graph_time_us(
+                    lambda i: launch(*sets[i % len(sets)], G, hpg, cfg, kernel), n_calls)
+                sweep.append({"G": G, "hpg": hpg, "T": T, "kernel": version,
+                              "config": dataclasses.asdict(cfg),
                               "us": us, "pct_floor": 100 * floor_us / us, "bit_exact": ok})
-                print(f"sweep G={G} hpg={hpg} T={T:6d} {cfg}: {us:9.2f} us "
+                print(f"sweep G={G} hpg={hpg} T={T:6d} {version:7s} {cfg}: {us:9.2f} us "
                       f"({100 * floor_us / us:5.1f}% of floor)  exact={ok}", flush=True)
             del sets
             torch.cuda.empty_cache()
             save()
 
         def score(cfg):
-            mine = [r for r in sweep if r["config"] == dataclasses.asdict(cfg)]
+            mine = [r for r in sweep
+                    if r["kernel"] == "current" and r["config"] == dataclasses.asdict(cfg)]
             if not all(r["bit_exact"] for r in mine):
                 return -1.0
             if any(r["T"] == 1 and r["us"] > LATENCY_TARGET_US for r in mine):
@@ -223,6 +238,9 @@ def run(args) -> dict:
 
         best = max(candidates, key=score)
         print(f"# chosen: {best} (worst % of floor at the large sweep sizes: {score(best):.1f})")
+        prev = [r for r in sweep if r["kernel"] == "v2" and r["T"] > 1]
+        print(f"# previous kernel (v2, {PREV_CONFIG}): worst % of floor at the same sizes: "
+              f"{min(r['pct_floor'] for r in prev):.1f}")
         rope_fp8.CONFIG = best
     result["kernel_config"] = dataclasses.asdict(rope_fp8.CONFIG)
 
@@ -284,6 +302,25 @@ def run(args) -> dict:
 
 
 def print_table(result: dict) -> None:
+    if result["config_sweep"]:
+        sizes = sorted({(r["G"], r["hpg"], r["T"]) for r in result["config_sweep"]})
+        print("\n| kernel | config (block_t, warps, stages, programs/SM) | "
+              + " | ".join(f"{G}x{hpg} T={T}" for G, hpg, T in sizes) + " |")
+        print("|---|---|" + "---|" * len(sizes))
+        seen = []
+        for r in result["config_sweep"]:
+            key = (r["kernel"], tuple(r["config"].values()))
+            if key in seen:
+                continue
+            seen.append(key)
+            cells = []
+            for G, hpg, T in sizes:
+                m = [x for x in result["config_sweep"] if (x["kernel"], tuple(x["config"].values()))
+                     == key and (x["G"], x["hpg"], x["T"]) == (G, hpg, T)]
+                cells.append("–" if not m else (f"{m[0]['us']:.2f} µs" if T == 1 else
+                             f"{m[0]['us']:.2f} µs ({m[0]['pct_floor']:.1f}%)")
+                             + ("" if not m or m[0]["bit_exact"] else " NOT EXACT"))
+            print(f"| {key[0]} | {key[1]} | " + " | ".join(cells) + " |")
     print("\n| G x hpg | T | µs | % of HBM floor | floor µs | vLLM layout µs (%) | eager µs | "
           "torch.compile µs |")
     print("|---|---|---|---|---|---|---|---|")

@@ -62,7 +62,7 @@ CONFIG = LaunchConfig()
 # num_stages >= 2 with a persistent grid: each program loops over tiles and prefetches the next
 # tile's loads into registers during this one's arithmetic. A persistent config's programs_per_sm
 # is how many of its programs fit on one H200 SM at once by the registers ptxas reports for
-# Triton 3.6, sm_90 (4x1: 219, 4x2: 124, 8x4: 124, 8x2: 228 with prefetch; 4x1: 113 without):
+# Triton 3.6, sm_90 (with prefetch 4x1: 206, 4x2: 96, 8x4: 127, 8x2: 218; 4x1 without: 116):
 # more would run the persistent grid in two waves.
 CANDIDATE_CONFIGS = (
     LaunchConfig(4, 1, 1, 0),
@@ -70,7 +70,7 @@ CANDIDATE_CONFIGS = (
     LaunchConfig(4, 2, 1, 0),
     LaunchConfig(4, 1, 1, 17),
     LaunchConfig(4, 1, 2, 9),
-    LaunchConfig(4, 2, 2, 8),
+    LaunchConfig(4, 2, 2, 10),
     LaunchConfig(8, 4, 2, 4),
     LaunchConfig(8, 2, 2, 4),
 )
@@ -125,31 +125,54 @@ def _inv_rope_fp8_quant_kernel(
 
     # Tiles of BLOCK_T tokens x one head; heads vary fastest, so neighbouring programs read
     # neighbouring memory of o. A grid smaller than the tile count makes each program loop over
-    # tiles; then NUM_STAGES >= 2 (fast path) prefetches the next tile's o, rope slice and cos/sin
-    # into registers while this one is computed (and the position two tiles ahead), so a
-    # program's loads stay in flight during its arithmetic. (No cp.async: the loop itself is
-    # not pipelined by Triton.)
-    PREFETCH: tl.constexpr = ROPE_IN_ONE_BLOCK & (NUM_STAGES >= 2)
+    # tiles. With NUM_STAGES >= 2 (bf16 o, fast path) the loop is software-pipelined by hand: the
+    # next tile's o, rope slice and cos/sin are loaded into registers while this tile is computed
+    # (and the positions two tiles ahead), so a program keeps its loads in flight during its
+    # arithmetic. They are loaded as 32-bit words (bf16 pairs): a loop-carried 16-bit value
+    # would be unpacked (PRMT) as soon as it arrives, which waits for the load and undoes the
+    # prefetch. Word loads need 4-byte aligned rows; otherwise (checked at run time) the same
+    # words are assembled from bf16 loads.
+    PREFETCH: tl.constexpr = ROPE_IN_ONE_BLOCK & (NUM_STAGES >= 2) & (
+        o_ptr.dtype.element_ty == tl.bfloat16)
+    IS_BF16: tl.constexpr = o_ptr.dtype.element_ty == tl.bfloat16
+    HALF_W: tl.constexpr = WIDTH // 2
+    NOPE_W: tl.constexpr = NOPE_DIM // 2
     num_tiles = tl.cdiv(num_tokens, BLOCK_T) * NUM_HEADS
     rows = tl.arange(0, BLOCK_T)
     cols = tl.arange(0, WIDTH)
     blk = tl.arange(0, BLOCK_Q)
     step = tl.num_programs(0)
-    if PREFETCH:
-        # Prologue: the first tile's loads, and the second tile's positions. A tile past the
-        # last one has every token >= num_tokens, so its loads are masked off.
+    if ROPE_IN_ONE_BLOCK:
         ri = tl.arange(0, HALF_ROPE)
         r_cols = NOPE_DIM + tl.arange(0, ROPE_DIM)
+    if PREFETCH:
+        wcols = tl.arange(0, HALF_W)
+        w_ptr = o_ptr.to(tl.pointer_type(tl.uint32), bitcast=True)
+        words = (((o_ptr.to(tl.int64) & 3) == 0) & ((o_stride_t & 1) == 0)
+                 & ((o_stride_h & 1) == 0))
+        # Prologue: the first tile's loads, and the second tile's positions. A tile past the
+        # last one has every token >= num_tokens, so its loads are masked off.
         tile_n = tl.program_id(0)
-        tok_n = (tile_n // NUM_HEADS) * BLOCK_T + rows
-        ok_n = tok_n < num_tokens
         t0_n = (tile_n // NUM_HEADS) * BLOCK_T
-        o_n = (o_ptr + t0_n.to(tl.int64) * o_stride_t + (tile_n % NUM_HEADS) * o_stride_h
-               + rows[:, None] * o_stride_t)
-        x_next = tl.load(o_n + cols[None, :], mask=ok_n[:, None] & (cols < NOPE_DIM)[None, :],
-                         other=0.0)
-        xr_next = tl.load(o_n + r_cols[None, :], mask=ok_n[:, None], other=0.0)
-        pos_n = tl.load(positions_ptr + tok_n, mask=ok_n, other=0)
+        ok_n = t0_n + rows < num_tokens
+        e_n = t0_n.to(tl.int64) * o_stride_t + (tile_n % NUM_HEADS) * o_stride_h
+        if words:
+            w_n = w_ptr + e_n // 2 + rows[:, None] * (o_stride_t // 2)
+            xw_next = tl.load(w_n + wcols[None, :], mask=ok_n[:, None] & (wcols < NOPE_W)[None, :],
+                              other=0)
+            xrw_next = tl.load(w_n + NOPE_W + ri[None, :], mask=ok_n[:, None], other=0)
+        else:
+            o_n = o_ptr + e_n + rows[:, None] * o_stride_t
+            lo, hi = tl.split(tl.reshape(tl.load(
+                o_n + cols[None, :], mask=ok_n[:, None] & (cols < NOPE_DIM)[None, :], other=0.0),
+                (BLOCK_T, HALF_W, 2)))
+            xw_next = (lo.to(tl.uint16, bitcast=True).to(tl.uint32)
+                       | (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16))
+            lo, hi = tl.split(tl.reshape(tl.load(o_n + r_cols[None, :], mask=ok_n[:, None],
+                                                 other=0.0), (BLOCK_T, HALF_ROPE, 2)))
+            xrw_next = (lo.to(tl.uint16, bitcast=True).to(tl.uint32)
+                        | (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16))
+        pos_n = tl.load(positions_ptr + t0_n + rows, mask=ok_n, other=0)
         cs_n = cos_sin_ptr + pos_n.to(tl.int64)[:, None] * cos_sin_stride + ri[None, :]
         c_next = tl.load(cs_n, mask=ok_n[:, None], other=0.0)
         s_next = tl.load(cs_n + HALF_ROPE, mask=ok_n[:, None], other=0.0)
@@ -167,29 +190,44 @@ def _inv_rope_fp8_quant_kernel(
         q_base = q_ptr + (group.to(tl.int64) * num_tokens + t0) * q_row_stride + head_in_group * HEAD_DIM
 
         if PREFETCH:
-            x = x_next
-            xr = xr_next
+            xw = xw_next
+            xrw = xrw_next
             c = c_next
             s = s_next
             x_ok = tok_ok[:, None] & (cols < NOPE_DIM)[None, :]
             # Issue the next tile's loads now; they complete while this tile is computed.
             tile_n = tile + step
-            tok_n = (tile_n // NUM_HEADS) * BLOCK_T + rows
-            ok_n = tok_n < num_tokens
             t0_n = (tile_n // NUM_HEADS) * BLOCK_T
-            o_n = (o_ptr + t0_n.to(tl.int64) * o_stride_t + (tile_n % NUM_HEADS) * o_stride_h
-                   + rows[:, None] * o_stride_t)
-            x_next = tl.load(o_n + cols[None, :], mask=ok_n[:, None] & (cols < NOPE_DIM)[None, :],
-                             other=0.0)
-            xr_next = tl.load(o_n + r_cols[None, :], mask=ok_n[:, None], other=0.0)
+            ok_n = t0_n + rows < num_tokens
+            e_n = t0_n.to(tl.int64) * o_stride_t + (tile_n % NUM_HEADS) * o_stride_h
+            if words:
+                w_n = w_ptr + e_n // 2 + rows[:, None] * (o_stride_t // 2)
+                xw_next = tl.load(w_n + wcols[None, :],
+                                  mask=ok_n[:, None] & (wcols < NOPE_W)[None, :], other=0)
+                xrw_next = tl.load(w_n + NOPE_W + ri[None, :], mask=ok_n[:, None], other=0)
+            else:
+                o_n = o_ptr + e_n + rows[:, None] * o_stride_t
+                lo, hi = tl.split(tl.reshape(tl.load(
+                    o_n + cols[None, :], mask=ok_n[:, None] & (cols < NOPE_DIM)[None, :],
+                    other=0.0), (BLOCK_T, HALF_W, 2)))
+                xw_next = (lo.to(tl.uint16, bitcast=True).to(tl.uint32)
+                           | (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16))
+                lo, hi = tl.split(tl.reshape(tl.load(o_n + r_cols[None, :], mask=ok_n[:, None],
+                                                     other=0.0), (BLOCK_T, HALF_ROPE, 2)))
+                xrw_next = (lo.to(tl.uint16, bitcast=True).to(tl.uint32)
+                            | (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16))
             cs_n = cos_sin_ptr + pos_next.to(tl.int64)[:, None] * cos_sin_stride + ri[None, :]
             c_next = tl.load(cs_n, mask=ok_n[:, None], other=0.0)
             s_next = tl.load(cs_n + HALF_ROPE, mask=ok_n[:, None], other=0.0)
             tok_nn = ((tile_n + step) // NUM_HEADS) * BLOCK_T + rows
             pos_next = tl.load(positions_ptr + tok_nn, mask=tok_nn < num_tokens, other=0)
+            # bf16 -> float32 is a 16-bit shift of each half-word (exact).
+            lo = (xw << 16).to(tl.float32, bitcast=True)
+            hi = ((xw >> 16) << 16).to(tl.float32, bitcast=True)
+            xb = tl.reshape(tl.join(lo, hi), (BLOCK_T, BLOCK_Q, QUANT_GROUP))
+            a = (xrw << 16).to(tl.float32, bitcast=True)
+            b = ((xrw >> 16) << 16).to(tl.float32, bitcast=True)
         elif ROPE_IN_ONE_BLOCK:
-            ri = tl.arange(0, HALF_ROPE)
-            r_cols = NOPE_DIM + tl.arange(0, ROPE_DIM)
             pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
             cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
             # Whole rows, 16-byte vectors along D; the rope columns are masked off here.
@@ -200,10 +238,14 @@ def _inv_rope_fp8_quant_kernel(
                          mask=tok_ok[:, None], other=0.0)
             c = tl.load(cs_row[:, None] + ri[None, :], mask=tok_ok[:, None], other=0.0)
             s = tl.load(cs_row[:, None] + HALF_ROPE + ri[None, :], mask=tok_ok[:, None], other=0.0)
+            if IS_BF16:  # bf16 -> float32 as a 16-bit shift: one instruction per element
+                xf = (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+            else:
+                xf = x.to(tl.float32)
+            xb = tl.reshape(xf, (BLOCK_T, BLOCK_Q, QUANT_GROUP))
+            a, b = tl.split(tl.reshape(xr.to(tl.float32), (BLOCK_T, HALF_ROPE, 2)))
 
         if ROPE_IN_ONE_BLOCK:
-            xb = tl.reshape(x.to(tl.float32), (BLOCK_T, BLOCK_Q, QUANT_GROUP))
-            a, b = tl.split(tl.reshape(xr.to(tl.float32), (BLOCK_T, HALF_ROPE, 2)))
             # Same rounding as the reference: the launcher turns FMA contraction off.
             ya = a * c + b * s
             yb = b * c - a * s
@@ -244,7 +286,13 @@ def _inv_rope_fp8_quant_kernel(
         # |y| * inv_scale <= 448 * (1 + 2^-24) (the quotient above may round down onto 2^e), which
         # rounds to 448 in e4m3: clamping to +-448 first would change nothing, so it is left out.
         q = tl.reshape((xb * inv_scale[:, :, None]).to(tl.float8e4nv), (BLOCK_T, WIDTH))
-        tl.store(q_base + rows[:, None] * q_row_stride + cols[None, :], q, mask=x_ok)
+        if PREFETCH:
+            # The word loads leave 8 values per thread: storing 8-byte runs (contiguity 8 for
+            # Triton's axis analysis) keeps that layout instead of shuffling to 16-byte stores.
+            q_cols = (cols // 8) * 8 + cols % 8
+        else:
+            q_cols = cols
+        tl.store(q_base + rows[:, None] * q_row_stride + q_cols[None, :], q, mask=x_ok)
         if ROPE_IN_ONE_BLOCK:
             inv_rope = tl.sum(tl.where((blk == ROPE_BLOCK)[None, :], inv_scale, 0.0), axis=1)
             qr = tl.join((ya * inv_rope[:, None]).to(tl.float8e4nv),

@@ -91,6 +91,17 @@ def _check_views(q, scales, G, hpg, D, qg, T):
     assert scales.stride() == (1, nsb * T4, T4)
 
 
+def _odd_offset_copy(o):
+    """o's values in a buffer where every row starts at an odd element: token and head strides
+    odd, data pointer 2 bytes past a 4-byte boundary (word loads of bf16 pairs don't fit)."""
+    T, H, D = o.shape
+    big = torch.zeros(T, H, D + 1, dtype=o.dtype, device=o.device)
+    big[:, :, 1:] = o
+    odd = big[:, :, 1:]
+    assert odd.stride(1) % 2 == 1 and (odd.data_ptr() % 4 == 2 or o.element_size() != 2)
+    return odd
+
+
 # --------------------------------------------------------------------------------------------------
 # The interpreter child
 # --------------------------------------------------------------------------------------------------
@@ -108,15 +119,25 @@ def _interpreter_child(case_dir: str) -> None:
         q_buf, scale_buf = rope_fp8._allocate(c["o"], c["G"], c["hpg"], c["qg"])
         q_buf.view(torch.uint8).fill_(0x7F)  # NaN in float8_e4m3fn
         scale_buf.fill_(float("nan"))
-        # A persistent config (3 programs here: the interpreter counts as one SM) loops over tiles.
+        # A persistent config (3 programs here: the interpreter counts as one SM) loops over tiles
+        # and, with num_stages >= 2, prefetches the next tile as 32-bit words (bf16 pairs).
+        prefetch = rope_fp8.LaunchConfig(block_t=4, num_warps=1, num_stages=3, programs_per_sm=3)
         rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, *args[:3], q_buf, scale_buf, *args[3:],
-                         rope_fp8.LaunchConfig(block_t=4, num_warps=1, num_stages=3, programs_per_sm=3))
+                         prefetch)
+        # The same on a copy of o whose rows start at odd elements (2-byte aligned): the kernel
+        # must notice at run time that word loads don't fit and assemble the words from bf16.
+        o_odd = _odd_offset_copy(c["o"])
+        q_odd, s_odd = rope_fp8._allocate(o_odd, c["G"], c["hpg"], c["qg"])
+        q_odd.view(torch.uint8).fill_(0x7F)
+        s_odd.fill_(float("nan"))
+        rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, o_odd, *args[1:3], q_odd, s_odd,
+                         *args[3:], prefetch)
         results[name] = dict(
             q=q.contiguous(), q_stride=q.stride(), scales=scales.contiguous(),
             scales_stride=scales.stride(), scales_padded=scales.as_strided(
                 (scale_buf.shape[2], scales.shape[1], scales.shape[2]), scales.stride()).clone(),
             twin_q=tq.contiguous(), twin_scales=tscales.contiguous(),
-            poisoned_q=q_buf, poisoned_scales=scale_buf)
+            poisoned_q=q_buf, poisoned_scales=scale_buf, odd_q=q_odd, odd_scales=s_odd)
     torch.save(results, os.path.join(case_dir, "results.pt"))
 
 
@@ -169,6 +190,18 @@ def test_interpreter_writes_every_element(interpreted, case):
     assert not torch.isnan(scale_buf).any(), "a scale (or a padding row) was not written"
     assert torch.all(scale_buf[:, :, T:] == 0)
     assert torch.equal(q_buf.transpose(0, 1).view(torch.uint8), out["q"].view(torch.uint8))
+
+
+@pytest.mark.parametrize("case", [c[0] for c in CPU_CASES])
+def test_interpreter_prefetch_with_odd_strides(interpreted, case):
+    """The prefetching persistent config on rows that start at odd elements: same bytes."""
+    _, table = interpreted
+    c, out = table[case]
+    T = c["o"].shape[0]
+    q_buf, scale_buf = out["odd_q"], out["odd_scales"]
+    assert not torch.isnan(scale_buf).any() and torch.all(scale_buf[:, :, T:] == 0)
+    assert torch.equal(q_buf.transpose(0, 1).view(torch.uint8), out["q"].view(torch.uint8))
+    assert torch.equal(scale_buf.permute(2, 0, 1)[:T], out["scales"])
 
 
 @pytest.mark.parametrize("case", [c[0] for c in CPU_CASES])
@@ -407,6 +440,29 @@ def test_gpu_bit_exact_every_candidate_config(config, T, G, hpg):
     cfg = rope_fp8.CANDIDATE_CONFIGS[config]
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
     o, positions, cache = _make_inputs(G, hpg, 448, 64, T, device="cuda")
+    q_buf, scale_buf = rope_fp8._allocate(o, G, hpg, 128)
+    q_buf.view(torch.uint8).fill_(0x7F)
+    scale_buf.fill_(float("nan"))
+    rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, o, positions, cache, q_buf, scale_buf,
+                     G, hpg, 448, 64, 128, cfg)
+    q, scales = rope_fp8._views(q_buf, scale_buf, T)
+    q_ref, s_ref = inv_rope_fp8_quant_reference(o, positions, cache, G, hpg)
+    assert torch.equal(scales, s_ref), cfg
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)), cfg
+    assert not torch.isnan(scale_buf).any() and torch.all(scale_buf[:, :, T:] == 0), cfg
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", range(len(CANDIDATE_CONFIGS)))
+def test_gpu_bit_exact_odd_strides_every_candidate_config(config):
+    """Rows starting at odd elements (no 4-byte word loads): every config still bit-exact."""
+    from jitguard.kernels import rope_fp8
+
+    cfg = rope_fp8.CANDIDATE_CONFIGS[config]
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+    G, hpg, T = 2, 4, 1001
+    o, positions, cache = _make_inputs(G, hpg, 448, 64, T, device="cuda")
+    o = _odd_offset_copy(o)
     q_buf, scale_buf = rope_fp8._allocate(o, G, hpg, 128)
     q_buf.view(torch.uint8).fill_(0x7F)
     scale_buf.fill_(float("nan"))
