@@ -35,8 +35,9 @@ def rng():
 def scan(tmp_path, *args):
     old = os.getcwd()
     os.chdir(tmp_path)
+    cache = [] if "--cache-dir" in args else ["--no-cache"]
     try:
-        r = CliRunner().invoke(main, ["scan", "--no-cache", "-j", "1", *args],
+        r = CliRunner().invoke(main, ["scan", *cache, "-j", "1", *args],
                                catch_exceptions=False)
     finally:
         os.chdir(old)
@@ -78,6 +79,14 @@ def test_each_bad_file_is_an_error_and_the_scan_goes_on(tmp_path, rng):
     err_lines = [x for x in lines if ": error: " in x]
     assert sorted(x.split(":")[0] for x in err_lines) == sorted(errors)
     assert "5 files could not be analyzed" in lines[-1]
+    # with a cache, a second (warm) run reports exactly the same, each error once
+    cache = str(tmp_path.parent / f"{tmp_path.name}-cache")
+    first = scan_doc(tmp_path, "--cache-dir", cache, ".")[1]
+    second = scan_doc(tmp_path, "--cache-dir", cache, ".")[1]
+    assert first["summary"]["cache_hits"] == 0
+    assert second["summary"]["cache_hits"] == second["summary"]["files_analyzed"] == 1
+    assert first["errors"] == second["errors"] == doc["errors"]
+    assert first["findings"] == second["findings"] == doc["findings"]
 
 
 def test_fuzzed_bytes_are_analyzed_or_reported_never_internal(tmp_path, rng):

@@ -190,6 +190,7 @@ def scan_paths(
             result.errors.append(FileError(sf.display, f"cannot read: {_os_reason(exc)}"))
             continue
         contents[sf.display] = (sf, data, content_digest(data))
+    walk_errors = len(result.errors)  # problems found before analysis: never part of a memo
 
     # The whole tree unchanged since a previous scan (same files, contents, engine, config):
     # the linked findings are served from one cache entry, nothing is parsed or linked.
@@ -207,7 +208,8 @@ def scan_paths(
     engines: dict[str, Engine] = {"full": engine, "light": engine} if engine else {}
 
     def get_engine(full: bool) -> Engine:
-        """The full engine (imports LibCST) only when something must be parsed."""
+        """The full engine (the extractor and its parser) only when something must be parsed;
+        reading cached facts and linking need the light one."""
         want = "full" if full else "light"
         if want not in engines:
             if not full and "full" in engines:
@@ -383,7 +385,7 @@ def scan_paths(
     if tree_key is not None and cache is not None and not result.internal_errors:
         cache.save_tree(tree_key, {
             "findings": [f.to_dict() for f in findings],
-            "errors": [e.to_dict() for e in result.errors],
+            "errors": [e.to_dict() for e in result.errors[walk_errors:]],
             "files_analyzed": result.files_analyzed,
             "kernels": result.kernels,
             "launches": result.launches,
