@@ -172,6 +172,7 @@ def test_write_rescan_and_idempotence(tree):
     r = fix("--write", ".")
     assert r.exit_code == 0, r.output
     assert "1 file changed, 6 fixes applied" in r.stderr
+    assert "removed 'num_token' from do_not_specialize (did you mean 'num_tokens'?)" in r.stderr
     after = (root / "kern.py").read_text()
     assert dns_of(after, "k_safe") == [p["safe"]]
     assert dns_of(after, "k_bad") == ["num_tokens"]
