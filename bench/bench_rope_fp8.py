@@ -195,8 +195,8 @@ def run(args) -> dict:
 
     def launch(o, p, G, hpg, config, kernel=None):
         q_buf, scale_buf = rope_fp8._allocate(o, G, hpg, QG)
-        rope_fp8._launch(kernel or rope_fp8._inv_rope_fp8_quant_kernel, o, p, cache, q_buf,
-                         scale_buf, G, hpg, NOPE, ROPE, QG, config)
+        rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel if kernel is None else kernel, o, p,
+                         cache, q_buf, scale_buf, G, hpg, NOPE, ROPE, QG, config)
         return rope_fp8._views(q_buf, scale_buf, o.shape[0])
 
     def exact(q, s, o, p, G, hpg):
