@@ -129,7 +129,13 @@ def test_sarif_validates_against_the_official_schema(rng):
         rules = run["tool"]["driver"]["rules"]
         assert {r["id"] for r in rules} == set(RULES)
         for r in rules:
-            assert r["fullDescription"]["text"] == RULES[r["id"]].doc()
+            rule = RULES[r["id"]]
+            assert r["help"]["text"] == rule.doc()
+            assert r["shortDescription"]["text"] == rule.summary
+            assert r["fullDescription"]["text"].startswith(rule.summary)
+            assert " ".join(rule.what.split())[:200] in r["fullDescription"]["text"] or len(
+                r["fullDescription"]["text"]) == sarif_report.DESCRIPTION_LIMIT
+            assert len(r["fullDescription"]["text"]) <= sarif_report.DESCRIPTION_LIMIT
         assert len(run["results"]) == len(res.findings)
         for f, r in zip(res.findings, run["results"]):
             assert rules[r["ruleIndex"]]["id"] == r["ruleId"] == f.code

@@ -1,7 +1,8 @@
 """SARIF 2.1.0 report of a scan, for GitHub code scanning and other SARIF viewers.
 
 One run; ``tool.driver.rules`` lists every rule of the registry (id, name, short and full
-description from the rule's own doc, default level, fix safety); each result points at its rule by
+description (at most 1,024 characters, what code-scanning hosts show) and the whole doc as help,
+default level, fix safety); each result points at its rule by
 id and index, carries a ``partialFingerprints`` entry that survives line moves (code, path, kernel,
 parameter), and files that could not be analyzed become tool execution notifications.
 Paths relative to the working directory use ``uriBaseId: "%SRCROOT%"``.
@@ -38,14 +39,24 @@ def _location(path: str, line: int | None, column: int | None = None) -> dict[st
     return loc
 
 
+# Code-scanning hosts cut descriptions longer than this; the whole doc goes in ``help``.
+DESCRIPTION_LIMIT = 1024
+
+
+def _clip(text: str, limit: int = DESCRIPTION_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
+
+
 def _rule_descriptor(code: str, rule: Any) -> dict[str, Any]:
-    doc = rule.doc() if hasattr(rule, "doc") else ""
+    summary = getattr(rule, "summary", code)
+    doc = rule.doc() if hasattr(rule, "doc") else summary
+    what = " ".join(getattr(rule, "what", "").split())  # the doc's "What it catches", one line
     desc: dict[str, Any] = {
         "id": code,
         "name": getattr(rule, "name", code),
-        "shortDescription": {"text": getattr(rule, "summary", code)},
-        "fullDescription": {"text": doc or getattr(rule, "summary", code)},
-        "help": {"text": doc or getattr(rule, "summary", code)},
+        "shortDescription": {"text": _clip(summary)},
+        "fullDescription": {"text": _clip(f"{summary} {what}".strip())},
+        "help": {"text": doc, "markdown": f"```\n{doc}```"},
         "defaultConfiguration": {"level": "warning"},
         "properties": {"fix_safety": getattr(rule, "fix_safety", "manual"), "tags": ["triton"]},
     }
