@@ -196,3 +196,17 @@ def test_module_name_walks_packages(tmp_path):
     assert module_name(str(tmp_path / "a" / "b" / "m.py")) == "a.b.m"
     assert module_name(str(tmp_path / "a" / "b" / "__init__.py")) == "a.b"
     assert module_name(str(tmp_path / "loose.py")) == "loose"
+
+
+def test_cli_exclude_is_relative_to_the_working_directory(tmp_path, monkeypatch):
+    for p in ["sub/gen/x.py", "sub/keep.py", "gen/x.py", "sub/deep/gen/y.py"]:
+        (tmp_path / p).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / p).write_text("x = 1\n")
+    monkeypatch.chdir(tmp_path / "sub")
+    cfg = Config(root=str(tmp_path), respect_gitignore=False)
+    anchored = cfg.with_cli(exclude=["gen/x.py"])  # has a slash: relative to the cwd (sub/)
+    got = sorted(os.path.relpath(f.path, tmp_path) for f in collect_files([".."], anchored).files)
+    assert got == ["gen/x.py", "sub/deep/gen/y.py", "sub/keep.py"]
+    by_name = cfg.with_cli(exclude=["gen/"])  # a bare directory name matches at any depth
+    got = sorted(os.path.relpath(f.path, tmp_path) for f in collect_files([".."], by_name).files)
+    assert got == ["sub/keep.py"]
