@@ -63,7 +63,7 @@ _STABLE_NAME = re.compile(
     r"hidden(_size|_dim)?|head_(dim|size)\w*|\w*_head_(dim|size)|num_(\w+_)?heads|num_experts\w*|"
     r"top_?k(_\w+)?|vocab_size|d_model|dim|d|k|n|e|h|d_\w+|block(_\w+)?|\w+_block(_size)?|page_size|"
     r"group_size|num_groups|n_groups|\w*_stride\w*|stride\w*|num_warps|num_stages|num_sms|\w*_size_(n|k)|"
-    r"\w*(intermediate|hidden)\w*|rank|world(_size)?|tp_size|\w*_dim|split_?k|k_splits?|shards?|num_shards|num_ranks)$"
+    r"\w*(intermediate|hidden)\w*|rank|world(_size)?|tp_size|\w*_dim|split_?k|k_splits?|shards?|num_shards|num_ranks|\w*cache\w*|\w*capacity)$"
 )
 _VARYING_NAME = re.compile(
     r"^((num|n|total|cur)_?(actual_|valid_|padded_|batched_|input_|output_|new_|draft_|spec_|"
@@ -116,7 +116,7 @@ _WEIGHT_NAME = re.compile(
     r"(^|_)(w|w\d+|w\d+\w*|weights?|bias|biases|qweight|qzeros|g_idx|codebooks?|lut|embeddings?|"
     r"embed\w*|inv_freq|cos_sin\w*|cos|sin|b|lora_[ab]\w*|\w*_stacked|params?|centroids?)($|_)|weight|"
     r"(^|_)(kv|k|v|key|value|conv|ssm|state|page|paged|swa|compressed)_caches?($|_|\d)|^caches?$|^kv_caches?|"
-    r"(^|_)(a_log|dt_bias|experts?|\w+_per_experts?|load_view)($|_)"
+    r"(^|_)(a_log|dt_bias|experts?|\w+_per_experts?|load_view)($|_)|^(conv|ssm|recurrent)_states?$"
 )
 
 
