@@ -156,3 +156,11 @@ def test_slices_of_persistent_buffers_and_per_token_weights_vary():
     assert provenance("{a} = self.buf[: x.shape[0]]\nARG = {a}.shape[0]", rng, params="self, x")[0] == VARYING
     assert provenance("ARG = topk_weights.shape[0]", rng, params="x, topk_weights")[0] == VARYING
     assert provenance("ARG = self.buf.shape[0]", rng, params="self, x")[0] == STABLE
+
+
+def test_cache_capacities_are_fixed():
+    rng = random.Random()
+    assert provenance("num_cache_lines = conv_states.shape[0]\nARG = num_cache_lines", rng, params="x, conv_states")[0] == STABLE
+    assert provenance("ARG = key_cache.shape[0]", rng, params="x, key_cache")[0] == STABLE
+    # ...but the hidden states of the batch are activations
+    assert provenance("ARG = hidden_states.shape[0]", rng, params="x, hidden_states")[0] == VARYING
