@@ -304,7 +304,7 @@ def run(args) -> dict:
 def print_table(result: dict) -> None:
     if result["config_sweep"]:
         sizes = sorted({(r["G"], r["hpg"], r["T"]) for r in result["config_sweep"]})
-        print("\n| kernel | config (block_t, warps, stages, programs/SM) | "
+        print("\n| kernel | config (block_t, warps, stages, programs/SM, maxnreg) | "
               + " | ".join(f"{G}x{hpg} T={T}" for G, hpg, T in sizes) + " |")
         print("|---|---|" + "---|" * len(sizes))
         seen = []
@@ -358,7 +358,8 @@ def ptx_report() -> None:
         full_sig = dict(sig, **{k: "constexpr" for k in consts})
         cc = triton.compile(ASTSource(rope_fp8._inv_rope_fp8_quant_kernel, full_sig, consts, attrs),
                             target=GPUTarget("cuda", 90, 32),
-                            options=dict(num_warps=num_warps, enable_fp_fusion=False))
+                            options=dict(num_warps=num_warps, enable_fp_fusion=False,
+                                         **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {})))
         ptx = cc.asm["ptx"]
         ops = re.findall(r"^\s*(?:@%p\d+\s+)?((?:ld|st)\.(?:global|shared)[\w.]*|cp\.async\.c[ag][\w.]*|bar\.sync)",
                          ptx, re.M)
@@ -367,7 +368,8 @@ def ptx_report() -> None:
         if ptxas is not None:
             tmp = Path("/tmp/rope_fp8_sm90.ptx")
             tmp.write_text(ptx)
-            out = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", str(tmp), "-o", "/dev/null"],
+            cap = ["-maxrregcount", str(cfg.maxnreg)] if cfg.maxnreg else []
+            out = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", *cap, str(tmp), "-o", "/dev/null"],
                                  capture_output=True, text=True).stderr
             usage = " ".join(re.findall(r"Used \d+ registers|\d+ bytes spill stores|\d+ bytes stack frame", out))
         print(f"{cfg}{' (vLLM layout)' if cfg is vllm else ''}: shared {cc.metadata.shared} B; {usage}")

@@ -46,6 +46,7 @@ class LaunchConfig:
     num_warps: int = 1
     num_stages: int = 1  # >= 2: a persistent program prefetches its next tile into registers
     programs_per_sm: int = 0  # persistent grid of SMs * this; 0: one program per tile
+    maxnreg: int = 0  # register cap per thread (ptxas), for more resident programs; 0: none
 
     def grid(self, device: torch.device, num_tiles: int) -> tuple:
         if self.programs_per_sm <= 0:
@@ -60,19 +61,22 @@ CONFIG = LaunchConfig()
 
 # What bench/bench_rope_fp8.py times (and the GPU tests check) before one is made the default.
 # num_stages >= 2 with a persistent grid: each program loops over tiles and prefetches the next
-# tile's loads into registers during this one's arithmetic. A persistent config's programs_per_sm
-# is how many of its programs fit on one H200 SM at once by the registers ptxas reports for
-# Triton 3.6, sm_90 (with prefetch 4x1: 206, 4x2: 96, 8x4: 127, 8x2: 218; 4x1 without: 116):
-# more would run the persistent grid in two waves.
+# tile's loads into registers during this one's arithmetic. maxnreg caps registers so that more
+# programs are resident (more loads in flight per SM), at the price of a few instructions or
+# spills. Registers and spills ptxas reports for Triton 3.6, sm_90 (python bench/bench_rope_fp8.py
+# --ptx): 4x1 116 (96: none spilled, 80: 56 B, 64: 128 B); 4x2 72 (64: none); with prefetch
+# 4x1 206 (168: none), 4x2 96. A persistent config's programs_per_sm is how many of its programs
+# fit on one H200 SM by those registers: more would run the persistent grid in two waves.
 CANDIDATE_CONFIGS = (
     LaunchConfig(4, 1, 1, 0),
-    LaunchConfig(8, 2, 1, 0),
-    LaunchConfig(4, 2, 1, 0),
+    LaunchConfig(4, 1, 1, 0, maxnreg=96),
+    LaunchConfig(4, 1, 1, 0, maxnreg=80),
+    LaunchConfig(4, 1, 1, 0, maxnreg=64),
+    LaunchConfig(4, 2, 1, 0, maxnreg=64),
     LaunchConfig(4, 1, 1, 17),
     LaunchConfig(4, 1, 2, 9),
+    LaunchConfig(4, 1, 2, 12, maxnreg=168),
     LaunchConfig(4, 2, 2, 10),
-    LaunchConfig(8, 4, 2, 4),
-    LaunchConfig(8, 2, 2, 4),
 )
 
 
@@ -431,6 +435,7 @@ def _launch(kernel, o, positions, cos_sin_cache, q_buf, scale_buf, n_groups, hea
         ROPE_CHUNK=_rope_chunk(nope_dim, rope_dim, quant_group_size),
         NUM_STAGES=config.num_stages,
         num_warps=config.num_warps, enable_fp_fusion=False,
+        **({"maxnreg": config.maxnreg} if config.maxnreg else {}),
     )
 
 
