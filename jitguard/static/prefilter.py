@@ -18,8 +18,9 @@ from typing import Iterable
 
 
 # Bump when the phase-2 test changes: memoized verdicts are keyed by it.
-PREFILTER_VERSION = "3"
-_LAUNCH_SHAPE = re.compile(rb"\]\s*\(|\.\s*(?:run|warmup)\s*\(")
+PREFILTER_VERSION = "4"
+# Spaced forms ("k[grid] (x)", "k.run (x)"); the usual ones are found with plain byte search.
+_LAUNCH_SPACED = (re.compile(rb"\]\s+\("), re.compile(rb"\.run\s+\("), re.compile(rb"\.warmup\s+\("))
 
 
 def may_define_kernels(data: bytes) -> bool:
@@ -28,7 +29,9 @@ def may_define_kernels(data: bytes) -> bool:
 
 def may_launch(data: bytes) -> bool:
     """A subscript call (``k[grid](...)``) or a ``.run(`` / ``.warmup(`` call appears."""
-    return _LAUNCH_SHAPE.search(data) is not None
+    if b"](" in data or b".run(" in data or b".warmup(" in data:
+        return True
+    return any(p.search(data) is not None for p in _LAUNCH_SPACED)
 
 
 def _trie_regex(words: Iterable[str]) -> str:
@@ -69,17 +72,8 @@ class NameMatcher:
         if self.names:
             n = rb"(?:" + _trie_regex(self.names).encode() + rb")(?![A-Za-z0-9_])"
             self._re: re.Pattern[bytes] | None = re.compile(rb"(?<![A-Za-z0-9_])" + n)
-            # Places where code can reach a kernel by name (what the extractor resolves):
-            w = rb"(?<![A-Za-z0-9_])"
-            uses = [
-                w + n + rb"\s*(?:\[|\.\s*(?:run|warmup)\b|as\b)",  # k[g]  m.k[g]  k.run(  k as j
-                rb"\bimport\b[^\n]*?" + w + n,  # from m import a, k
-                rb"^[ \t]+" + n + rb"[ \t]*,?[ \t]*(?:#[^\n]*)?$",  # a line of "from m import (...)"
-                rb"(?:=|\belse|\bor|\band|\breturn)\s*(?:[A-Za-z_][\w.]*\.)?" + n,  # j = m.k
-            ]
-            self._use_re: re.Pattern[bytes] | None = re.compile(b"|".join(uses), re.MULTILINE)
         else:
-            self._re = self._use_re = None
+            self._re = None
 
     def __call__(self, data: bytes) -> bool:
         return self._re is not None and self._re.search(data) is not None
@@ -88,7 +82,26 @@ class NameMatcher:
         """Phase 2: holds a launch-shaped call and names a kernel where code can reach it:
         subscripted or ``.run``/``.warmup`` (``k[grid]``, ``m.k[grid]``, ``self.k.run``), imported
         (``from m import k``, ``k as j``, a line of a parenthesized import), or bound to another
-        name (``j = m.k``, ``j = a if c else k``, ``return k``)."""
-        return self._use_re is not None and may_launch(data) and (
-            self._use_re.search(data) is not None
-        )
+        name (``j = m.k``, ``j = a if c else k``, ``return k``).
+
+        Each mention of a name is looked at in its context (the rest of its line before and
+        after): linear in the file size, unlike one big alternation."""
+        if self._re is None or not may_launch(data):
+            return False
+        for m in self._re.finditer(data):
+            start, end = m.span()
+            if _AFTER.match(data, end):
+                return True
+            line_start = data.rfind(b"\n", 0, start) + 1
+            before = data[line_start:start]
+            if _IMPORT_BEFORE.search(before) or _BIND_BEFORE.search(before):
+                return True
+            if not before.strip() and _ALONE_AFTER.match(data, end):
+                return True  # "    k," on its own line: inside "from m import (...)"
+        return False
+
+
+_AFTER = re.compile(rb"\s*(?:\[|\.\s*(?:run|warmup)\b|as\b)")
+_IMPORT_BEFORE = re.compile(rb"\bimport\b")
+_BIND_BEFORE = re.compile(rb"(?:=|\belse|\bor|\band|\breturn)\s*(?:[A-Za-z_][\w.]*\.)?$")
+_ALONE_AFTER = re.compile(rb"[ \t]*,?[ \t]*(?:#[^\n]*)?(?:\r?\n|$)")
