@@ -15,11 +15,13 @@ in flight to cover HBM latency, and each tiny program still pays its fixed costs
 cos/sin dependent load, address math, four scattered 4-byte scale stores). Here one program takes
 ``block_t = 4`` tokens x one head x the whole head dim (one warp, 8 independent 16-byte loads per
 thread), stores contiguous fp8 rows and ``block_t`` consecutive scales per block of the token-major
-scale buffer. What took it from 62-78% to 84-91% of the floor was the instruction count (the kernel
-is close to issue-bound at full bandwidth): the rope slice alone is loaded a second time and
-rotated (instead of evaluating the rotation on every element and selecting), the redundant clamp
-is gone (|y| * 2^-e <= 448 exactly), and the scale comes from exponent bits; 784 SASS instructions
-per 2048-element tile. Measured figures and the configs tried: bench/NOTES_rope_fp8.md.
+scale buffer. What took it from 62-78% to 84-91% of the floor was the instruction count: the rope
+slice alone is loaded a second time and rotated (instead of evaluating the rotation on every
+element and selecting), the redundant clamp is gone (|y| * 2^-e <= 448 exactly), the scale comes
+from exponent bits, and bf16 -> float32 is a 16-bit shift. What took it to 87-96% (v3) was more
+loads in flight per SM: registers capped at 96 (``maxnreg``; 116 uncapped, no spills), so 21
+programs fit on an SM instead of 17. Measured figures and the configs tried:
+bench/NOTES_rope_fp8.md.
 """
 from __future__ import annotations
 
@@ -55,9 +57,12 @@ class LaunchConfig:
 
 
 # The default: the best of CANDIDATE_CONFIGS on an H200 (bench/results/rope_fp8_h200.json, Triton
-# 3.6): one 32-thread program per 4 tokens x 1 head, no persistent loop. The pipelined persistent
-# configs were slower there (72-85% of the HBM floor against 88-91%): see bench/NOTES_rope_fp8.md.
-CONFIG = LaunchConfig()
+# 3.6): one 32-thread program per 4 tokens x 1 head, no persistent loop, registers capped at 96
+# (ptxas: 116 uncapped, no spills at 96), so 21 programs fit on an SM instead of 17: 87-96% of
+# the HBM floor at T >= 8192 against 84-91% uncapped. Capping harder spills (80: 76-83%, 64:
+# 57-61%); the register-prefetching persistent configs were slower (50-88%). See
+# bench/NOTES_rope_fp8.md.
+CONFIG = LaunchConfig(maxnreg=96)
 
 # What bench/bench_rope_fp8.py times (and the GPU tests check) before one is made the default.
 # num_stages >= 2 with a persistent grid: each program loops over tiles and prefetches the next

@@ -389,7 +389,8 @@ def _variants_over(kernel, token_counts):
                 N_GROUPS=G, HEADS_PER_GROUP=hpg, NOPE_DIM=nope, ROPE_DIM=rope, QUANT_GROUP=qg,
                 BLOCK_T=rope_fp8.CONFIG.block_t, BLOCK_Q=4, ROPE_CHUNK=64,
                 NUM_STAGES=rope_fp8.CONFIG.num_stages,
-                num_warps=rope_fp8.CONFIG.num_warps, enable_fp_fusion=False, grid=(1,))
+                num_warps=rope_fp8.CONFIG.num_warps, enable_fp_fusion=False, grid=(1,),
+                **({"maxnreg": rope_fp8.CONFIG.maxnreg} if rope_fp8.CONFIG.maxnreg else {}))
     finally:
         driver._active = saved
     return len(kernel.device_caches[0][0]), triton
