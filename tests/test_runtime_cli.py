@@ -242,8 +242,12 @@ def test_rank_and_pid_placeholders_in_jitguard_trace(monkeypatch, tmp_path):
     # no rank: the name alone no longer tells processes apart, so a pid goes in as for plain paths
     assert trace_path_for_process(tpl, None) == str(tmp_path / f"ranknone.pid{pid}.json")
     assert trace_path_for_process(str(tmp_path / "r{rank}-p{pid}.json"), None) == str(tmp_path / f"rnone-p{pid}.json")
+    assert trace_path_for_process(str(tmp_path / "r{rank:04d}.json"), rank) == str(tmp_path / f"r{rank:04d}.json")
     assert trace_path_for_process(str(tmp_path / "r{rank}") + "/", rank) == \
         str(tmp_path / f"r{rank}" / f"jitguard-trace.rank{rank}.pid{pid}.json")
     assert env_settings({"JITGUARD": "record", "JITGUARD_TRACE": tpl}).trace == tpl
     with pytest.raises(ActivationError, match="unknown placeholder"):
         env_settings({"JITGUARD": "record", "JITGUARD_TRACE": str(tmp_path / "{node}.json")})
+    for bad in ("{rank!r}.json", "{rank:z}.json", "a{.json"):
+        with pytest.raises(ActivationError, match="JITGUARD_TRACE"):
+            env_settings({"JITGUARD": "record", "JITGUARD_TRACE": str(tmp_path / bad)})

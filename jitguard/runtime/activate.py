@@ -31,7 +31,7 @@ import os
 import sys
 import threading
 
-from jitguard.runtime.trace import check_trace_template, expand_trace_path
+from jitguard.runtime.trace import check_trace_template, expand_trace_path, placeholder_names
 
 ENV_MODE = "JITGUARD"
 ENV_TRACE = "JITGUARD_TRACE"
@@ -109,7 +109,8 @@ def trace_path_for_process(target: str, rank: int | None = None) -> str:
     rank_part = f"rank{rank}." if rank is not None else ""
     if _is_dir(expanded):
         return os.path.join(expanded, f"jitguard-trace.{rank_part}pid{pid}.json")
-    if "{pid}" in target or ("{rank}" in target and rank is not None):
+    used = placeholder_names(target)
+    if "pid" in used or ("rank" in used and rank is not None):
         return expanded
     claimed = os.environ.get(ENV_CLAIMED)
     if claimed in (None, "", str(pid)):

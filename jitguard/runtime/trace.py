@@ -385,28 +385,50 @@ def check_trace_template(path: str) -> None:
     import string
 
     try:
-        fields = [f for _, f, spec, conv in string.Formatter().parse(path) if f is not None]
-        bad = [f for f in fields if f not in TRACE_PLACEHOLDERS]
+        fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(path) if f is not None]
     except ValueError as exc:
         raise ValueError(f"trace path {path!r}: {exc} (write {{{{ and }}}} for literal braces)") from None
-    if bad:
-        raise ValueError(f"trace path {path!r}: unknown placeholder {{{bad[0]}}}; use {{rank}} or {{pid}}")
+    for name, spec, conv in fields:
+        if name not in TRACE_PLACEHOLDERS:
+            raise ValueError(f"trace path {path!r}: unknown placeholder {{{name}}}; use {{rank}} or {{pid}}")
+        try:
+            format(0, spec or "")
+            if conv:
+                raise ValueError(f"no !{conv} conversions")
+        except ValueError as exc:
+            raise ValueError(f"trace path {path!r}: bad {{{name}}}: {exc}") from None
 
 
-def has_placeholders(path: str) -> bool:
+def placeholder_names(path: str) -> set[str]:
+    """The placeholders used in ``path`` (``{"rank", "pid"}`` or part of it; empty when none)."""
     import string
 
     try:
-        return any(f is not None for _, f, _, _ in string.Formatter().parse(path))
+        return {f for _, f, _, _ in string.Formatter().parse(path) if f is not None}
     except ValueError:
-        return False
+        return set()
+
+
+def has_placeholders(path: str) -> bool:
+    return bool(placeholder_names(path))
 
 
 def expand_trace_path(path: str, rank: int | None, pid: int | None = None) -> str:
-    """``{rank}`` -> the process's rank (``none`` when it has none), ``{pid}`` -> its pid."""
-    if not has_placeholders(path) and "{{" not in path and "}}" not in path:
+    """``{rank}`` -> the process's rank (``none`` when it has none), ``{pid}`` -> its pid; a format
+    spec applies to numbers (``rank{rank:02d}`` -> ``rank03``) and is ignored for ``none``."""
+    import string
+
+    if "{" not in path and "}" not in path:
         return path
-    return path.format(rank="none" if rank is None else rank, pid=os.getpid() if pid is None else pid)
+    values = {"rank": rank, "pid": os.getpid() if pid is None else pid}
+    out = []
+    for literal, name, spec, conv in string.Formatter().parse(path):
+        out.append(literal)
+        if name is None:
+            continue
+        value = values[name]
+        out.append("none" if value is None else format(value, spec or ""))
+    return "".join(out)
 
 
 def write_trace(trace: Trace | dict[str, Any], path: str | os.PathLike) -> str:
@@ -479,7 +501,7 @@ TRACE_JSON_SCHEMA: dict[str, Any] = {
                 "start_monotonic": {"type": "number"},
                 "end_wall": _NULLABLE_NUM,
                 "end_monotonic": _NULLABLE_NUM,
-                "run_id": _NULLABLE_STR,  # optional: added in jitguard 0.x, still version 1
+                "run_id": _NULLABLE_STR,  # optional (added later, the schema is still version 1)
             },
         },
         "events": {
