@@ -130,3 +130,24 @@ def test_bad_config_is_exit_2_not_a_traceback(tmp_path):
 def test_unknown_option_is_exit_2(tmp_path):
     r = scan(tmp_path, "--formt", "json")
     assert r.exit_code == 2 and "No such option" in r.stderr
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "github"])
+def test_file_name_that_is_not_utf8(tmp_path, fmt):
+    name = os.fsdecode(b"kern\xff.py")  # a Linux file name that is not valid UTF-8
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / name).write_text(GOOD.format(name="k"))
+    cache = str(tmp_path / "cache")
+    out = tmp_path / "report.out"
+    for _ in range(2):  # cold, then from the cache
+        r = scan(tmp_path, "--cache-dir", cache, "--format", fmt, "-o", str(out), "src")
+        assert r.exit_code == 1, r.output
+        r = scan(tmp_path, "--cache-dir", cache, "--format", fmt, "src")
+        assert r.exit_code == 1, r.output
+    data = out.read_bytes()
+    if fmt == "sarif":
+        assert b"kern%FF.py" in data
+    elif fmt == "json":
+        assert json.loads(data)["findings"][0]["path"] == "src/" + name
+    else:
+        assert b"src/kern\xff.py" in data

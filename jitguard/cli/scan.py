@@ -25,8 +25,28 @@ def _names(values: tuple[str, ...]) -> list[str]:
     return out
 
 
+def _printable(text: str) -> str:
+    """A file name that is not UTF-8 (lone surrogates in Python) shown with escapes, not a crash."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _emit(text: str) -> None:
+    """The report on stdout as UTF-8 bytes; file names that are not UTF-8 keep their bytes."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text-only stream (embedded use): escape what it can't take
+        click.echo(_printable(text), nl=False)
+        return
+    try:
+        sys.stdout.flush()
+        buffer.write(text.encode("utf-8", "surrogateescape"))
+        buffer.flush()
+    except BrokenPipeError:  # "jitguard scan | head": the reader left; not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
 def _fail(message: str) -> "click.exceptions.Exit":
-    click.echo(f"jitguard scan: error: {message}", err=True)
+    click.echo(f"jitguard scan: error: {_printable(message)}", err=True)
     return click.exceptions.Exit(EXIT_ERROR)
 
 
@@ -147,8 +167,8 @@ def scan(
 
             traceback.print_exc()
         click.echo(
-            f"jitguard scan: internal error: {type(exc).__name__}: {exc}\n"
-            "This is a bug in jitguard, not in your code; set JITGUARD_DEBUG=1 for the traceback.",
+            _printable(f"jitguard scan: internal error: {type(exc).__name__}: {exc}\n")
+            + "This is a bug in jitguard, not in your code; set JITGUARD_DEBUG=1 for the traceback.",
             err=True,
         )
         raise click.exceptions.Exit(EXIT_ERROR) from None
@@ -210,7 +230,8 @@ def _run(
         )  # fmt: skip
     except InternalError as exc:
         click.echo(
-            f"jitguard scan: internal error: {exc}\nThis is a bug in jitguard, not in your code.",
+            _printable(f"jitguard scan: internal error: {exc}\n")
+            + "This is a bug in jitguard, not in your code.",
             err=True,
         )
         return EXIT_ERROR
@@ -239,14 +260,14 @@ def _run(
             raise _fail(f"--output {output}: cannot write: {exc.strerror or exc}") from None
         from jitguard.report.text import summary_line
 
-        click.echo(f"{summary_line(result)} Report written to {output}.", err=True)
+        click.echo(_printable(f"{summary_line(result)} Report written to {output}."), err=True)
     else:
-        click.echo(text, nl=False)
+        _emit(text)
 
     if result.internal_errors:
         if _debug():
             for path, tb in result.internal_tracebacks:
-                click.echo(f"--- {path}\n{tb}", err=True)
+                click.echo(_printable(f"--- {path}\n{tb}"), err=True)
         click.echo(
             f"jitguard scan: {len(result.internal_errors)} internal error(s): a bug in jitguard "
             "(set JITGUARD_DEBUG=1 for tracebacks); please report it with the file named.",

@@ -29,7 +29,8 @@ def _location(path: str, line: int | None, column: int | None = None) -> dict[st
     if os.path.isabs(path):
         artifact = {"uri": Path(path).as_uri()}
     else:
-        artifact = {"uri": quote(path), "uriBaseId": "%SRCROOT%"}
+        # Percent-encode the path's bytes (a file name that is not UTF-8 keeps its raw bytes).
+        artifact = {"uri": quote(path.encode("utf-8", "surrogateescape")), "uriBaseId": "%SRCROOT%"}
     loc: dict[str, Any] = {"physicalLocation": {"artifactLocation": artifact}}
     if line:
         region: dict[str, Any] = {"startLine": int(line)}
@@ -64,7 +65,7 @@ def _rule_descriptor(code: str, rule: Any) -> dict[str, Any]:
 
 
 def _fingerprint(f: Any) -> str:
-    blob = "\0".join([f.code, f.path, f.kernel, f.param or ""]).encode()
+    blob = "\0".join([f.code, f.path, f.kernel, f.param or ""]).encode("utf-8", "surrogateescape")
     return hashlib.sha256(blob).hexdigest()[:32]
 
 

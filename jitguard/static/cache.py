@@ -43,7 +43,7 @@ def engine_digest() -> str:
         root = Path(__file__).resolve().parent
         for p in sorted(root.rglob("*.py")):
             try:
-                h.update(str(p.relative_to(root)).encode())
+                h.update(str(p.relative_to(root)).encode("utf-8", "surrogateescape"))
                 h.update(p.read_bytes())
             except OSError:
                 continue
@@ -77,7 +77,8 @@ def atomic_write_text(path: str, text: str) -> None:
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        # surrogateescape: a path that is not UTF-8 is written back as the bytes it was read as
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(text)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
@@ -110,7 +111,7 @@ class FactsCache:
         self.write_errors = 0
 
     def key(self, display: str, module: str, digest: str) -> str:
-        blob = f"{self.salt}\0{display}\0{module}\0{digest}".encode()
+        blob = f"{self.salt}\0{display}\0{module}\0{digest}".encode("utf-8", "surrogateescape")
         return hashlib.blake2b(blob, digest_size=20).hexdigest()
 
     def entry_path(self, key: str) -> str:
@@ -141,7 +142,7 @@ class FactsCache:
         """``files``: (display path, module, content digest) of every file read, in order."""
         h = hashlib.blake2b(self.salt.encode(), digest_size=20)
         for display, module, digest in files:
-            h.update(f"\0{display}\0{module}\0{digest}".encode())
+            h.update(f"\0{display}\0{module}\0{digest}".encode("utf-8", "surrogateescape"))
         return h.hexdigest()
 
     def _tree_path(self, key: str) -> str:
