@@ -174,3 +174,18 @@ def go(A):
     fn[(1,)](x_ptr=A, T=T, BT=BT)
 """
     assert {(f.kernel.rsplit(".", 1)[-1], f.param) for f in scan_one(src) if f.code == "JG001"} == {("k16", "T"), ("k32", "T")}
+
+
+def test_star_args_of_a_known_number_of_strides_are_expanded():
+    src = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, s0, s1, n, BLOCK: tl.constexpr):
+    pass
+
+def go(x, y):
+    k[(1,)](x, *x.stride()[:2], *y.stride()[0:0], x.shape[0], BLOCK=16)
+"""
+    assert {(f.code, f.param) for f in scan_one(src)} == {("JG001", "n")}

@@ -603,6 +603,15 @@ class _Extractor:
                 fn = owner
         if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
             return [self.arg(e, classifier, fn) for e in node.elts]
+        window = None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.step is None:
+            lo = node.slice.lower
+            hi = node.slice.upper
+            lo_v = 0 if lo is None else (lo.value if isinstance(lo, ast.Constant) and isinstance(lo.value, int) else None)
+            hi_v = hi.value if isinstance(hi, ast.Constant) and isinstance(hi.value, int) else None
+            if lo_v is not None and hi_v is not None and 0 <= lo_v <= hi_v:
+                window = (lo_v, hi_v)  # x.stride()[:2]: a known number of entries
+                node = node.value
         recv = None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args and node.func.attr in ("stride", "size"):
             recv, what = node.func.value, node.func.attr
@@ -611,11 +620,15 @@ class _Extractor:
         if recv is None:
             return None
         dims, strides, _, _ = classifier.tensor(recv, fn, 0)
-        if dims is None:
+        if dims is None and window is None:
             return None
+        indices = range(*window) if window is not None else range(len(dims))
         out = []
-        for i in range(len(dims)):
-            prov = strides[i] if what == "stride" else dims[i]
+        for i in indices:
+            if dims is not None and i < len(dims):
+                prov = strides[i] if what == "stride" else dims[i]
+            else:  # a tensor of unknown layout: the same rules as x.stride(i) / x.shape[i]
+                prov = classifier.stride(recv, i, fn, 0) if what == "stride" else classifier.dim(recv, i, fn, 0)
             out.append(ArgFacts(text=f"{self.short(recv, 40)}.{what}({i})", provenance=prov.cls, value_type="int",
                                 evidence=list(prov.evidence)[:8], line=value.lineno, column=value.col_offset + 1,
                                 div16=prov.div16, by_name=prov.by_name, guess=prov.guess))
