@@ -164,3 +164,20 @@ def test_cache_capacities_are_fixed():
     assert provenance("ARG = key_cache.shape[0]", rng, params="x, key_cache")[0] == STABLE
     # ...but the hidden states of the batch are activations
     assert provenance("ARG = hidden_states.shape[0]", rng, params="x, hidden_states")[0] == VARYING
+
+
+def test_elements_of_a_tuple_returned_by_a_module_function():
+    rng = random.Random()
+    helper = rand_ident(rng, "h")
+    src = KERNEL + f"""
+def {helper}(x):
+    return x.shape[-1], x.shape[0]
+
+def go(x):
+    a, b = {helper}(x)
+    kern[(1,)](x, a, BLOCK=16)
+    kern[(1,)](x, b, BLOCK=16)
+"""
+    first, second = extract_file("m.py", src, "m").launches
+    assert first.args[1].provenance == STABLE
+    assert second.args[1].provenance == VARYING

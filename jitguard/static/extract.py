@@ -310,10 +310,12 @@ class _Walker:
                         idx, ndim = i + offset, (None if star or offset else n)
                     fn.assigns.setdefault(el.id, []).append(Entry("dim", tensor, idx, line, ndim))
                 return
-            for el in els:
+            starred = any(isinstance(el, ast.Starred) for el in els)
+            for i, el in enumerate(els):
                 inner = el.value if isinstance(el, ast.Starred) else el
                 if isinstance(inner, ast.Name):
-                    fn.assigns.setdefault(inner.id, []).append(Entry("item", value, line=line))
+                    index = None if starred else i
+                    fn.assigns.setdefault(inner.id, []).append(Entry("item", value, index, line=line))
                 else:
                     self.opaque(inner, scope, fn)
             return

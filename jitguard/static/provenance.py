@@ -386,6 +386,13 @@ class Classifier:
         if en.kind == "dim":
             return self.name_overrides_guess(name, self.dim(en.node, en.index, fn, depth, target=name, ndim=en.ndim, line=en.line))
         if en.kind == "item":
+            # a, b = f(...) with f a function of this module returning a tuple: take element i
+            call = en.node
+            if en.index is not None and isinstance(call, ast.Call) and isinstance(call.func, ast.Name) \
+                    and call.func.id in self.info.functions and not self.info.functions[call.func.id].is_method:
+                got = self.returns(self.info.functions[call.func.id], depth, item=en.index)
+                if got is not None and got.cls != UNKNOWN:
+                    return got.why(f"{name} = element {en.index} of what {call.func.id}() returns (line {en.line})")
             return self.apply_name(name, Prov(UNKNOWN))
         shape_dim = self._shape_dim(en.node)
         if shape_dim is not None:  # n = x.shape[i] / x.size(i): the target's name is evidence for i
@@ -436,9 +443,10 @@ class Classifier:
             return self.fixed_collection(node.func.value, fn, depth + 1)
         return False
 
-    def returns(self, callee: FunctionInfo, depth: int) -> Prov | None:
-        """What a module-level function returns (its params resolved through its callers)."""
-        key = (id(callee), "returns")
+    def returns(self, callee: FunctionInfo, depth: int, item: int | None = None) -> Prov | None:
+        """What a module-level function returns (its params resolved through its callers); with
+        ``item``, element ``item`` of the tuples it returns."""
+        key = (id(callee), f"returns:{item}")
         if key in self._memo:
             return self._memo[key]
         if key in self._busy or depth > 30:
@@ -452,9 +460,15 @@ class Classifier:
                 if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
                     continue
                 if isinstance(st, ast.Return):
-                    if st.value is None or isinstance(st.value, (ast.Tuple, ast.List, ast.Dict)):
+                    value = st.value
+                    if item is not None:
+                        if not isinstance(value, (ast.Tuple, ast.List)) or item >= len(value.elts) \
+                                or any(isinstance(e, ast.Starred) for e in value.elts):
+                            return None
+                        value = value.elts[item]
+                    elif value is None or isinstance(value, (ast.Tuple, ast.List, ast.Dict)):
                         return None
-                    values.append(st.value)
+                    values.append(value)
                     continue
                 stack.extend(c for c in ast.iter_child_nodes(st) if isinstance(c, ast.stmt))
                 for attr in ("handlers", "cases"):
