@@ -66,16 +66,15 @@ def scan(root: pathlib.Path, jobs: int | None):
 
 def explain_miss(program, root, rel, local, param) -> dict:
     """Why a stripped (kernel, param) pair was not reported."""
-    kq = None
-    for q, (k, f) in program.kernels.items():
-        if key_of(f.path, q, root) == (rel, local):
-            kq = q
+    k = None
+    for cand, f in program.all_kernels:
+        if key_of(f.path, cand.qualname, root) == (rel, local):
+            k = cand
             break
-    if kq is None:
+    if k is None:
         return {"reason": "kernel not discovered"}
-    k = program.kernels[kq][0]
     p = k.param(param)
-    launches = [b for b in program.launches if b.kernel.qualname == kq]
+    launches = [b for b in program.launches if b.kernel is k]
     if not launches:
         return {"reason": "no launch of the kernel found in the tree"}
     if p is not None and p.pointer:

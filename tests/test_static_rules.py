@@ -189,3 +189,18 @@ def go(x, y):
     k[(1,)](x, *x.stride()[:2], *y.stride()[0:0], x.shape[0], BLOCK=16)
 """
     assert {(f.code, f.param) for f in scan_one(src)} == {("JG001", "n")}
+
+
+def test_two_files_with_the_same_module_name_keep_their_own_kernels():
+    """Two trees scanned together can give two files the same module name: each kernel keeps its
+    findings and each launch binds to the kernel next to it."""
+    from jitguard.static.extract import extract_file
+    from jitguard.static.link import link
+
+    src = RULES["JG001"].invalid[0]
+    bad = RULES["JG004"].invalid[0]
+    facts = [extract_file("a/m.py", src, "m"), extract_file("b/m.py", src, "m"),
+             extract_file("a/n.py", bad, "n"), extract_file("b/n.py", bad, "n")]
+    findings = link(facts)
+    assert sorted(f.path for f in findings if f.code == "JG001") == ["a/m.py", "b/m.py"]
+    assert sorted(f.path for f in findings if f.code == "JG004") == ["a/n.py", "b/n.py"]

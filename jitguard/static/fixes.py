@@ -182,11 +182,15 @@ def _decide(finding: Finding, kfacts) -> tuple[str, str, str]:
                 f"{param!r} is needed as a compile-time constant ({where}): bucket it at the "
                 f"launch (e.g. triton.next_power_of_2) instead of unspecializing"
             )
-        return "constexpr", "unsafe", (
-            f"{param!r} is never needed as a compile-time constant: as a plain int in "
+        reason = (
+            f"{param!r} is never needed as a compile-time constant here: as a plain int in "
             "do_not_specialize it compiles once; the compiler loses its value (constant folding, "
             "unrolling)"
         )
+        calls = [u for u in _uses(finding, kfacts) if u.get("kind") == _CALL]
+        if calls:
+            reason += f"; it is also passed on ({_where(calls)}): check the callee takes a runtime int"
+        return "constexpr", "unsafe", reason
     if code in ("JG004", "JG005", "JG006"):
         return "remove", "safe", "the entry has no effect"  # JG004: Triton ignores it silently
     return "none", "manual", finding.message

@@ -2,6 +2,8 @@
 apply inline ``# jitguard: ignore[...]`` suppressions. Select/ignore filters are the runner's job."""
 from __future__ import annotations
 
+import os
+
 from jitguard.findings import Finding
 from jitguard.static.facts import FileFacts, KernelFacts
 from jitguard.static.program import BoundLaunch, Program
@@ -12,6 +14,8 @@ NON_OPTIONS = {"grid", "warmup"}
 class _Index:
     def __init__(self, facts: list[FileFacts]):
         self.kernels: dict[str, tuple[KernelFacts, FileFacts]] = {}
+        self.same_name: dict[str, list[tuple[KernelFacts, FileFacts]]] = {}
+        self.all: list[tuple[KernelFacts, FileFacts]] = []
         self.modules: dict[str, FileFacts] = {}
         self.aliases: dict[str, str] = {}
         for f in facts:
@@ -19,16 +23,22 @@ class _Index:
                 self.modules.setdefault(f.module, f)
             for k in f.kernels:
                 self.kernels.setdefault(k.qualname, (k, f))
+                self.same_name.setdefault(k.qualname, []).append((k, f))
+                self.all.append((k, f))
             for name, target in f.aliases.items():
                 self.aliases.setdefault(name, target)
 
-    def resolve(self, name: str, depth: int = 0) -> tuple[KernelFacts, FileFacts] | None:
+    def resolve(self, name: str, depth: int = 0, near: str = "") -> tuple[KernelFacts, FileFacts] | None:
         if depth > 8:
             return None
         if name in self.kernels:
-            return self.kernels[name]
+            cands = self.same_name[name]
+            if len(cands) == 1 or not near:
+                return cands[0]
+            # the same qualified name in several files: the one that shares the longest path prefix
+            return max(cands, key=lambda kf: len(os.path.commonprefix([kf[1].path, near])))
         if name in self.aliases and self.aliases[name] != name:
-            hit = self.resolve(self.aliases[name], depth + 1)
+            hit = self.resolve(self.aliases[name], depth + 1, near)
             if hit is not None:
                 return hit
         # a re-export: pkg.kernel where pkg/__init__.py does "from .ops import kernel"
@@ -41,7 +51,7 @@ class _Index:
             head, rest = parts[cut], parts[cut + 1:]
             target = f.imports.get(head)
             if target is not None and target != name:
-                return self.resolve(".".join([target] + rest), depth + 1)
+                return self.resolve(".".join([target] + rest), depth + 1, near)
             break
         return None
 
@@ -83,22 +93,22 @@ def _bind(launch, file: FileFacts, kernel: KernelFacts, kfile: FileFacts) -> Bou
 
 def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=frozenset()) -> Program:
     index = _Index(facts)
-    program = Program(files=list(facts), kernels=index.kernels,
+    program = Program(files=list(facts), kernels=index.kernels, all_kernels=index.all,
                       varying_names=frozenset(varying_names), stable_names=frozenset(stable_names))
     for f in facts:
         for la in f.launches:
             # `fn = k1 if c else k2; fn[grid](...)` / if-elif chains: the launch may be any of them
-            seen: set[str] = set()
+            seen: set[int] = set()
             for target in la.targets:
-                hit = index.resolve(target)
-                if hit is None or hit[0].qualname in seen:
+                hit = index.resolve(target, near=f.path)
+                if hit is None or id(hit[0]) in seen:
                     continue
-                seen.add(hit[0].qualname)
+                seen.add(id(hit[0]))
                 program.launches.append(_bind(la, f, hit[0], hit[1]))
     return program
 
 
-def _suppressed(finding: Finding, by_path: dict[str, FileFacts], kernel_lines: dict[str, tuple[str, list[int]]]) -> bool:
+def _suppressed(finding: Finding, by_path: dict[str, FileFacts], kernel_lines: dict[tuple[str, str], list[int]]) -> bool:
     def hit(path: str, line: int) -> bool:
         f = by_path.get(path)
         if f is None or line not in f.suppressions:
@@ -108,8 +118,9 @@ def _suppressed(finding: Finding, by_path: dict[str, FileFacts], kernel_lines: d
 
     if hit(finding.path, finding.line):
         return True
-    kl = kernel_lines.get(finding.kernel)
-    if kl is not None and any(hit(kl[0], line) for line in kl[1]):
+    kpath = (finding.details or {}).get("kernel_path", finding.path)
+    lines = kernel_lines.get((kpath, finding.kernel))
+    if lines is not None and any(hit(kpath, line) for line in lines):
         return True
     return False
 
@@ -125,7 +136,9 @@ def link(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=froz
         b for b in program.launches
         if not (b.launch.line in b.file.suppressions and not b.file.suppressions[b.launch.line])
     ]
-    kernel_lines = {q: (f.path, k.suppressed_lines) for q, (k, f) in program.kernels.items()}
+    kernel_lines: dict[tuple[str, str], list[int]] = {}
+    for k, f in program.all_kernels:
+        kernel_lines[(f.path, k.qualname)] = k.suppressed_lines
     findings: list[Finding] = []
     for code, rule in RULES.items():
         if rule.check is None:

@@ -23,6 +23,9 @@ class BoundLaunch:
 class Program:
     files: list[FileFacts]
     kernels: dict[str, tuple[KernelFacts, FileFacts]] = field(default_factory=dict)
+    # every kernel, also those whose qualified name another file already uses (two trees scanned
+    # together, or a module name computed the same for two files)
+    all_kernels: list[tuple[KernelFacts, FileFacts]] = field(default_factory=list)
     launches: list[BoundLaunch] = field(default_factory=list)
     varying_names: frozenset[str] = frozenset()
     stable_names: frozenset[str] = frozenset()

@@ -35,7 +35,7 @@ def source_of(arg: ArgFacts, b: BoundLaunch, kernel_path: str) -> str:
     return f"{arg.text} at {at}, from {src}"
 
 
-def varying_hits(program: Program, accept, provenances=(VARYING,)) -> dict[tuple[str, str], list[tuple[BoundLaunch, ArgFacts]]]:
+def varying_hits(program: Program, accept, provenances=(VARYING,)) -> dict[tuple[int, str], list[tuple[BoundLaunch, ArgFacts]]]:
     """(kernel qualname, param) -> launches passing a VARYING (or other listed class) value, for
     params ``accept(k, p, arg)``."""
     out: dict[tuple[str, str], list[tuple[BoundLaunch, ArgFacts]]] = {}
@@ -51,7 +51,7 @@ def varying_hits(program: Program, accept, provenances=(VARYING,)) -> dict[tuple
                 continue  # the kernel's own parameter name (max_num_reqs, num_experts) outweighs a guess
             if not accept(k, p, arg):
                 continue
-            out.setdefault((k.qualname, name), []).append((b, arg))
+            out.setdefault((id(k), name), []).append((b, arg))
     return out
 
 

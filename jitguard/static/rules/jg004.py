@@ -10,7 +10,7 @@ CODE = "JG004"
 
 
 def check(program: Program):
-    for k, kfile in program.kernels.values():
+    for k, kfile in program.all_kernels:
         names = [p.name for p in k.params]
         for option, entries, line in (
             ("do_not_specialize", k.do_not_specialize, k.do_not_specialize_line),

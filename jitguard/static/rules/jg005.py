@@ -8,7 +8,7 @@ CODE = "JG005"
 
 
 def check(program: Program):
-    for k, kfile in program.kernels.values():
+    for k, kfile in program.all_kernels:
         for option, entries, line in (
             ("do_not_specialize", k.do_not_specialize, k.do_not_specialize_line),
             ("do_not_specialize_on_alignment", k.do_not_specialize_on_alignment, k.do_not_specialize_on_alignment_line),

@@ -29,10 +29,11 @@ def _default_type(p) -> str | None:
 
 
 def check(program: Program):
-    launches: dict[str, list] = {}
+    launches: dict[int, list] = {}
     for b in program.launches:
-        launches.setdefault(b.kernel.qualname, []).append(b)
-    for q, (k, kfile) in program.kernels.items():
+        launches.setdefault(id(b.kernel), []).append(b)
+    for k, kfile in program.all_kernels:
+        q = id(k)
         for entry in k.do_not_specialize:
             p = k.resolve_entry(entry)
             if p is None or p.is_constexpr:

@@ -14,11 +14,11 @@ def _fmt(opts: tuple[str, ...]) -> str:
 
 
 def check(program: Program):
-    by_kernel: dict[str, list] = {}
+    by_kernel: dict[int, list] = {}
     for b in program.launches:
         if b.launch.star_kwargs:
             continue  # options may hide in **kwargs: can't tell
-        by_kernel.setdefault(b.kernel.qualname, []).append(b)
+        by_kernel.setdefault(id(b.kernel), []).append(b)
     for q, launches in by_kernel.items():
         if len(launches) < 2:
             continue
