@@ -4,25 +4,16 @@ Triton's real JIT path for sm_90 with a stand-in driver: runs on a CPU-only mach
 launches. Usage: python bench/moe_compile_count.py
 """
 import importlib.util, torch
-from triton.backends.compiler import GPUTarget
-from triton.runtime import driver
 from jitguard.kernels import moe
+from jitguard.testing import FakeTensor, stand_in_driver
 
-class StandIn:
-    def get_current_device(self): return 0
-    def get_current_stream(self, device=None): return 0
-    def get_current_target(self): return GPUTarget("cuda", 90, 32)
-
-class Ptr:
-    def __init__(self, dtype): self.dtype = dtype
-    def data_ptr(self): return 1 << 20
+def Ptr(dtype): return FakeTensor(1 << 20, dtype)
 
 spec = importlib.util.spec_from_file_location("twin", "fixtures/moe_uncorrected.py")
 twin = importlib.util.module_from_spec(spec); spec.loader.exec_module(twin)
 bf, i32, f32 = torch.bfloat16, torch.int32, torch.float32
 N, K, BM, E, topk = 2048, 768, 16, 128, 8          # Qwen3-MoE w2 GEMM: one A row per slot, top_k=1
-saved = driver._active; driver.set_active(StandIn())
-try:
+with stand_in_driver():
     for M in [1, 2, 3, 4, 16, 17, 64, 100, 256, 512]:
         slots = M * topk
         EM = -(-(slots + min(E, slots) * (BM - 1)) // BM) * BM
@@ -37,5 +28,3 @@ try:
         print(f"M={M:<4d} EM={EM:<5d} M*topk={slots:<5d} variants: corrected "
               f"{moe.compiled_variant_count(moe._moe_gemm_kernel)}, uncorrected twin "
               f"{moe.compiled_variant_count(twin.moe_gemm_kernel_uncorrected)}")
-finally:
-    driver._active = saved

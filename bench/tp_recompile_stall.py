@@ -118,54 +118,6 @@ def patch_for_dry_run(modules) -> None:
         module._inv_rope_fp8_quant_kernel = InterpretedFunction(kernel)
 
 
-class StandInDriver:
-    """Enough of Triton's CUDA driver for ``JITFunction.run`` with no GPU: sm_90 target, real
-    compiles (ptxas), launches that do nothing."""
-
-    class _Utils:
-        def load_binary(self, name, kernel, shared, device):
-            return (object(), object(), 32, 0, 1024)
-
-        def unload_module(self, module):
-            return None
-
-        def get_device_properties(self, device):
-            return {"max_shared_mem": 232448, "multiprocessor_count": 132, "max_num_regs": 65536,
-                    "warpSize": 32}
-
-    class _Launcher:
-        def __init__(self, src, metadata):
-            pass
-
-        def __call__(self, *args, **kwargs):
-            return None
-
-    def __init__(self):
-        from triton.backends.compiler import GPUTarget
-
-        self._target = GPUTarget("cuda", 90, 32)
-        self.utils = self._Utils()
-        self.launcher_cls = self._Launcher
-
-    def is_active(self):
-        return True
-
-    def get_current_device(self):
-        return 0
-
-    def set_current_device(self, device):
-        return None
-
-    def get_current_stream(self, device=None):
-        return 0
-
-    def get_current_target(self):
-        return self._target
-
-    def get_benchmarker(self):
-        return lambda *a, **k: [1.0, 1.0, 1.0]
-
-
 # ---------------------------------------------------------------------------------------------
 # workload
 
@@ -343,6 +295,7 @@ def main(argv=None) -> int:
     from jitguard.runtime.steps import reset_steps
 
     if args.dry_run:
+        from jitguard.testing import StandInDriver
         from triton.runtime import driver
 
         driver.set_active(StandInDriver())

@@ -54,37 +54,19 @@ def test_cpu_tensors_rejected_without_interpreter():
 # --------------------------------------------------------------------------------------------------
 # CPU, Triton's real JIT path for sm_90 with a stand-in driver: compiles, never launches
 # --------------------------------------------------------------------------------------------------
-class _Ptr:
-    def __init__(self, dtype):
-        self.dtype = dtype
+def _Ptr(dtype):
+    from jitguard.testing import FakeTensor
 
-    def data_ptr(self):
-        return 1 << 20
-
-
-class _StandInDriver:
-    def get_current_device(self):
-        return 0
-
-    def get_current_stream(self, device=None):
-        return 0
-
-    def get_current_target(self):
-        from triton.backends.compiler import GPUTarget
-        return GPUTarget("cuda", 90, 32)
+    return FakeTensor(1 << 20, dtype)
 
 
 def _warm_variants(kernel, make_args, Ms):
-    import triton
-    from triton.runtime import driver
-    saved = driver._active
-    driver.set_active(_StandInDriver())
-    try:
+    from jitguard.testing import stand_in_driver
+
+    with stand_in_driver():
         for M in Ms:
             args, kwargs = make_args(M)
             kernel.warmup(*args, grid=(1,), **kwargs)
-    finally:
-        driver._active = saved
     from jitguard.kernels.moe import compiled_variant_count
     return compiled_variant_count(kernel)
 

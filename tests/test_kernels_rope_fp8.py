@@ -345,25 +345,10 @@ def test_scan_reports_the_twin_and_fix_turns_it_into_the_corrected_kernel(tmp_pa
 # --------------------------------------------------------------------------------------------------
 # Triton's real JIT path for sm_90 without a GPU: count compiled variants
 # --------------------------------------------------------------------------------------------------
-class _Ptr:
-    def __init__(self, dtype, ptr=1 << 20):
-        self.dtype, self._ptr = dtype, ptr
+def _Ptr(dtype, ptr=1 << 20):
+    from jitguard.testing import FakeTensor
 
-    def data_ptr(self):
-        return self._ptr
-
-
-class _StandInDriver:
-    def get_current_device(self):
-        return 0
-
-    def get_current_stream(self, device=None):
-        return 0
-
-    def get_current_target(self):
-        from triton.backends.compiler import GPUTarget
-
-        return GPUTarget("cuda", 90, 32)
+    return FakeTensor(ptr, dtype)
 
 
 def _fresh_copy(kernel):
@@ -373,14 +358,12 @@ def _fresh_copy(kernel):
 
 def _variants_over(kernel, token_counts):
     import triton
-    from triton.runtime import driver
 
     from jitguard.kernels import rope_fp8
+    from jitguard.testing import stand_in_driver
 
     G, hpg, nope, rope, qg = 1, 8, 448, 64, 128
-    saved = driver._active
-    driver.set_active(_StandInDriver())
-    try:
+    with stand_in_driver():
         for T in token_counts:
             kernel.warmup(
                 _Ptr(torch.bfloat16), _Ptr(torch.int64), _Ptr(torch.float32),
@@ -391,8 +374,6 @@ def _variants_over(kernel, token_counts):
                 NUM_STAGES=rope_fp8.CONFIG.num_stages,
                 num_warps=rope_fp8.CONFIG.num_warps, enable_fp_fusion=False, grid=(1,),
                 **({"maxnreg": rope_fp8.CONFIG.maxnreg} if rope_fp8.CONFIG.maxnreg else {}))
-    finally:
-        driver._active = saved
     return len(kernel.device_caches[0][0]), triton
 
 
