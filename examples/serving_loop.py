@@ -229,70 +229,11 @@ def variant_count(jit_function) -> int:
 # ------------------------------------------------------------------------------------------------
 # The stand-in driver (CPU): Triton's real JIT path, sm_90 target, launches skipped
 # ------------------------------------------------------------------------------------------------
-class _StandInLauncher:
-    def __init__(self, src, metadata):
-        pass
-
-    def __call__(self, *args, **kwargs):
-        return None
-
-
-class _StandInUtils:
-    def load_binary(self, name, kernel, shared, device):
-        return (object(), object(), 32, 0, 1024)
-
-    def unload_module(self, module):
-        return None
-
-    def get_device_properties(self, device):
-        return {"max_shared_mem": 232448, "multiprocessor_count": 132, "max_num_regs": 65536,
-                "warpSize": 32, "mem_clock_rate": 2619000, "mem_bus_width": 6144,
-                "sm_clock_rate": 1980000}
-
-
-class StandInDriver:
-    """Just enough of Triton's CUDA driver for ``JITFunction.run`` on a machine without a GPU."""
-
-    def __init__(self):
-        from triton.backends.compiler import GPUTarget
-
-        self._target = GPUTarget("cuda", 90, 32)
-        self.utils = _StandInUtils()
-        self.launcher_cls = _StandInLauncher
-
-    def is_active(self):
-        return True
-
-    def get_current_device(self):
-        return 0
-
-    def set_current_device(self, device):
-        return None
-
-    def get_current_stream(self, device=None):
-        return 0
-
-    def get_current_target(self):
-        return self._target
-
-    def get_active_torch_device(self):
-        raise RuntimeError("stand-in driver: no torch device")
-
-    def get_device_interface(self):
-        raise RuntimeError("stand-in driver: no device interface")
-
-    def get_benchmarker(self):
-        return lambda *a, **k: [1.0, 1.0, 1.0]
-
-    def get_empty_cache_for_benchmark(self):
-        return None
-
-    def clear_cache(self, cache):
-        return None
-
-
 def activate_stand_in_driver() -> None:
+    """Triton's real JIT path on a CPU (jitguard.testing): sm_90 compiles, launches skipped."""
     from triton.runtime import driver
+
+    from jitguard.testing import StandInDriver
 
     driver.set_active(StandInDriver())
 
