@@ -93,6 +93,8 @@ def test_trace_only_recompile_is_fixed(env):
     r = CliRunner().invoke(main, ["fix", "--no-cache", "--from-trace", trace, "."])
     assert r.exit_code == 0, r.output
     assert f'+@triton.jit(do_not_specialize=["{n}"])' in r.stdout
+    # the trace records the absolute path; the diff names the file as the scan does
+    assert "--- a/kmod.py\n+++ b/kmod.py\n" in r.stdout
     assert (env / "kmod.py").read_text() == src  # a diff only
 
     r = CliRunner().invoke(main, ["fix", "--no-cache", "--write", "--from-trace", trace, "."])

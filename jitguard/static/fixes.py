@@ -202,8 +202,15 @@ def _decide(finding: Finding, kfacts) -> tuple[str, str, str]:
 
 
 def _kernel_path(f: Finding) -> str:
+    """The file to edit, relative to the working directory when it lies below it (runtime traces
+    record absolute paths; scan findings are relative), so diffs and notes read alike."""
     d = f.details or {}
-    return str(d.get("kernel_path") or d.get("def_path") or f.path)
+    path = str(d.get("kernel_path") or d.get("def_path") or f.path)
+    if os.path.isabs(path):
+        rel = os.path.relpath(path)
+        if not rel.startswith(os.pardir + os.sep) and rel != os.pardir:
+            return rel
+    return path
 
 
 def _kernel_line(f: Finding) -> int | None:
