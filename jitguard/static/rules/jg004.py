@@ -30,7 +30,7 @@ def check(program: Program):
                     param = str(entry)
                 msg = f"{CODE} {option} names {what}: Triton ignores it silently; {hint}"
                 yield program.finding(
-                    CODE, kfile, k, line or k.decorator_line, 1, param, msg, "manual",
+                    CODE, kfile, k, line or k.decorator_line, 1, param, msg, "safe",
                     {"option": option, "entry": entry, "params": names},
                 )
 
@@ -52,8 +52,12 @@ RULE = Rule(
         '@triton.jit(do_not_specialize=["num_token"])   # typo\n'
         "def k(x_ptr, num_tokens): ..."
     ),
-    fix='Name the parameter that exists: @triton.jit(do_not_specialize=["num_tokens"]).',
-    fix_safety="manual",
+    fix=(
+        'Name the parameter that exists: @triton.jit(do_not_specialize=["num_tokens"]).\n'
+        "`jitguard fix` removes the dead entry (safe: Triton ignores it anyway) and adds the intended\n"
+        "name only where JG001 reports that parameter too; a typo it can't resolve stays yours to fix."
+    ),
+    fix_safety="safe",
     invalid=(
         """
 import triton
