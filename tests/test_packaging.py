@@ -35,4 +35,7 @@ def test_console_script_help():
     out = subprocess.run(
         [sys.executable, "-m", "jitguard", "--help"], capture_output=True, text=True, check=True
     ).stdout
-    assert "scan" in out
+    commands = out.split("Commands:", 1)[1]
+    for name in ("scan", "fix", "rule", "run", "report"):
+        assert f"\n  {name} " in commands
+    assert "..." not in commands  # every command's one-line help is whole, not cut by click

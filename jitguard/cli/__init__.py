@@ -20,6 +20,14 @@ COMMANDS = {
     "run": "jitguard.cli.run:run",
     "report": "jitguard.cli.report:report",
 }
+# one line each for `jitguard --help` (click would cut the docstrings' first sentences short)
+SHORT_HELP = {
+    "scan": "Lint kernels and launches: arguments that recompile per call (text, json, sarif, github).",
+    "fix": "Add do_not_specialize where scan or a runtime trace says so (a diff; --write applies).",
+    "rule": "Explain a rule (jitguard rule JG001), or list them all.",
+    "run": "Run a program with every Triton recompile recorded and explained (jitguard run -- CMD).",
+    "report": "Explain recorded recompiles, merged across ranks (traces or a directory of them).",
+}
 
 
 class _LazyGroup(click.Group):
@@ -31,7 +39,9 @@ class _LazyGroup(click.Group):
         if target is None or not importlib.util.find_spec(target.split(":")[0]):
             return None
         module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        command = getattr(importlib.import_module(module), attr)
+        command.short_help = command.short_help or SHORT_HELP.get(cmd_name)
+        return command
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,10 +49,5 @@ class _LazyGroup(click.Group):
 def main() -> None:
     """Find, fix and watch Triton kernel arguments that recompile per call.
 
-    \b
-    jitguard scan PATHS      lint kernels and launches (text, json, sarif, github)
-    jitguard fix PATHS       add do_not_specialize where scan says so (diff; --write applies)
-    jitguard rule JG001      explain a rule
-    jitguard run -- CMD      run a program and record every Triton recompile, with why
-    jitguard report TRACES   explain recorded recompiles, merged across ranks
+    `jitguard COMMAND --help` explains each command. Docs: README.md and docs/ in the repository.
     """
