@@ -179,8 +179,9 @@ def report(traces: tuple[str, ...], fmt: str, output: str | None, merge: bool | 
         click.echo(f"jitguard report: {note}", err=True)
     if output:
         try:
-            with open(output, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            from jitguard.atomic_write import write_text_atomic
+
+            write_text_atomic(output, text)  # an error leaves no half-written report
         except OSError as exc:
             click.echo(f"jitguard report: error: cannot write {output}: {exc.strerror}", err=True)
             sys.exit(2)

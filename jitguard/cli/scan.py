@@ -57,9 +57,9 @@ def _debug() -> bool:
 def write_atomically(path: str, text: str) -> None:
     """Write the report through a temporary file in the same directory, then rename it into place:
     a failed run never leaves a half-written report (nor truncates an old one)."""
-    from jitguard.static.cache import atomic_write_text
+    from jitguard.atomic_write import write_text_atomic
 
-    atomic_write_text(os.path.abspath(path), text)
+    write_text_atomic(path, text)
 
 
 @click.command(

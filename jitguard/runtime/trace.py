@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
+
+from jitguard.atomic_write import write_text_atomic
 
 SCHEMA = "jitguard.trace"
 VERSION = 1
@@ -436,22 +437,8 @@ def write_trace(trace: Trace | dict[str, Any], path: str | os.PathLike) -> str:
     trace, and a crash mid-write leaves the previous file intact. Returns the path written."""
     p = os.fspath(path)
     data = trace.to_dict() if isinstance(trace, Trace) else trace
-    directory = os.path.dirname(os.path.abspath(p))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".jitguard-trace-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=False, allow_nan=False, default=repr)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    text = json.dumps(data, indent=1, sort_keys=False, allow_nan=False, default=repr) + "\n"
+    write_text_atomic(p, text, fsync=True)
     return p
 
 

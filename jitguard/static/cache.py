@@ -13,11 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import jitguard
+from jitguard.atomic_write import write_text_atomic
 
 CACHE_LAYOUT = "v1"
 
@@ -62,38 +62,10 @@ def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=20).hexdigest()
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and ``os.replace`` (atomic on POSIX).
-
-    Missing parent directories are created; the file gets the usual 0666 & ~umask permissions.
-    """
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=directory)
-    try:
-        # surrogateescape: a path that is not UTF-8 is written back as the bytes it was read as
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def write_entry(path: str, key: str, entry: dict[str, Any]) -> bool:
     """Write one per-file entry (also called from worker processes); False if it failed."""
     try:
-        atomic_write_text(path, json.dumps({"key": key, **entry}, separators=(",", ":")))
+        write_text_atomic(path, json.dumps({"key": key, **entry}, separators=(",", ":")))
         return True
     except (OSError, TypeError, ValueError):
         # A read-only or full cache dir, or facts that don't serialize: the scan still works.
@@ -161,7 +133,7 @@ class FactsCache:
     def save_tree(self, key: str, entry: dict[str, Any], keep: int = 32) -> None:
         """Store a tree memo; only the ``keep`` most recently written ones are kept."""
         try:
-            atomic_write_text(self._tree_path(key), json.dumps({"key": key, **entry},
+            write_text_atomic(self._tree_path(key), json.dumps({"key": key, **entry},
                                                                separators=(",", ":")))
         except (OSError, TypeError, ValueError):
             self.write_errors += 1
@@ -202,6 +174,6 @@ class FactsCache:
             "miss": sorted(d for d, v in memo.items() if not v),
         }
         try:
-            atomic_write_text(self._memo_path(names_digest), json.dumps(data, separators=(",", ":")))
+            write_text_atomic(self._memo_path(names_digest), json.dumps(data, separators=(",", ":")))
         except OSError:
             self.write_errors += 1
