@@ -652,6 +652,127 @@ class _Extractor:
             guess=prov.guess,
         )
 
+    # ---- launchers: functions that return a launch's grid and keyword arguments ----
+    def instance_call(self, func: ast.AST, scope: Scope) -> str | None:
+        """``obj(...)`` where ``obj = Cls(...)`` at module level, or ``Cls(...)(...)``, with ``Cls`` a
+        class of this module: a call of ``Cls.__call__``."""
+        info = self.walker.info
+        value = None
+        if isinstance(func, ast.Name):
+            q = qualified(func, scope)
+            if q and q[0][1] == LOCAL and q[0][0] == func.id:
+                value = info.constants.get(func.id)
+        elif isinstance(func, ast.Call):
+            value = func
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            target = f"{value.func.id}.__call__"
+            if target in info.functions:
+                return target
+        return None
+
+    @staticmethod
+    def _spec_dict(node: ast.AST) -> bool:
+        """A dict display with string keys, or ``dict(k=v, ...)``."""
+        if isinstance(node, ast.Dict):
+            return bool(node.keys) and all(k is None or (isinstance(k, ast.Constant) and isinstance(k.value, str))
+                                           for k in node.keys)
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" \
+            and not node.args and bool(node.keywords)
+
+    def _spec_returns(self, st) -> list[tuple[ast.Return, ast.AST]]:
+        """``return grid, dict(...)`` / ``return grid, {...}, extra`` in a function's own body."""
+        out = []
+        stack = list(st.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.Return):
+                v = node.value
+                if isinstance(v, ast.Tuple) and 2 <= len(v.elts) <= 3 and self._spec_dict(v.elts[1]) \
+                        and not self._spec_dict(v.elts[0]):
+                    out.append((node, v.elts[1]))
+                continue
+            stack.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt))
+            for attr in ("handlers", "cases"):
+                for h in getattr(node, attr, []) or []:
+                    stack.extend(h.body)
+        return out
+
+    def launchers(self, kernels: list[KernelFacts]) -> list:
+        """Functions tied to a kernel that return ``grid, dict(...)``: a framework launches the kernel
+        with the dict's entries and the function's own arguments, bound to the kernel's parameters
+        by name. The tie is structural: the kernel is an argument of one of the function's
+        decorators (``@launcher(kernel=k)``), or the function is a method of a class whose body
+        binds the kernel (``kernel = staticmethod(triton.jit(f))``, a jitted staticmethod)."""
+        w = self.walker
+        out = []
+        class_attrs: dict[str, list[str]] | None = None
+        for st, scope, info in w.functions:
+            returns = self._spec_returns(st)
+            if not returns:
+                continue
+            targets: list[str] = []
+            for dec in st.decorator_list:
+                if not isinstance(dec, ast.Call):
+                    continue
+                for value in list(dec.args) + [k.value for k in dec.keywords]:
+                    if isinstance(value, (ast.Name, ast.Attribute)):
+                        targets.extend(n for n in self.fq(value, scope) if "<locals>" not in n)
+            if scope.kind == "class":
+                if class_attrs is None:
+                    class_attrs = {}
+                    for k in kernels:
+                        local = k.qualname[len(self.module) + 1:] if self.module else k.qualname
+                        owner, _, attr = local.rpartition(".")
+                        class_attrs.setdefault(owner, []).append(attr)
+                    for qual, value, vscope in w.alias_values:
+                        if vscope.kind == "class" and _unwrap_alias(value) is not None:
+                            owner, _, attr = qual.rpartition(".")
+                            class_attrs.setdefault(owner, []).append(attr)
+                prefix = f"{self.module}.{scope.prefix}" if self.module else scope.prefix
+                targets.extend(f"{prefix}.{a}" for a in dict.fromkeys(class_attrs.get(scope.prefix, [])))
+            if not targets:
+                continue
+            for ret, spec in returns:
+                out.append((st, info, ret, spec, list(dict.fromkeys(targets))))
+        return out
+
+    def spec_launch(self, st, fn: FunctionInfo, ret: ast.Return, spec: ast.AST, targets: list[str],
+                    classifier: Classifier) -> LaunchFacts:
+        la = LaunchFacts(callee=f"{fn.name}()", targets=targets, line=ret.lineno, column=ret.col_offset + 1,
+                         kind="spec", function=f"{self.module}.{fn.qual}" if self.module else fn.qual)
+        if isinstance(spec, ast.Dict):
+            items = []
+            for k, v in zip(spec.keys, spec.values):
+                if k is None:
+                    la.star_kwargs = True
+                else:
+                    items.append((k.value, v))
+        else:
+            items = []
+            for kw in spec.keywords:
+                if kw.arg is None:
+                    la.star_kwargs = True
+                else:
+                    items.append((kw.arg, kw.value))
+        for key, value in items:
+            la.keywords_order.append(key)
+            la.options[key] = self.short(value, 60)
+            la.args.append(self.arg(value, classifier, fn, keyword=key))
+        given = {key for key, _ in items}
+        for name, p in fn.params.items():
+            if p.kind == "star" or name in given:
+                continue
+            node = ast.Name(id=name, ctx=ast.Load())
+            node.lineno, node.col_offset = ret.lineno, ret.col_offset
+            node.end_lineno, node.end_col_offset = ret.lineno, ret.col_offset
+            arg = self.arg(node, classifier, fn, keyword=name)
+            arg.text = name
+            la.args.append(arg)
+            la.param_keywords.append(name)
+        return la
+
     def run(self) -> FileFacts:
         w = self.walker
         self.top = w.run(self.tree)
@@ -677,14 +798,19 @@ class _Extractor:
                     q = qualified(func, scope)
                     if q and q[0][1] == LOCAL:
                         callee = q[0][0]
+            if callee is None or callee not in info.functions:
+                callee = self.instance_call(func, scope) or callee
             if callee is not None and callee in info.functions:
                 info.calls.setdefault(callee, []).append((call, fn))
-        if launches:
+        specs = self.launchers(facts.kernels)
+        if launches or specs:
             classifier = Classifier(info, self.src.segment, self.varying, self.stable)
             for call, scope, fn, kind in launches:
                 la = self.launch(call, scope, fn, kind, classifier)
                 if la is not None:
                     facts.launches.append(la)
+            for st, fn, ret, spec, targets in specs:
+                facts.launches.append(self.spec_launch(st, fn, ret, spec, targets, classifier))
         facts.imports = dict(w.imports)
         for qual, value, scope in w.alias_values:
             inner = _unwrap_alias(value)

@@ -172,13 +172,16 @@ class LaunchFacts:
     targets: list[str]  # fully qualified candidate names of the kernel, best first
     line: int
     column: int
-    kind: str  # "grid" | "run" | "warmup"
+    kind: str  # "grid" | "run" | "warmup" | "spec" (a launcher returning grid and keyword arguments)
     function: str | None = None  # qualified name of the enclosing function
     args: list[ArgFacts] = field(default_factory=list)
     star_args: bool = False  # a *args appears: positions after it can't be mapped
     star_kwargs: bool = False  # a **kwargs appears
     options: dict[str, str] = field(default_factory=dict)  # keyword -> source text, in written order
     keywords_order: list[str] = field(default_factory=list)  # every keyword in written order
+    # "spec" launches: keywords taken from the launcher's own parameters (bound to the kernel's
+    # parameters of the same name, ignored where the kernel has no such parameter)
+    param_keywords: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -72,11 +72,39 @@ def _place_after_star(launch, kernel: KernelFacts, args: dict, tail: list) -> No
         args[p.name] = a
 
 
+# Keywords Triton's launcher takes besides the kernel's parameters.
+LAUNCH_OPTIONS = frozenset({
+    "num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
+    "launch_pdl", "launch_cluster", "num_buffers_warp_spec", "num_consumer_groups", "reg_dec_producer",
+    "reg_inc_consumer", "waves_per_eu", "matrix_instr_nonkdim", "kpack", "debug", "sanitize_overflow",
+    "extern_libs", "instrumentation_mode", "grid", "stream", "warmup", "device", "ctas_per_cga",
+})
+
+
+def _spec_fits(launch, kernel: KernelFacts) -> bool:
+    """A launcher's dict binds to a kernel by name: most of its keys must be the kernel's parameters
+    (or launch options), and at least one of its keys or the launcher's own parameters must be."""
+    names = {p.name for p in kernel.params}
+    keys = [k for k in launch.keywords_order if k not in LAUNCH_OPTIONS and not k.startswith("_")]
+    matched = sum(k in names for k in keys)
+    if keys and matched * 3 < len(keys) * 2:
+        return False
+    return matched > 0 or any(k in names for k in launch.param_keywords)
+
+
 def _bind(launch, file: FileFacts, kernel: KernelFacts, kfile: FileFacts) -> BoundLaunch:
     params = kernel.params
     names = {p.name for p in params}
     args = {}
     options: list[str] = []
+    if launch.kind == "spec":
+        by_name = set(launch.param_keywords)
+        for arg in launch.args:
+            if arg.keyword in names:
+                args.setdefault(arg.keyword, arg)
+            elif arg.keyword in LAUNCH_OPTIONS and arg.keyword not in by_name and arg.keyword not in NON_OPTIONS:
+                options.append(arg.keyword)
+        return BoundLaunch(launch=launch, file=file, kernel=kernel, kernel_file=kfile, args=args, options=options)
     tail = [a for a in launch.args if a.after_star is not None]
     if tail:
         _place_after_star(launch, kernel, args, tail)
@@ -102,6 +130,8 @@ def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_n
             for target in la.targets:
                 hit = index.resolve(target, near=f.path)
                 if hit is None or id(hit[0]) in seen:
+                    continue
+                if la.kind == "spec" and not _spec_fits(la, hit[0]):
                     continue
                 seen.add(id(hit[0]))
                 program.launches.append(_bind(la, f, hit[0], hit[1]))

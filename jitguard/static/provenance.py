@@ -63,7 +63,7 @@ _STABLE_NAME = re.compile(
     r"hidden(_size|_dim)?|head_(dim|size)\w*|\w*_head_(dim|size)|num_(\w+_)?heads|num_experts\w*|"
     r"top_?k(_\w+)?|vocab_size|d_model|dim|d|k|n|e|h|d_\w+|block(_\w+)?|\w+_block(_size)?|page_size|"
     r"group_size|num_groups|n_groups|\w*_stride\w*|stride\w*|num_warps|num_stages|num_sms|\w*_size_(n|k)|"
-    r"\w*(intermediate|hidden)\w*|rank|world(_size)?|tp_size|\w*_dim|split_?k|k_splits?|shards?|num_shards|num_ranks|\w*cache\w*|\w*capacity)$"
+    r"\w*(intermediate|hidden|speculative)\w*|rank|world(_size)?|tp_size|\w*_dim|split_?k|k_splits?|shards?|num_shards|num_ranks|\w*cache\w*|\w*capacity)$"
 )
 _VARYING_NAME = re.compile(
     r"^((num|n|total|cur)_?(actual_|valid_|padded_|batched_|input_|output_|new_|draft_|spec_|"

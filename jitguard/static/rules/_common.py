@@ -10,6 +10,9 @@ from jitguard.static.provenance import strong_stable
 
 def where(b: BoundLaunch, kernel_path: str) -> str:
     """'launch line 88' in the kernel's file, 'pkg/ops.py:88' elsewhere."""
+    if b.launch.kind == "spec":  # a launcher returning grid and keyword arguments
+        at = f"line {b.launch.line}" if b.file.path == kernel_path else f"{b.file.path}:{b.launch.line}"
+        return f"launcher {b.launch.callee} {at}"
     if b.file.path == kernel_path:
         return f"launch line {b.launch.line}"
     return f"{b.file.path}:{b.launch.line}"

@@ -16,8 +16,8 @@ def _fmt(opts: tuple[str, ...]) -> str:
 def check(program: Program):
     by_kernel: dict[int, list] = {}
     for b in program.launches:
-        if b.launch.star_kwargs:
-            continue  # options may hide in **kwargs: can't tell
+        if b.launch.star_kwargs or b.launch.kind == "spec":
+            continue  # options may hide in **kwargs, or be added by the framework that runs a launcher
         by_kernel.setdefault(id(b.kernel), []).append(b)
     for q, launches in by_kernel.items():
         if len(launches) < 2:

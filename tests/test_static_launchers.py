@@ -1,0 +1,140 @@
+"""Launch patterns beyond ``kernel[grid](...)``: launchers that return ``grid, dict(...)`` for a
+framework to bind by name, and calls through instances of a module's classes. Random identifiers
+everywhere, so that only structure decides."""
+from __future__ import annotations
+
+import random
+
+from tests._static_util import pairs, rand_ident, scan_one
+
+
+def _names(n):
+    rng = random.Random()
+    return [rand_ident(rng, p) for p in "abcdefghijklmnop"[:n]]
+
+
+def test_class_launcher_binds_dict_and_parameters_by_name():
+    cls, n, m, buf, x, pos, inst, use = _names(8)
+    src = f"""
+import triton
+import triton.language as tl
+
+class {cls}(SomeFrameworkBase):
+    @staticmethod
+    @triton.jit
+    def kernel({n}, {m}, x_ptr, BLOCK: tl.constexpr):
+        pass
+
+    def __call__(self, {n}, {m}, {x}):
+        return ({n},), dict(x_ptr={x}, BLOCK=128, num_warps=4)
+
+{inst} = {cls}()
+
+def {use}({pos}, {x}):
+    {buf} = {pos}.shape[0]
+    {inst}({buf}, 64, {x})
+"""
+    found = pairs(scan_one(src))
+    assert ("JG001", "kernel", n) in found  # the caller's token count reaches n by name
+    assert ("JG001", "kernel", m) not in found  # a literal
+
+
+def test_class_attribute_kernel_through_staticmethod_call():
+    k, cls, cnt, x, use = _names(5)
+    src = f"""
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(x_ptr, {cnt}, BLOCK: tl.constexpr):
+    pass
+
+class {cls}:
+    kernel = staticmethod({k})
+
+    def launch(self, {x}):
+        return ({x}.shape[0],), {{"x_ptr": {x}, "{cnt}": {x}.numel(), "BLOCK": 64}}
+"""
+    assert ("JG001", k, cnt) in pairs(scan_one(src))
+
+
+def test_decorator_tied_launcher_and_its_callers():
+    k, cnt, blk, x, run, outer = _names(6)
+    src = f"""
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(x_ptr, {cnt}, {blk}: tl.constexpr):
+    pass
+
+@some_dispatcher(kernel={k})
+def {run}({x}, {cnt}):
+    return ({x}.shape[0],), dict(x_ptr={x}, {blk}=64)
+
+def {outer}({x}):
+    {run}({x}, {x}.numel())
+"""
+    assert ("JG001", k, cnt) in pairs(scan_one(src))
+
+
+def test_a_function_returning_a_dict_without_a_tie_is_no_launch():
+    k, cnt, x, run, outer = _names(5)
+    src = f"""
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(x_ptr, {cnt}, BLOCK: tl.constexpr):
+    pass
+
+def {run}({x}, {cnt}):
+    return ({x}.shape[0],), dict(x_ptr={x}, BLOCK=64)
+
+def {outer}({x}):
+    {run}({x}, {x}.numel())
+"""
+    assert not pairs(scan_one(src))
+
+
+def test_a_dict_of_another_kernel_does_not_bind():
+    # the class holds a kernel, but the dict's keys are not its parameters: no launch of it
+    k, cls, x, p1, p2 = _names(5)
+    src = f"""
+import triton
+import triton.language as tl
+
+class {cls}:
+    @staticmethod
+    @triton.jit
+    def kernel(x_ptr, {k}, BLOCK: tl.constexpr):
+        pass
+
+    def other(self, {x}):
+        return ({x}.shape[0],), dict({p1}={x}.numel(), {p2}={x}.shape[0], BLOCK=4)
+"""
+    assert not pairs(scan_one(src))
+
+
+def test_calls_through_a_module_instance_reach_call_method_parameters():
+    k, cls, cnt, x, inst, use = _names(6)
+    src = f"""
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(x_ptr, {cnt}, BLOCK: tl.constexpr):
+    pass
+
+class {cls}:
+    def __call__(self, {x}, {cnt}):
+        {k}[(1,)]({x}, {cnt}, BLOCK=64)
+
+{inst} = {cls}()
+
+def {use}({x}):
+    {inst}({x}, {x}.numel())
+"""
+    assert ("JG001", k, cnt) in pairs(scan_one(src))
+    # ...and a constant passed through the instance is not reported
+    assert not pairs(scan_one(src.replace(f"{inst}({x}, {x}.numel())", f"{inst}({x}, 4096)")))
