@@ -138,3 +138,32 @@ def {use}({x}):
     assert ("JG001", k, cnt) in pairs(scan_one(src))
     # ...and a constant passed through the instance is not reported
     assert not pairs(scan_one(src.replace(f"{inst}({x}, {x}.numel())", f"{inst}({x}, 4096)")))
+
+
+def test_tensor_parameters_take_the_layout_their_callers_allocate():
+    k, cnt, w, buf, x, outer, n = _names(7)
+    src = f"""
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(x_ptr, {cnt}, BLOCK: tl.constexpr):
+    pass
+
+def {w}({buf}):
+    {k}[(1,)]({buf}, {buf}.stride(0), BLOCK=64)
+
+def {outer}({x}):
+    {n} = {x}.shape[0]
+    {w}(torch.empty((7, {n} * 3), device={x}.device))
+"""
+    # stride(0) of a [7, tokens * 3] buffer follows the tokens
+    assert ("JG001", k, cnt) in pairs(scan_one(src))
+    # a buffer allocated with fixed dims: its stride is fixed
+    assert not pairs(scan_one(src.replace(f"torch.empty((7, {n} * 3)", "torch.empty((7, 300)")))
+    # and its leading dim is known to be fixed, not guessed to be a token count
+    fixed = src.replace(f"{buf}.stride(0), BLOCK", f"{buf}.shape[0], BLOCK").replace(
+        f"torch.empty((7, {n} * 3)", "torch.empty((7, 300)")
+    assert not pairs(scan_one(fixed))
+    assert ("JG001", k, cnt) in pairs(scan_one(fixed.replace(f"{w}(torch.empty((7, 300), device={x}.device))", f"{w}({x})")))

@@ -600,8 +600,12 @@ class Classifier:
                     finally:
                         self._busy.discard(key)
                     return dims, strides, w or weight_like(t), t.id
-            if where == "param" and self._param_weight(owner, t.id, d):
-                return None, None, True, t.id
+            if where == "param":
+                if self._param_weight(owner, t.id, d):
+                    return None, None, True, t.id
+                got = self._param_tensor(owner, t.id, d)
+                if got is not None:
+                    return got[0], got[1], False, t.id
             return None, None, weight_like(t), t.id
         if isinstance(t, ast.Attribute):
             if t.attr in ("T", "mT"):
@@ -677,6 +681,43 @@ class Classifier:
                 _, _, w, desc = self.tensor(recv, fn, d)
                 return None, None, w, desc
         return None, None, False, self.code(t)
+
+    def _param_tensor(self, fn: FunctionInfo, name: str, depth: int) -> tuple[list[Prov], list[Prov]] | None:
+        """Dims and strides of a wrapper's tensor parameter when every caller in this module passes a
+        tensor whose layout is known (allocated there, or a view of one): each dim and stride is the
+        most varying over the callers. None when any caller's tensor is unknown, or ranks differ."""
+        p = fn.params.get(name)
+        callers = self.info.calls.get(fn.qual, [])
+        if p is None or p.kind == "star" or not callers or depth > 40:
+            return None
+        key = (id(fn), "ptensor:" + name)
+        if key in self._tensor_memo:
+            return self._tensor_memo[key]
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        out = None
+        try:
+            got = []
+            for call, caller in callers[:20]:
+                arg = self.arg_for(call, p)
+                if arg is None or isinstance(arg, str):
+                    break
+                dims, strides, w, _ = self.tensor(arg, caller, depth + 4)
+                if dims is None or w or (got and len(dims) != len(got[0][0])):
+                    break
+                cname = caller.qual if caller is not None else "module level"
+                why = f"{fn.name}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"
+                got.append(([x.why(why) for x in dims], [x.why(why) for x in strides]))
+            else:
+                if got:
+                    n = len(got[0][0])
+                    out = ([join([g[0][i] for g in got], "int") for i in range(n)],
+                           [join([g[1][i] for g in got], "int") for i in range(n)])
+        finally:
+            self._busy.discard(key)
+        self._tensor_memo[key] = out
+        return out
 
     def _param_weight(self, fn: FunctionInfo, name: str, depth: int) -> bool:
         """A wrapper parameter is weight-like if every caller in this module passes a weight-like tensor."""
