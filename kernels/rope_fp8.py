@@ -56,32 +56,31 @@ class LaunchConfig:
         return (max(1, min(num_tiles, _sm_count(device) * self.programs_per_sm)),)
 
 
-# The default: the best of CANDIDATE_CONFIGS on an H200 (bench/results/rope_fp8_h200.json, Triton
-# 3.6): one 32-thread program per 4 tokens x 1 head, no persistent loop, registers capped at 96
-# (ptxas: 116 uncapped, no spills at 96), so 21 programs fit on an SM instead of 17: 87-96% of
-# the HBM floor at T >= 8192 against 84-91% uncapped. Capping harder spills (80: 76-83%, 64:
-# 57-61%); the register-prefetching persistent configs were slower (50-88%). See
-# bench/NOTES_rope_fp8.md.
-CONFIG = LaunchConfig(maxnreg=96)
+# The default: to be set from the v4 sweep (bench/results/rope_fp8_h200_v4_*.json). v4's code
+# needs no register cap: 72 registers uncapped (v3: 116, capped at 96), so 28 one-warp programs
+# fit on an SM (v3: 21). See bench/NOTES_rope_fp8.md.
+CONFIG = LaunchConfig()
 
 # What bench/bench_rope_fp8.py times (and the GPU tests check) before one is made the default.
 # num_stages >= 2 with a persistent grid: each program loops over tiles and prefetches the next
 # tile's loads into registers during this one's arithmetic. maxnreg caps registers so that more
 # programs are resident (more loads in flight per SM), at the price of a few instructions or
 # spills. Registers and spills ptxas reports for Triton 3.6, sm_90 (python bench/bench_rope_fp8.py
-# --ptx): 4x1 116 (96: none spilled, 80: 56 B, 64: 128 B); 4x2 72 (64: none); with prefetch
-# 4x1 206 (168: none), 4x2 96. A persistent config's programs_per_sm is how many of its programs
-# fit on one H200 SM by those registers: more would run the persistent grid in two waves.
+# --ptx), and so programs per H200 SM (65,536 registers, at most 32 programs): 4x1 72 (28/SM;
+# capped at 96 ptxas takes 80: 25/SM; 64: 20 B spilled, 32/SM); 8x1 142 (14/SM; 128: 16/SM),
+# 4x2 56 (18/SM), 8x2 96 (10/SM); with prefetch 4x1 199 (168: none spilled). A persistent
+# config's programs_per_sm is how many of its programs fit on one SM by those registers: more
+# would run the persistent grid in two waves.
 CANDIDATE_CONFIGS = (
     LaunchConfig(4, 1, 1, 0),
     LaunchConfig(4, 1, 1, 0, maxnreg=96),
-    LaunchConfig(4, 1, 1, 0, maxnreg=80),
     LaunchConfig(4, 1, 1, 0, maxnreg=64),
-    LaunchConfig(4, 2, 1, 0, maxnreg=64),
-    LaunchConfig(4, 1, 1, 17),
-    LaunchConfig(4, 1, 2, 9),
+    LaunchConfig(8, 1, 1, 0),
+    LaunchConfig(8, 1, 1, 0, maxnreg=128),
+    LaunchConfig(4, 2, 1, 0),
+    LaunchConfig(8, 2, 1, 0),
+    LaunchConfig(4, 1, 1, 28),
     LaunchConfig(4, 1, 2, 12, maxnreg=168),
-    LaunchConfig(4, 2, 2, 10),
 )
 
 
@@ -237,16 +236,25 @@ def _inv_rope_fp8_quant_kernel(
             a = (xrw << 16).to(tl.float32, bitcast=True)
             b = ((xrw >> 16) << 16).to(tl.float32, bitcast=True)
         elif ROPE_IN_ONE_BLOCK:
-            pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
-            cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
             # Whole rows, 16-byte vectors along D; the rope columns are masked off here.
             x_ok = tok_ok[:, None] & (cols < NOPE_DIM)[None, :]
             x = tl.load(o_base + rows[:, None] * o_stride_t + cols[None, :], mask=x_ok, other=0.0)
             # The rope slice, loaded again as interleaved pairs and rotated back.
             xr = tl.load(o_base + rows[:, None] * o_stride_t + r_cols[None, :],
                          mask=tok_ok[:, None], other=0.0)
+            # Only then the positions -> cos/sin chain. Without the barrier ptxas hoists the
+            # positions load and its address arithmetic above o's loads, so that o (4 KB) went
+            # out one memory latency late in every program (v3 and before).
+            tl.debug_barrier()
+            pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
+            cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
             c = tl.load(cs_row[:, None] + ri[None, :], mask=tok_ok[:, None], other=0.0)
             s = tl.load(cs_row[:, None] + HALF_ROPE + ri[None, :], mask=tok_ok[:, None], other=0.0)
+            # The block max in o's own dtype (exact; packed bf16x2 max on sm_90), so that the
+            # float32 copy of the tile is not live across the reduction: 72 registers instead
+            # of 111, no cap needed for 28 programs per SM.
+            amax_nope = tl.max(tl.abs(tl.reshape(x, (BLOCK_T, BLOCK_Q, QUANT_GROUP))), axis=2)
+            amax_nope = amax_nope.to(tl.float32)
             if IS_BF16:  # bf16 -> float32 as a 16-bit shift: one instruction per element
                 xf = (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
             else:
@@ -260,17 +268,21 @@ def _inv_rope_fp8_quant_kernel(
             yb = b * c - a * s
 
             amax_rope = tl.maximum(tl.max(tl.abs(ya), axis=1), tl.max(tl.abs(yb), axis=1))
-            amax = tl.max(tl.abs(xb), axis=2)  # [BLOCK_T, BLOCK_Q]; rope columns loaded as 0
+            if PREFETCH:
+                amax = tl.max(tl.abs(xb), axis=2)  # [BLOCK_T, BLOCK_Q]; rope columns loaded as 0
+            else:
+                amax = amax_nope
             amax = tl.where((blk == ROPE_BLOCK)[None, :], tl.maximum(amax, amax_rope[:, None]), amax)
         else:
             # General path: rotate chunks of ROPE_CHUNK dims (ROPE_CHUNK divides NOPE_DIM,
             # ROPE_DIM and QUANT_GROUP); chunks at or past NOPE_DIM are rotated.
-            pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
-            cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
             NUM_CHUNKS: tl.constexpr = WIDTH // ROPE_CHUNK
             HALF_CHUNK: tl.constexpr = ROPE_CHUNK // 2
             x_ok = tok_ok[:, None] & (cols < HEAD_DIM)[None, :]
             x = tl.load(o_base + rows[:, None] * o_stride_t + cols[None, :], mask=x_ok, other=0.0)
+            tl.debug_barrier()  # o's loads go out before the positions -> cos/sin chain
+            pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
+            cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
             a, b = tl.split(tl.reshape(x.to(tl.float32), (BLOCK_T, NUM_CHUNKS, HALF_CHUNK, 2)))
             chunk = tl.arange(0, NUM_CHUNKS)
             is_rope = ((chunk >= NOPE_DIM // ROPE_CHUNK) & (chunk < HEAD_DIM // ROPE_CHUNK))[None, :, None]
@@ -284,11 +296,17 @@ def _inv_rope_fp8_quant_kernel(
             xb = tl.reshape(tl.join(ya, yb), (BLOCK_T, BLOCK_Q, QUANT_GROUP))
             amax = tl.max(tl.abs(xb), axis=2)
 
-        # Per-block power-of-two scale: the smallest 2^e >= max(amax, 1e-10) / 448, from the
-        # exponent bits of a correctly rounded quotient (no log2: exact at powers of two).
-        ratio = tl.math.div_rn(tl.maximum(amax, 1e-10), 448.0)
-        ratio_bits = ratio.to(tl.int32, bitcast=True)
-        biased_exp = (ratio_bits >> 23) + ((ratio_bits & 0x7FFFFF) != 0).to(tl.int32)
+        # Per-block power-of-two scale: the smallest 2^e >= fl(max(amax, 1e-10) / 448), read off
+        # amax's own bits, with no division. With amax = 1.m * 2^E and 448 = 1.75 * 2^8, the
+        # correctly rounded quotient is 2^(E-8) * fl(1.m / 1.75), and fl(1.m / 1.75) lies in
+        # (0.5, 1] when 1.m <= 1.75 and in (1, 2) otherwise (no float32 1.m rounds across 1:
+        # the neighbours of 1.75 are 2^-23 away, the rounding boundary 1.75 * 2^-24 or
+        # 2^-25). So the scale is 2^(E-8), or 2^(E-7) when the mantissa bits exceed 0x600000
+        # (1.75); inf keeps the exponent 255 a quotient would have. Checked against the
+        # reference's quotient for every mantissa at 15 exponents and 2e7 random floats.
+        amax_bits = tl.maximum(amax, 1e-10).to(tl.int32, bitcast=True)
+        biased_exp = (amax_bits >> 23) - 8 + ((amax_bits & 0x7FFFFF) > 0x600000).to(tl.int32)
+        biased_exp = tl.where(amax_bits >= 0x7F800000, 255, biased_exp)
         scale = (biased_exp << 23).to(tl.float32, bitcast=True)
         inv_scale = ((254 - biased_exp) << 23).to(tl.float32, bitcast=True)  # exact: 2^-e
 
@@ -418,7 +436,8 @@ def _is_interpreted(kernel) -> bool:
 def _launch(kernel, o, positions, cos_sin_cache, q_buf, scale_buf, n_groups, heads_per_group,
             nope_dim, rope_dim, quant_group_size, config: LaunchConfig | None = None):
     """Launch ``kernel`` over ``o`` into preallocated buffers (shared by the corrected kernel
-    and its uncorrected twin, and by tests that poison the buffers first)."""
+    and its uncorrected twin, and by tests that poison the buffers first). Returns what Triton's
+    launch returns (the compiled kernel on a GPU: the benchmark reads its registers)."""
     config = CONFIG if config is None else config
     if o.device.type != "cuda" and not _is_interpreted(kernel):
         raise ValueError(
@@ -430,7 +449,7 @@ def _launch(kernel, o, positions, cos_sin_cache, q_buf, scale_buf, n_groups, hea
     num_tokens = o.shape[0]
     num_q = (nope_dim + rope_dim) // quant_group_size
     num_tiles = triton.cdiv(num_tokens, config.block_t) * n_groups * heads_per_group
-    kernel[config.grid(o.device, num_tiles)](
+    return kernel[config.grid(o.device, num_tiles)](
         o, positions, cos_sin_cache, q_buf, scale_buf,
         num_tokens, scale_buf.shape[2],
         o.stride(0), o.stride(1), cos_sin_cache.stride(0),
