@@ -11,9 +11,8 @@ bandwidth measured in the same run (a graph-replayed ``x.sum()`` over 2 GiB). Pe
 run: the PyTorch reference eagerly (plain calls, CUDA events) and under ``torch.compile``; and the
 same kernel in vLLM's layout (one program per (token, head), one warp: BLOCK_T=1, num_warps=1).
 Before the main table, every candidate launch config is timed at SWEEP_SIZES, together with the
-previous kernel versions as an A/B in the same run (bench/rope_fp8_v3_kernel.py with its default
-launch, and bench/rope_fp8_v4_reorder_only.py: v3 with only the load reordering of v4); the best
-candidate becomes the default for the main table. The sweep records each compiled variant's
+previous kernel version as an A/B in the same run (bench/rope_fp8_v3_kernel.py with its default
+launch); the best candidate becomes the default for the main table. The sweep records each compiled variant's
 registers and spills as the driver reports them.
 """
 from __future__ import annotations
@@ -45,8 +44,8 @@ SWEEP_SIZES = [((1, 8), 1), ((1, 8), 8192), ((1, 8), 32768), ((8, 8), 8192), ((8
                ((1, 8), 8192)]
 LATENCY_TARGET_US = 2.5
 MAX_POS = 8192
-# The previous kernel versions' launches, timed in the sweep: v3's default (registers capped at
-# 96), and v3 with v4's load reordering alone, at the same launch.
+# The previous kernel version's default launch (bench/rope_fp8_v3_kernel.py: registers capped
+# at 96), timed in the sweep.
 PREV_CONFIG_FIELDS = dict(block_t=4, num_warps=1, num_stages=1, programs_per_sm=0, maxnreg=96)
 
 
@@ -148,7 +147,6 @@ def run(args) -> dict:
 
     sys.path.insert(0, str(ROOT / "bench"))
     from rope_fp8_v3_kernel import _inv_rope_fp8_quant_kernel as v3_kernel
-    from rope_fp8_v4_reorder_only import _inv_rope_fp8_quant_kernel as reorder_kernel
 
     started = time.time()
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
@@ -229,11 +227,9 @@ def run(args) -> dict:
             rnd = seen_sizes.count((G, hpg, T)) + 1
             seen_sizes.append((G, hpg, T))
             nbytes, floor_us, sets, n_calls = prepare(T, G, hpg)
-            # The previous kernel versions first (v3 with its default launch, and v3 with v4's
-            # load reordering alone), then every candidate of the current one: an A/B in the
-            # same run.
-            for cfg, kernel, version in ([(PREV_CONFIG, v3_kernel, "v3"),
-                                          (PREV_CONFIG, reorder_kernel, "v3+reorder")]
+            # The previous kernel version (v3, its default launch) first, then every candidate
+            # of the current one: an A/B in the same run.
+            for cfg, kernel, version in ([(PREV_CONFIG, v3_kernel, "v3")]
                                          + [(c, None, "current") for c in candidates]):
                 o0, p0 = sets[0]
                 compiled = []
@@ -268,10 +264,9 @@ def run(args) -> dict:
 
         best = max(candidates, key=score)
         print(f"# chosen: {best} (worst % of floor at the large sweep sizes: {score(best):.1f})")
-        for version in ("v3", "v3+reorder"):
-            prev = [r for r in sweep if r["kernel"] == version and r["T"] > 1]
-            print(f"# previous kernel ({version}, {PREV_CONFIG}): worst % of floor at the same "
-                  f"sizes: {min(r['pct_floor'] for r in prev):.1f}")
+        prev = [r for r in sweep if r["kernel"] == "v3" and r["T"] > 1]
+        print(f"# previous kernel (v3, {PREV_CONFIG}): worst % of floor at the same sizes: "
+              f"{min(r['pct_floor'] for r in prev):.1f}")
         rope_fp8.CONFIG = best
     result["kernel_config"] = dataclasses.asdict(rope_fp8.CONFIG)
 

@@ -56,30 +56,28 @@ class LaunchConfig:
         return (max(1, min(num_tiles, _sm_count(device) * self.programs_per_sm)),)
 
 
-# The default: to be set from the v4 sweep (bench/results/rope_fp8_h200_v4_*.json). v4's code
-# needs no register cap: 72 registers uncapped (v3: 116, capped at 96), so 28 one-warp programs
-# fit on an SM (v3: 21). See bench/NOTES_rope_fp8.md.
+# The default: to be set from the v4 sweeps (bench/results/rope_fp8_h200_v4_*.json). See
+# bench/NOTES_rope_fp8.md.
 CONFIG = LaunchConfig()
 
 # What bench/bench_rope_fp8.py times (and the GPU tests check) before one is made the default.
 # num_stages >= 2 with a persistent grid: each program loops over tiles and prefetches the next
 # tile's loads into registers during this one's arithmetic. maxnreg caps registers so that more
 # programs are resident (more loads in flight per SM), at the price of a few instructions or
-# spills. Registers and spills ptxas reports for Triton 3.6, sm_90 (python bench/bench_rope_fp8.py
-# --ptx), and so programs per H200 SM (65,536 registers, at most 32 programs): 4x1 72 (28/SM;
-# capped at 96 ptxas takes 80: 25/SM; 64: 20 B spilled, 32/SM); 8x1 142 (14/SM; 128: 16/SM),
-# 4x2 56 (18/SM), 8x2 96 (10/SM); with prefetch 4x1 199 (168: none spilled). A persistent
-# config's programs_per_sm is how many of its programs fit on one SM by those registers: more
-# would run the persistent grid in two waves.
+# spills; ptxas also schedules the loads differently under each cap. Registers ptxas uses for
+# Triton 3.6, sm_90 (python bench/bench_rope_fp8.py --ptx; none spill), and so programs per H200
+# SM (65,536 registers, at most 32 programs): 4x1 64 (32/SM; o's loads in two batches, 2 then
+# 6), capped at 72: 72 (28/SM), at 80 or 96: 80 (25/SM), at 128: 95 (21/SM); 4x2 56 (18/SM);
+# 4x1 with prefetch 199 (capped at 168). A persistent config's programs_per_sm is how many of its
+# programs fit on one SM by those registers: more would run the persistent grid in two waves.
 CANDIDATE_CONFIGS = (
     LaunchConfig(4, 1, 1, 0),
+    LaunchConfig(4, 1, 1, 0, maxnreg=72),
+    LaunchConfig(4, 1, 1, 0, maxnreg=80),
     LaunchConfig(4, 1, 1, 0, maxnreg=96),
-    LaunchConfig(4, 1, 1, 0, maxnreg=64),
-    LaunchConfig(8, 1, 1, 0),
-    LaunchConfig(8, 1, 1, 0, maxnreg=128),
+    LaunchConfig(4, 1, 1, 0, maxnreg=128),
     LaunchConfig(4, 2, 1, 0),
-    LaunchConfig(8, 2, 1, 0),
-    LaunchConfig(4, 1, 1, 28),
+    LaunchConfig(4, 1, 1, 32),
     LaunchConfig(4, 1, 2, 12, maxnreg=168),
 )
 
@@ -236,18 +234,14 @@ def _inv_rope_fp8_quant_kernel(
             a = (xrw << 16).to(tl.float32, bitcast=True)
             b = ((xrw >> 16) << 16).to(tl.float32, bitcast=True)
         elif ROPE_IN_ONE_BLOCK:
+            pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
+            cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
             # Whole rows, 16-byte vectors along D; the rope columns are masked off here.
             x_ok = tok_ok[:, None] & (cols < NOPE_DIM)[None, :]
             x = tl.load(o_base + rows[:, None] * o_stride_t + cols[None, :], mask=x_ok, other=0.0)
             # The rope slice, loaded again as interleaved pairs and rotated back.
             xr = tl.load(o_base + rows[:, None] * o_stride_t + r_cols[None, :],
                          mask=tok_ok[:, None], other=0.0)
-            # Only then the positions -> cos/sin chain. Without the barrier ptxas hoists the
-            # positions load and its address arithmetic above o's loads, so that o (4 KB) went
-            # out one memory latency late in every program (v3 and before).
-            tl.debug_barrier()
-            pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
-            cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
             c = tl.load(cs_row[:, None] + ri[None, :], mask=tok_ok[:, None], other=0.0)
             s = tl.load(cs_row[:, None] + HALF_ROPE + ri[None, :], mask=tok_ok[:, None], other=0.0)
             # The block max in o's own dtype (exact; packed bf16x2 max on sm_90), so that the
@@ -276,13 +270,12 @@ def _inv_rope_fp8_quant_kernel(
         else:
             # General path: rotate chunks of ROPE_CHUNK dims (ROPE_CHUNK divides NOPE_DIM,
             # ROPE_DIM and QUANT_GROUP); chunks at or past NOPE_DIM are rotated.
+            pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
+            cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
             NUM_CHUNKS: tl.constexpr = WIDTH // ROPE_CHUNK
             HALF_CHUNK: tl.constexpr = ROPE_CHUNK // 2
             x_ok = tok_ok[:, None] & (cols < HEAD_DIM)[None, :]
             x = tl.load(o_base + rows[:, None] * o_stride_t + cols[None, :], mask=x_ok, other=0.0)
-            tl.debug_barrier()  # o's loads go out before the positions -> cos/sin chain
-            pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
-            cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
             a, b = tl.split(tl.reshape(x.to(tl.float32), (BLOCK_T, NUM_CHUNKS, HALF_CHUNK, 2)))
             chunk = tl.arange(0, NUM_CHUNKS)
             is_rope = ((chunk >= NOPE_DIM // ROPE_CHUNK) & (chunk < HEAD_DIM // ROPE_CHUNK))[None, :, None]
