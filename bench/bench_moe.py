@@ -36,6 +36,9 @@ except ImportError:  # running from a checkout without the package installed
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from kernels import moe  # type: ignore[no-redef]
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import vllm_launch  # noqa: E402  vLLM 0.33.0's fused_moe_kernel, vendored (bench/peers/)
+
 FP8 = torch.float8_e4m3fn
 MS = [1, 4, 16, 32, 64, 256]
 # name: (E, topk, N, K) of each GEMM; the layer shapes pair a w1 with its w2.
@@ -216,6 +219,22 @@ class GemmProblem:
                                  num_valid_tokens=self.M * self.topk, config=cfg, out=self.out[i],
                                  topk_weights=self.tw[i] if self.is_w2 else None,
                                  a_scale=self.a_scale, w_scale=self.w_scale)
+            fns.append(f)
+        return fns
+
+    def vllm_fns(self, cfg, swap_ab=None):
+        """vLLM 0.33.0's fused_moe_kernel on the same routings and buffers, launched as vLLM launches it
+        (naive one-slot blocks when M*topk*4 <= E, else the aligned order); swap_ab None = vLLM's rule."""
+        assert not self.is_w2
+        bm = cfg["BLOCK_SIZE_M"]
+        key = ("vllm", bm)
+        if key not in self._aligned:
+            self._aligned[key] = [vllm_launch.prepare(ids, bm, self.E, moe.moe_align_block_size) for ids in self.ids]
+        fns = []
+        for i, prep in enumerate(self._aligned[key]):
+            def f(i=i, prep=prep):
+                vllm_launch.launch(self.a[i], self.w, self.out[i], self.a_scale, self.w_scale, *prep,
+                                   top_k=self.top_k_arg, config=cfg, swap_ab=swap_ab)
             fns.append(f)
         return fns
 
@@ -651,6 +670,329 @@ def layer_breakdown(device, args, res, save):
     save(res)
 
 
+# --------------------------------------------------------------------------------------------------
+# vLLM 0.33.0's kernel as a peer in the same run (bench/peers/), both timing methods
+# --------------------------------------------------------------------------------------------------
+def vllm_grid():
+    """The spec's 16 configs for vLLM's reference figures: BLOCK_M 16/32, BLOCK_N 64/128, BLOCK_K 128/256,
+    stages 3/4 (GROUP_SIZE_M 1, 4 warps)."""
+    return [{"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": 1, "num_warps": 4,
+             "num_stages": st} for bm, bn, bk, st in itertools.product((16, 32), (64, 128), (128, 256), (3, 4))]
+
+
+def vcfg_name(c, swap):
+    sw = "vllm-rule" if swap is None else ("S" if swap else "N")
+    return (f"{sw}:{c['BLOCK_SIZE_M']}x{c['BLOCK_SIZE_N']}x{c['BLOCK_SIZE_K']}g{c['GROUP_SIZE_M']}"
+            f"w{c['num_warps']}s{c['num_stages']}")
+
+
+def vllm_own_config(name, M, fp8):
+    E, topk, N, K = GEMMS[name]
+    return vllm_launch.vllm_config(M, E, N // 2, fp8)
+
+
+VLLM_CASES = [("qwen3_w1", True, 1), ("qwen3_w1", True, 4), ("qwen3_w1", True, 16),
+              ("mixtral_w1", True, 1), ("mixtral_w1", True, 256)]
+
+
+def vllm_variants(name, fp8, M):
+    """{label: (config, swap)}: vLLM's own choice, then the 16-config grid with Swap-AB forced on and off."""
+    own, _ = vllm_own_config(name, M, fp8)
+    out = {"vllm_own": (own, None)}
+    for c in vllm_grid():
+        for swap in (True, False):
+            out[vcfg_name(c, swap)] = (c, swap)
+    return out
+
+
+def _compile_vllm_worker(job):
+    """Launch vLLM's kernel once per (config, swap) at this M (its ints are specialized per M class)."""
+    name, fp8, M, variants, device = job
+    E, topk, N, K = GEMMS[name]
+    w = torch.empty(E, N, K, device=device, dtype=FP8 if fp8 else torch.bfloat16)
+    ws = torch.ones(E, device=device) if fp8 else None
+    p = GemmProblem(name, M, fp8, device, weights=(w, ws), rot=1)
+    res = {}
+    for label, (c, swap) in variants:
+        try:
+            p.vllm_fns(c, swap)[0]()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            res[label] = None
+        except Exception as exc:  # noqa: BLE001
+            res[label] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return name, fp8, M, res
+
+
+def precompile_vllm(cases, workers, device="cuda", per_job=6):
+    """cases: {(name, fp8, M): {label: (cfg, swap)}} -> {(name, fp8, M, label): error or None}."""
+    import multiprocessing as mp
+    jobs = []
+    for (name, fp8, M), variants in cases.items():
+        items = list(variants.items())
+        for start in range(0, len(items), per_job):
+            jobs.append((name, fp8, M, items[start:start + per_job], device))
+    errors = {}
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
+        for name, fp8, M, res in ex.map(_compile_vllm_worker, jobs):
+            for label, err in res.items():
+                errors[(name, fp8, M, label)] = err
+    return errors
+
+
+def vllm_study(device, args, table, save=lambda res: None):
+    """Ours (table: auto / swap / no swap) and vLLM's kernel (its own config and swap rule; the 16-config
+    grid with Swap-AB forced on and off) on the same problems, timed two ways: "cold" = ROT routings per
+    graph (each launch reads its experts from HBM), "warm" = one routing replayed 8 times per graph (its
+    experts' weights can stay in the 60 MB L2)."""
+    cases = {c: vllm_variants(*c) for c in VLLM_CASES}
+    if args.workers > 0 and device == "cuda":
+        t0 = time.time()
+        errs = precompile_vllm(cases, args.workers, device)
+        print(f"vllm study: precompiled {len(errs)} variants in {time.time() - t0:.1f}s "
+              f"({sum(e is not None for e in errs.values())} failed)", flush=True)
+    out = []
+    weights_cache = {}
+    for (name, fp8, M), vvars in cases.items():
+        E, topk, N, K = GEMMS[name]
+        if (name, fp8) not in weights_cache:
+            weights_cache.clear()
+            if device == "cuda":
+                torch.cuda.empty_cache()
+            weights_cache[(name, fp8)] = make_weights(E, N, K, fp8, device)
+        weights = weights_cache[(name, fp8)]
+        dt = FP8 if fp8 else torch.bfloat16
+        ours = {f"ours_{o}": moe.get_config(E, N, K, topk, M, dt, sw)
+                for o, sw in (("auto", None), ("swap", True), ("noswap", False))}
+        rec = dict(gemm=name, fp8=fp8, M=M, ours_cfg={k: cfg_name(c) for k, c in ours.items()},
+                   vllm_own_cfg=vllm_own_config(name, M, fp8), variants={})
+        for method, rot, reps_per_graph in (("cold", args.rot, 1), ("warm", 1, 8)):
+            p = GemmProblem(name, M, fp8, device, weights=weights, rot=rot)
+            want = p.reference(0)
+            factories = {}
+            for label, c in ours.items():
+                factories[label] = (lambda c=c: p.launch_fns(c) * reps_per_graph)
+            for label, (c, swap) in vvars.items():
+                factories[label] = (lambda c=c, swap=swap: p.vllm_fns(c, swap) * reps_per_graph)
+            if method == "cold":
+                for label, factory in factories.items():  # correctness, outputs poisoned first
+                    p.out[0].fill_(float("nan"))
+                    try:
+                        factory()[0]()
+                        err = relerr(p.out[0], want)
+                    except Exception as exc:  # noqa: BLE001
+                        err = f"{type(exc).__name__}: {str(exc)[:160]}"
+                    rec["variants"].setdefault(label, {})["relerr"] = err
+            for label, (us, err) in time_variants(factories, args.reps).items():
+                v = rec["variants"].setdefault(label, {})
+                v[f"{method}_us"] = us
+                if err:
+                    v[f"{method}_error"] = err
+            rec[f"floor_us_{method}"] = p.floor_bytes() / (args.read_bw * 1e3) if method == "cold" else None
+            del p
+        rec["summary"] = _vllm_summary(rec)
+        out.append(rec)
+        s = rec["summary"]
+        print(f"vllm-peer {name} {'fp8' if fp8 else 'bf16'} M={M}: " +
+              "  ".join(f"{m}: ours {_f(s[m]['ours_auto'])} vllm-own {_f(s[m]['vllm_own'])} "
+                        f"vllm-best-swap {_f(s[m]['vllm_best_swap'])} vllm-best-noswap {_f(s[m]['vllm_best_noswap'])}"
+                        for m in ("cold", "warm")), flush=True)
+        save(out)
+    return out
+
+
+def _vllm_summary(rec, tol=2e-2):
+    s = {}
+    for m in ("cold", "warm"):
+        ok = {k: v for k, v in rec["variants"].items()
+              if isinstance(v.get("relerr"), float) and v["relerr"] < tol and v.get(f"{m}_us")}
+        d = {k: ok[k][f"{m}_us"] if k in ok else None for k in ("ours_auto", "ours_swap", "ours_noswap", "vllm_own")}
+        for o, prefix in (("swap", "S:"), ("noswap", "N:")):
+            cands = [(v[f"{m}_us"], k) for k, v in ok.items() if k.startswith(prefix)]
+            best = min(cands) if cands else (None, None)
+            d[f"vllm_best_{o}"], d[f"vllm_best_{o}_cfg"] = best
+        s[m] = d
+    s["wrong"] = sorted(k for k, v in rec["variants"].items()
+                        if not (isinstance(v.get("relerr"), float) and v["relerr"] < tol))
+    return s
+
+
+# --------------------------------------------------------------------------------------------------
+# read ceiling: a plain read of exactly the experts one Qwen3 w1 M=1 launch touches
+# --------------------------------------------------------------------------------------------------
+def _read_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def read_experts(w_ptr, ids_ptr, out_ptr, per_expert, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+        e = tl.load(ids_ptr + tl.program_id(0)).to(tl.int64)
+        c = tl.program_id(1)
+        base = w_ptr + e * per_expert + c * CHUNK
+        acc = tl.zeros([BLOCK], tl.int32)
+        for start in tl.range(0, CHUNK, BLOCK):
+            acc += tl.load(base + start + tl.arange(0, BLOCK))
+        tl.store(out_ptr + tl.program_id(0) * tl.num_programs(1) + c, tl.sum(acc, axis=0))
+    return read_experts
+
+
+def read_ceiling(device, args, save=lambda res: None):
+    """µs to read the 8 experts (25.2 MB of FP8 weights) of one Qwen3 w1 M=1 routing: a Triton read kernel
+    at several CTA granularities, and torch.sum over 8 contiguous experts; cold (16 disjoint expert sets
+    rotated) and warm (one set replayed)."""
+    kern = _read_kernel()
+    E, topk, N, K = GEMMS["qwen3_w1"]
+    g = torch.Generator(device=device).manual_seed(3)
+    w = torch.randint(-2**31, 2**31 - 1, (E, N * K // 4), device=device, dtype=torch.int32, generator=g)
+    per_expert = N * K // 4
+    sets = routings(1, E, topk, args.rot, device, seed=1)  # the GEMM bench's M=1 routings (disjoint sets)
+    ids = [s.reshape(-1).contiguous() for s in sets]
+    nbytes = topk * N * K
+    res = []
+    variants = {}
+    shapes = ((24, 2048, 4), (24, 4096, 8), (48, 2048, 4), (96, 2048, 4), (96, 1024, 4), (192, 1024, 4),
+              (384, 512, 4))
+    if per_expert < 2**16:  # --tiny
+        shapes = ((4, 128, 4),)
+    for ctas_per_expert, block, warps in shapes:
+        chunk = per_expert // ctas_per_expert
+        assert chunk * ctas_per_expert == per_expert and chunk % block == 0
+        outb = torch.empty(topk * ctas_per_expert, device=device, dtype=torch.int32)
+
+        def mk(i, chunk=chunk, block=block, warps=warps, cpe=ctas_per_expert, outb=outb):
+            return lambda: kern[(topk, cpe)](w, ids[i], outb, per_expert, CHUNK=chunk, BLOCK=block,
+                                              num_warps=warps)
+        variants[f"triton {topk * ctas_per_expert} CTAs x {chunk * 4 // 1024} KB, BLOCK {block}, {warps} warps"] = mk
+    starts = [(i * topk) % E for i in range(args.rot)]
+    acc = torch.empty((), device=device, dtype=torch.int64)
+    variants["torch.sum of 8 contiguous experts"] = (
+        lambda i: (lambda: torch.sum(w[starts[i]:starts[i] + topk].view(-1), dim=0, out=acc)))
+    for label, mk in variants.items():
+        rec = dict(label=label, bytes=nbytes)
+        for method, fac in (("cold", lambda mk=mk: [mk(i) for i in range(args.rot)]),
+                            ("warm", lambda mk=mk: [mk(0)] * 8)):
+            best = None
+            for _ in range(2):
+                us, err = _try_time(fac, args.reps)
+                if us is not None and (best is None or us < best):
+                    best = us
+                if err:
+                    rec[f"{method}_error"] = err
+            rec[f"{method}_us"] = best
+            rec[f"{method}_GBps"] = nbytes / (best * 1e3) if best else None
+        rec["floor_us"] = nbytes / (args.read_bw * 1e3)
+        res.append(rec)
+        print(f"read-ceiling {label}: cold {_f(rec['cold_us'], 6, 2)} µs ({_f(rec['cold_GBps'], 5, 0)} GB/s) "
+              f"warm {_f(rec['warm_us'], 6, 2)} µs; floor {rec['floor_us']:.2f}", flush=True)
+    save(res)
+    del w
+    return res
+
+
+# --------------------------------------------------------------------------------------------------
+# targeted tuning of the buckets that miss 90% of the floor (FP8 w1)
+# --------------------------------------------------------------------------------------------------
+def tune_candidates(name, M):
+    out = []
+    if name == "mixtral_w1":  # M=256: MMA within 2x of memory; bigger tiles, more warps
+        for bm, bn, w, st in itertools.product((64, 128), (128, 256), (4, 8), (3, 4)):
+            out.append({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 128, "num_warps": w, "num_stages": st,
+                        "SWAP_AB": False})
+        for w in (4, 8):
+            out.append({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 256, "num_warps": w, "num_stages": 3, "SWAP_AB": False})
+        for bm, bn in ((32, 256), (64, 128), (64, 256)):
+            out.append({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 128, "num_warps": 8, "num_stages": 3, "SWAP_AB": True})
+    else:  # qwen3_w1, M = 1 or 4: tile count vs 132 SMs (BLOCK_N), pipeline depth, warps
+        for bn, bk, st in itertools.product((64, 128, 256), (128, 256), (3, 4, 5)):
+            out.append({"BLOCK_M": 16, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": st, "SWAP_AB": True})
+        for bn, bk in ((128, 256), (256, 128), (256, 256)):
+            out.append({"BLOCK_M": 16, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 8, "num_stages": 3, "SWAP_AB": True})
+        for bn, bk, st in itertools.product((32, 64), (256, 512), (3, 4)):
+            out.append({"BLOCK_M": 16, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": st, "SWAP_AB": False})
+    return out
+
+
+TUNE_CASES = [("mixtral_w1", 256), ("qwen3_w1", 4), ("qwen3_w1", 1)]
+
+
+def tune(device, args, table, save=lambda res: None):
+    """Time the candidates beside the table's current configs (cold method, interleaved, best of 2); a
+    bucket's entry changes only where a correct candidate beats the table's auto by >= 2%. Returns the
+    (possibly) updated table and the records."""
+    import copy
+    new_table = copy.deepcopy({cls: {int(m): e for m, e in b.items()} for cls, b in table.items()})
+    if args.workers > 0 and device == "cuda":
+        t0 = time.time()
+        jobs = {}
+        for name, M in TUNE_CASES:
+            jobs.setdefault((name, True), []).extend(tune_candidates(name, M))
+        errs = precompile(jobs, args.workers, device)
+        print(f"tune: precompiled {len(errs)} variants in {time.time() - t0:.1f}s "
+              f"({sum(e is not None for e in errs.values())} failed)", flush=True)
+    recs = []
+    for name, M in TUNE_CASES:
+        E, topk, N, K = GEMMS[name]
+        weights = make_weights(E, N, K, True, device)
+        p = GemmProblem(name, M, True, device, weights=weights, rot=args.rot)
+        want = p.reference(0)
+        current = {o: moe.get_config(E, N, K, topk, M, FP8, sw) for o, sw in (("auto", None), ("swap", True), ("noswap", False))}
+        cands = {"table_" + o: c for o, c in current.items()}
+        for c in tune_candidates(name, M):
+            cands.setdefault(cfg_name(c), c)
+        rec = dict(gemm=name, fp8=True, M=M, floor_us=p.floor_bytes() / (args.read_bw * 1e3), rows=[])
+        errs = {}
+        for label, c in cands.items():
+            p.out[0].fill_(float("nan"))
+            try:
+                p.launch_fns(c)[0]()
+                errs[label] = relerr(p.out[0], want)
+            except Exception as exc:  # noqa: BLE001
+                errs[label] = f"{type(exc).__name__}: {str(exc)[:120]}"
+        timed = time_variants({k: (lambda c=c: p.launch_fns(c)) for k, c in cands.items() if isinstance(errs[k], float)},
+                              args.reps)
+        for label, c in cands.items():
+            us = timed.get(label, (None, None))[0]
+            rec["rows"].append(dict(label=label, config=cfg_name(c), cfg=c, us=us, relerr=errs[label]))
+        ok = [r for r in rec["rows"] if isinstance(r["relerr"], float) and r["relerr"] < 2e-2 and r["us"]]
+        base = next(r for r in rec["rows"] if r["label"] == "table_auto")
+        best = min(ok, key=lambda r: r["us"])
+        rec["table_auto_us"], rec["best_us"], rec["best"] = base["us"], best["us"], best["config"]
+        cls = moe_shape_class(name, True)
+        buckets = new_table.setdefault(cls, {})
+        bucket = max([b for b in buckets if b <= M] or [min(buckets, default=M)])
+        buckets.setdefault(bucket, {"auto": "swap" if current["auto"].get("SWAP_AB") else "noswap",
+                                    "swap": {k: v for k, v in current["swap"].items() if k != "SWAP_AB"},
+                                    "noswap": {k: v for k, v in current["noswap"].items() if k != "SWAP_AB"}})
+        if base["us"] and best["us"] <= 0.98 * base["us"] and not best["label"].startswith("table_"):
+            o = "swap" if best["cfg"]["SWAP_AB"] else "noswap"
+            new_table[cls][bucket][o] = {k: v for k, v in best["cfg"].items() if k != "SWAP_AB"}
+            new_table[cls][bucket]["auto"] = o
+            rec["changed"] = f"{cls} bucket {bucket}: {o} -> {best['config']} ({base['us']:.1f} -> {best['us']:.1f} µs)"
+        else:
+            rec["changed"] = None
+        for o in ("swap", "noswap"):  # the best of each orientation too (forced swap_ab uses it)
+            bo = [r for r in ok if bool(r["cfg"].get("SWAP_AB")) == (o == "swap")]
+            if bo:
+                b = min(bo, key=lambda r: r["us"])
+                cur = next((r for r in rec["rows"] if r["label"] == f"table_{o}"), None)
+                if cur and cur["us"] and b["us"] <= 0.98 * cur["us"] and not b["label"].startswith("table_"):
+                    new_table[cls][bucket][o] = {k: v for k, v in b["cfg"].items() if k != "SWAP_AB"}
+        top = sorted(ok, key=lambda r: r["us"])[:4]
+        print(f"tune {name} fp8 M={M}: floor {rec['floor_us']:.1f} table auto {_f(base['us'])} best " +
+              ", ".join(f"{r['config']} {r['us']:.1f}" for r in top) + f"; change: {rec['changed']}", flush=True)
+        recs.append(rec)
+        save(dict(tune=recs, table=new_table))
+        del p, weights
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return new_table, recs
+
+
+def moe_shape_class(name, fp8):
+    E, topk, N, K = GEMMS[name]
+    return f"E{E}_N{N}_K{K}_top{topk}_{'fp8' if fp8 else 'bf16'}"
+
+
 def bench(device, ms, precisions, args, table, save=lambda res: None):
     if args.workers > 0 and device == "cuda":
         t0 = time.time()
@@ -660,8 +1002,15 @@ def bench(device, ms, precisions, args, table, save=lambda res: None):
         errs = precompile(jobs, args.workers, device)
         print(f"precompiled {len(errs)} table configs in {time.time() - t0:.1f}s "
               f"({sum(e is not None for e in errs.values())} failed)", flush=True)
+        t0 = time.time()
+        vjobs = {(n, fp8, M): {"vllm": (vllm_own_config(n, M, fp8)[0], None)}
+                 for n in ("mixtral_w1", "qwen3_w1") for fp8 in precisions for M in ms}
+        verrs = precompile_vllm(vjobs, args.workers, device, per_job=1)
+        print(f"precompiled {len(verrs)} vLLM peer variants in {time.time() - t0:.1f}s "
+              f"({sum(e is not None for e in verrs.values())} failed)", flush=True)
     gpu_warmup(device)
     bw, read_bw = copy_bandwidth(device)
+    args.read_bw = read_bw
     print(f"copy bandwidth {bw:.0f} GB/s (read+write), read {read_bw:.0f} GB/s", flush=True)
     res = {"copy_bandwidth_GBps": bw, "read_bandwidth_GBps": read_bw, "floor_basis": "read", "gemm": [], "layer": [],
            "method": f"CUDA-graph replays, {args.rot} routings per graph (layer: {args.layer_rot}), "
@@ -683,6 +1032,9 @@ def bench(device, ms, precisions, args, table, save=lambda res: None):
                         if o in entry:
                             variants[o] = dict(entry[o], SWAP_AB=o == "swap")
                 factories = {label: (lambda cfg=cfg: p.launch_fns(cfg)) for label, cfg in variants.items()}
+                vcfg, vsrc = vllm_own_config(name, M, fp8)
+                rec["vllm_cfg"], rec["vllm_cfg_source"] = vcfg, vsrc
+                factories["vllm"] = lambda vcfg=vcfg: p.vllm_fns(vcfg)
                 factories["loop"] = lambda: [peer_loop_w1(p, i) for i in range(len(p.ids))]
                 factories["grouped_mm"] = lambda: [peer_grouped_w1(p, i) for i in range(len(p.ids))]
                 for label, cfg in variants.items():
@@ -731,7 +1083,7 @@ def bench(device, ms, precisions, args, table, save=lambda res: None):
             if device == "cuda":
                 torch.cuda.empty_cache()
     if args.extras:
-        if True in precisions:
+        if True in precisions and args.extra_sweep:
             extra_sweep(device, args, res, save)
         l2_warm(device, precisions, args, res, save)
         if True in precisions:
@@ -803,9 +1155,24 @@ def main(argv=None):
     ap.add_argument("--report", metavar="JSON", help="print the markdown tables of a moe_bench.json and exit")
     ap.add_argument("--no-extras", dest="extras", action="store_false",
                     help="skip the L2-warm comparison and the per-piece layer breakdown")
+    ap.add_argument("--extra-sweep", action="store_true",
+                    help="with --bench: also the 35-config decode sweep of Qwen3 w1 FP8 (M = 1, 4) of earlier runs")
+    ap.add_argument("--vllm", action="store_true",
+                    help="vLLM 0.33.0's fused_moe_kernel (bench/peers/) beside ours, HBM-cold and L2-warm")
+    ap.add_argument("--read-ceiling", action="store_true",
+                    help="time a plain read of the 8 experts (25 MB) a Qwen3 w1 M=1 launch touches")
+    ap.add_argument("--tune", action="store_true",
+                    help="targeted sweep of the FP8 buckets under 90%% of the floor; --bench then uses the result")
+    ap.add_argument("--table", metavar="JSON", help="with --bench: use the 'table' of this JSON (e.g. a tune file)")
+    ap.add_argument("--report-peer", metavar="JSON", help="print the tables of a moe_peer JSON and exit")
+    ap.add_argument("--report-tune", metavar="JSON", help="with --report-peer: also a moe_tune JSON")
+    ap.add_argument("--tag", default="", help="suffix of the output file names, e.g. _v4")
     args = ap.parse_args(argv)
     if args.report:
         report(args.report)
+        return
+    if args.report_peer:
+        report_peer(args.report_peer, args.report_tune)
         return
     device = "cuda" if torch.cuda.is_available() else "cpu"
     ms = [int(v) for v in args.ms.split(",")]
@@ -838,14 +1205,45 @@ def main(argv=None):
         with open(os.path.join(args.out, "moe_sweep.json"), "w") as fh:
             json.dump(out, fh, indent=1, default=str)
         print(f"sweep: {len(rows)} timings, {len(bad)} wrong, {compiled} compiles in the timing process")
+    def dump(fname, obj):
+        with open(os.path.join(args.out, fname + args.tag + ".json"), "w") as fh:
+            json.dump(dict(obj, machine=info), fh, indent=1, default=str)
+
+    if args.vllm or args.read_ceiling or args.tune:
+        gpu_warmup(device)
+        copy_bw, args.read_bw = copy_bandwidth(device)
+        if args.read_bw != args.read_bw:  # CPU smoke test: no bandwidth
+            args.read_bw = 1.0
+        print(f"copy bandwidth {copy_bw:.0f} GB/s (read+write), read {args.read_bw:.0f} GB/s", flush=True)
+        study = dict(copy_bandwidth_GBps=copy_bw, read_bandwidth_GBps=args.read_bw,
+                     method=f"CUDA-graph replays; cold: {args.rot} routings per graph; warm: one routing, "
+                            f"8 launches per graph; median of {args.reps} replays, every variant timed twice "
+                            f"interleaved, best kept")
+        if args.vllm:
+            from importlib import import_module
+            cur = table if table is not None else import_module(moe.__package__ + ".moe_configs").TABLE
+            study["vllm"] = vllm_study(device, args, cur, lambda r: dump("moe_peer", dict(study, vllm=r)))
+            dump("moe_peer", study)
+        if args.read_ceiling:
+            study["read_ceiling"] = read_ceiling(device, args, lambda r: dump("moe_peer", dict(study, read_ceiling=r)))
+            dump("moe_peer", study)
+        if args.tune:
+            from importlib import import_module
+            cur = table if table is not None else import_module(moe.__package__ + ".moe_configs").TABLE
+            table, recs = tune(device, args, cur, lambda r: dump("moe_tune", r))
+            dump("moe_tune", dict(tune=recs, table=table))
+            _install_table(table)
     if args.bench:
+        if args.table:
+            table = json.load(open(args.table))["table"]
+            _install_table(table)
         if table is None:
             from importlib import import_module
             table = import_module(moe.__package__ + ".moe_configs").TABLE
         elif table:
             _install_table(table)
         def save(res):
-            with open(os.path.join(args.out, "moe_bench.json"), "w") as fh:
+            with open(os.path.join(args.out, "moe_bench" + args.tag + ".json"), "w") as fh:
                 json.dump(dict(res, machine=info, table=table), fh, indent=1, default=str)
 
         save(bench(device, ms, precisions, args, table, save))
@@ -865,15 +1263,18 @@ def report(path):
     print(f"Machine: {b['machine'].get('gpu')}, torch {b['machine']['torch']}, triton {b['machine']['triton']}, "
           f"{b['machine']['date']}. Read bandwidth {bw:.0f} GB/s, copy {copy_bw:.0f} GB/s (read+write). "
           f"{b['method']}.\n")
+    has_vllm = any("vllm_us" in r for r in b["gemm"])
     print("| GEMM | prec | M | floor µs | auto µs | % floor | Swap-AB µs | no swap µs | swap gain | "
-          "per-expert loop µs | grouped_mm µs | auto vs grouped_mm |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          + ("vLLM 0.33 kernel µs | auto vs vLLM | " if has_vllm else "")
+          + "per-expert loop µs | grouped_mm µs | auto vs grouped_mm |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if has_vllm else ""))
     for r in b["gemm"]:
         fl = r["floor_us"] * k
         a, sw, ns = r.get("auto_us"), r.get("swap_us"), r.get("noswap_us")
-        lp, gm = r.get("loop_us"), r.get("grouped_mm_us")
+        lp, gm, vl = r.get("loop_us"), r.get("grouped_mm_us"), r.get("vllm_us")
+        vcol = f"{_f(vl) if vl else 'failed'} | {_ratio(vl, a)} | " if has_vllm else ""
         print(f"| {r['gemm']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {fl:.1f} | {_f(a)} | "
-              f"{_ratio(100 * fl, a, '{:.0f}%')} | {_f(sw)} | {_f(ns)} | {_ratio(ns, sw)} | "
+              f"{_ratio(100 * fl, a, '{:.0f}%')} | {_f(sw)} | {_f(ns)} | {_ratio(ns, sw)} | " + vcol +
               f"{_f(lp) if lp else 'failed'} | {_f(gm) if gm else 'failed'} | {_ratio(gm, a)} |")
     print("\n| layer | prec | M | floor µs | fused µs | % floor | per-expert loop µs | grouped_mm µs | "
           "rel. err vs fp32 ref |")
@@ -886,6 +1287,51 @@ def report(path):
         print(f"| {r['layer']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {fl:.1f} | {_f(f_)} | "
               f"{_ratio(100 * fl, f_, '{:.0f}%')} | {_f(lp) if lp else 'failed'} | {_f(gm) if gm else 'failed'} | "
               f"{r.get('fused_relerr', float('nan')):.1e} |")
+
+
+def report_peer(path, tune_path=None):
+    """Markdown tables of a moe_peer JSON (vLLM's kernel beside ours, both methods; the read ceiling) and,
+    if given, of a moe_tune JSON."""
+    b = json.load(open(path))
+    m = b["machine"]
+    print(f"Machine: {m.get('gpu')}, torch {m['torch']}, triton {m['triton']}, {m['date']}. Read bandwidth "
+          f"{b['read_bandwidth_GBps']:.0f} GB/s. {b['method']}.\n")
+    if b.get("vllm"):
+        print("| GEMM | prec | M | method | floor µs | ours auto | ours Swap-AB | ours no swap | ours swap gain | "
+              "vLLM own config | vLLM best Swap-AB (config) | vLLM best no swap (config) | vLLM swap gain | "
+              "ours auto vs vLLM best |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in b["vllm"]:
+            for meth in ("cold", "warm"):
+                s = r["summary"][meth]
+                vb = min([v for v in (s["vllm_best_swap"], s["vllm_best_noswap"]) if v] or [None]) \
+                    if (s["vllm_best_swap"] or s["vllm_best_noswap"]) else None
+                fl = r.get("floor_us_cold")
+                print(f"| {r['gemm']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | "
+                      f"{'HBM-cold' if meth == 'cold' else 'L2-warm'} | {_f(fl) if meth == 'cold' else '-'} | "
+                      f"{_f(s['ours_auto'])} | {_f(s['ours_swap'])} | {_f(s['ours_noswap'])} | "
+                      f"{_ratio(s['ours_noswap'], s['ours_swap'])} | {_f(s['vllm_own'])} | "
+                      f"{_f(s['vllm_best_swap'])} ({s['vllm_best_swap_cfg']}) | "
+                      f"{_f(s['vllm_best_noswap'])} ({s['vllm_best_noswap_cfg']}) | "
+                      f"{_ratio(s['vllm_best_noswap'], s['vllm_best_swap'])} | {_ratio(vb, s['ours_auto'])} |")
+        wrong = {f"{r['gemm']} M={r['M']}": r["summary"]["wrong"] for r in b["vllm"] if r["summary"]["wrong"]}
+        print(f"\nVariants failing the check (rel. err >= 2e-2 or error): {wrong or 'none'}")
+        print("vLLM's own config per case: " + "; ".join(
+            f"{r['gemm']} M={r['M']}: {r['vllm_own_cfg'][1]} {vcfg_name(r['vllm_own_cfg'][0], None)}" for r in b["vllm"]))
+    if b.get("read_ceiling"):
+        print("\n| plain read of the 8 experts of a Qwen3 w1 M=1 launch (25.2 MB) | cold µs | cold GB/s | "
+              "% of floor | warm µs |")
+        print("|---|---|---|---|---|")
+        for r in b["read_ceiling"]:
+            print(f"| {r['label']} | {_f(r['cold_us'], 7, 2)} | {_f(r['cold_GBps'], 5, 0)} | "
+                  f"{_ratio(100 * r['floor_us'], r['cold_us'], '{:.0f}%')} | {_f(r['warm_us'], 7, 2)} |")
+    if tune_path:
+        t = json.load(open(tune_path))
+        print("\n| tuned case | floor µs | table auto µs (before) | best µs | best config | table change |")
+        print("|---|---|---|---|---|---|")
+        for r in t["tune"]:
+            print(f"| {r['gemm']} fp8 M={r['M']} | {r['floor_us']:.1f} | {_f(r['table_auto_us'])} | "
+                  f"{_f(r['best_us'])} | {r['best']} | {r['changed'] or 'none (within 2%)'} |")
 
 
 def _install_table(table):
