@@ -147,6 +147,8 @@ def run(args) -> dict:
 
     sys.path.insert(0, str(ROOT / "bench"))
     from rope_fp8_v3_kernel import _inv_rope_fp8_quant_kernel as v3_kernel
+    from rope_fp8_v4_probes import _probe_copy_kernel as probe_copy
+    from rope_fp8_v4_probes import _probe_no_positions_kernel as probe_no_positions
 
     started = time.time()
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
@@ -221,6 +223,7 @@ def run(args) -> dict:
     # 1. Every candidate config at the sweep sizes; pick the default for the main table.
     candidates = [rope_fp8.CONFIG] + [c for c in rope_fp8.CANDIDATE_CONFIGS if c != rope_fp8.CONFIG]
     PREV_CONFIG = rope_fp8.LaunchConfig(**PREV_CONFIG_FIELDS)
+    PROBE_CONFIG = rope_fp8.LaunchConfig(maxnreg=80)
     if not args.quick:
         seen_sizes = []
         for (G, hpg), T in SWEEP_SIZES:
@@ -229,8 +232,12 @@ def run(args) -> dict:
             nbytes, floor_us, sets, n_calls = prepare(T, G, hpg)
             # The previous kernel version (v3, its default launch) first, then every candidate
             # of the current one: an A/B in the same run.
+            probes = []
+            if args.probes and T > 1:  # timing probes, not the operation (never bit-exact)
+                probes = [(PROBE_CONFIG, probe_no_positions, "probe-no-positions"),
+                          (PROBE_CONFIG, probe_copy, "probe-copy")]
             for cfg, kernel, version in ([(PREV_CONFIG, v3_kernel, "v3")]
-                                         + [(c, None, "current") for c in candidates]):
+                                         + [(c, None, "current") for c in candidates] + probes):
                 o0, p0 = sets[0]
                 compiled = []
                 ok = exact(*launch(o0, p0, G, hpg, cfg, kernel, compiled), o0, p0, G, hpg)
@@ -406,7 +413,8 @@ def ptx_report() -> None:
     for cfg in [rope_fp8.CONFIG, *rope_fp8.CANDIDATE_CONFIGS, vllm]:
         block_t, num_warps = cfg.block_t, cfg.num_warps
         consts = dict(N_GROUPS=1, HEADS_PER_GROUP=8, NOPE_DIM=NOPE, ROPE_DIM=ROPE,
-                      QUANT_GROUP=QG, BLOCK_T=block_t, BLOCK_Q=4, ROPE_CHUNK=64,
+                      QUANT_GROUP=QG, BLOCK_T=block_t,
+                      BLOCK_Q=1 if rope_fp8._splits(cfg, NOPE, ROPE, QG) else 4, ROPE_CHUNK=64,
                       NUM_STAGES=cfg.num_stages)
         full_sig = dict(sig, **{k: "constexpr" for k in consts})
         cc = triton.compile(ASTSource(rope_fp8._inv_rope_fp8_quant_kernel, full_sig, consts, attrs),
@@ -438,6 +446,8 @@ def main() -> None:
     parser.add_argument("--ptx", action="store_true", help="no GPU: sm_90 resource usage per config")
     parser.add_argument("--sweep-only", action="store_true",
                         help="the config sweep (and --tscan) only, no main table")
+    parser.add_argument("--probes", action="store_true",
+                        help="also time bench/rope_fp8_v4_probes.py's probes in the sweep")
     parser.add_argument("--tscan", action="store_true",
                         help="also time v3 and the chosen config at (1, 8) over T = 1024..32768")
     args = parser.parse_args()

@@ -14,7 +14,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
   | tee "$OUT/nvidia_smi.txt"
 if [ "${MODE:-full}" = sweep ]; then
-  BENCH_ARGS="--sweep-only --tscan"
+  BENCH_ARGS="--sweep-only --tscan --probes"
 else
   BENCH_ARGS=""
 fi
