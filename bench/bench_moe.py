@@ -695,13 +695,19 @@ VLLM_CASES = [("qwen3_w1", True, 1), ("qwen3_w1", True, 4), ("qwen3_w1", True, 1
               ("mixtral_w1", True, 1), ("mixtral_w1", True, 256)]
 
 
-def vllm_variants(name, fp8, M):
-    """{label: (config, swap)}: vLLM's own choice, then the 16-config grid with Swap-AB forced on and off."""
+def vllm_variants(name, fp8, M, bm64=False):
+    """{label: (config, swap)}: vLLM's own choice, then the 16-config grid with Swap-AB forced on and off;
+    bm64: also BLOCK_M 64 without swap (wgmma in the normal orientation), which the spec's grid lacks."""
     own, _ = vllm_own_config(name, M, fp8)
     out = {"vllm_own": (own, None)}
     for c in vllm_grid():
         for swap in (True, False):
             out[vcfg_name(c, swap)] = (c, swap)
+    if bm64:
+        for bn, bk, st in itertools.product((64, 128), (128, 256), (3, 4)):
+            c = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": 1, "num_warps": 4,
+                 "num_stages": st}
+            out["BM64 " + vcfg_name(c, False)] = (c, False)
     return out
 
 
@@ -745,7 +751,7 @@ def vllm_study(device, args, table, save=lambda res: None):
     grid with Swap-AB forced on and off) on the same problems, timed two ways: "cold" = ROT routings per
     graph (each launch reads its experts from HBM), "warm" = one routing replayed 8 times per graph (its
     experts' weights can stay in the 60 MB L2)."""
-    cases = {c: vllm_variants(*c) for c in VLLM_CASES}
+    cases = {c: vllm_variants(*c, bm64=args.vllm_bm64) for c in args.vllm_cases}
     if args.workers > 0 and device == "cuda":
         t0 = time.time()
         errs = precompile_vllm(cases, args.workers, device)
@@ -807,7 +813,7 @@ def _vllm_summary(rec, tol=2e-2):
         ok = {k: v for k, v in rec["variants"].items()
               if isinstance(v.get("relerr"), float) and v["relerr"] < tol and v.get(f"{m}_us")}
         d = {k: ok[k][f"{m}_us"] if k in ok else None for k in ("ours_auto", "ours_swap", "ours_noswap", "vllm_own")}
-        for o, prefix in (("swap", "S:"), ("noswap", "N:")):
+        for o, prefix in (("swap", "S:"), ("noswap", "N:"), ("noswap_bm64", "BM64 N:")):
             cands = [(v[f"{m}_us"], k) for k, v in ok.items() if k.startswith(prefix)]
             best = min(cands) if cands else (None, None)
             d[f"vllm_best_{o}"], d[f"vllm_best_{o}_cfg"] = best
@@ -837,17 +843,29 @@ def _read_kernel():
 
 
 def read_ceiling(device, args, save=lambda res: None):
-    """µs to read the 8 experts (25.2 MB of FP8 weights) of one Qwen3 w1 M=1 routing: a Triton read kernel
-    at several CTA granularities, and torch.sum over 8 contiguous experts; cold (16 disjoint expert sets
-    rotated) and warm (one set replayed)."""
+    """µs to read exactly the experts' FP8 weights one Qwen3 w1 launch touches (M=1: 8 experts, 25.2 MB),
+    for each M of --read-ms, with the GEMM bench's routings: a Triton read kernel at several CTA
+    granularities (and, at M=1, torch.sum over 8 contiguous experts); cold (the routings rotated in one
+    graph) and warm (one routing replayed)."""
     kern = _read_kernel()
     E, topk, N, K = GEMMS["qwen3_w1"]
     g = torch.Generator(device=device).manual_seed(3)
     w = torch.randint(-2**31, 2**31 - 1, (E, N * K // 4), device=device, dtype=torch.int32, generator=g)
     per_expert = N * K // 4
-    sets = routings(1, E, topk, args.rot, device, seed=1)  # the GEMM bench's M=1 routings (disjoint sets)
-    ids = [s.reshape(-1).contiguous() for s in sets]
-    nbytes = topk * N * K
+    res = []
+    for M in args.read_ms:
+        res.extend(_read_ceiling_m(device, args, kern, w, M))
+        save(res)
+    del w
+    return res
+
+
+def _read_ceiling_m(device, args, kern, w, M):
+    E, topk, N, K = GEMMS["qwen3_w1"]
+    per_expert = N * K // 4
+    sets = routings(M, E, topk, args.rot, device, seed=M)  # the GEMM bench's routings of this M
+    ids = [torch.unique(s.reshape(-1)).to(torch.int32).contiguous() for s in sets]
+    nbytes = statistics.mean(len(i) for i in ids) * N * K
     res = []
     variants = {}
     shapes = ((24, 2048, 4), (24, 4096, 8), (48, 2048, 4), (96, 2048, 4), (96, 1024, 4), (192, 1024, 4),
@@ -859,16 +877,20 @@ def read_ceiling(device, args, save=lambda res: None):
         assert chunk * ctas_per_expert == per_expert and chunk % block == 0
         outb = torch.empty(topk * ctas_per_expert, device=device, dtype=torch.int32)
 
+        outb = torch.empty(E * ctas_per_expert, device=device, dtype=torch.int32)
+
         def mk(i, chunk=chunk, block=block, warps=warps, cpe=ctas_per_expert, outb=outb):
-            return lambda: kern[(topk, cpe)](w, ids[i], outb, per_expert, CHUNK=chunk, BLOCK=block,
-                                              num_warps=warps)
-        variants[f"triton {topk * ctas_per_expert} CTAs x {chunk * 4 // 1024} KB, BLOCK {block}, {warps} warps"] = mk
-    starts = [(i * topk) % E for i in range(args.rot)]
-    acc = torch.empty((), device=device, dtype=torch.int64)
-    variants["torch.sum of 8 contiguous experts"] = (
-        lambda i: (lambda: torch.sum(w[starts[i]:starts[i] + topk].view(-1), dim=0, out=acc)))
+            return lambda: kern[(len(ids[i]), cpe)](w, ids[i], outb, per_expert, CHUNK=chunk, BLOCK=block,
+                                                    num_warps=warps)
+        variants[f"triton {ctas_per_expert} CTAs/expert x {chunk * 4 // 1024} KB, BLOCK {block}, {warps} warps"] = mk
+    if M == 1:
+        starts = [(i * topk) % E for i in range(args.rot)]
+        acc = torch.empty((), device=device, dtype=torch.float32)
+        variants["torch.sum (float32 view) of 8 contiguous experts"] = (
+            lambda i: (lambda: torch.sum(w[starts[i]:starts[i] + topk].view(torch.float32).view(-1), dim=0,
+                                         out=acc)))
     for label, mk in variants.items():
-        rec = dict(label=label, bytes=nbytes)
+        rec = dict(label=label, M=M, experts=statistics.mean(len(i) for i in ids), bytes=nbytes)
         for method, fac in (("cold", lambda mk=mk: [mk(i) for i in range(args.rot)]),
                             ("warm", lambda mk=mk: [mk(0)] * 8)):
             best = None
@@ -882,10 +904,8 @@ def read_ceiling(device, args, save=lambda res: None):
             rec[f"{method}_GBps"] = nbytes / (best * 1e3) if best else None
         rec["floor_us"] = nbytes / (args.read_bw * 1e3)
         res.append(rec)
-        print(f"read-ceiling {label}: cold {_f(rec['cold_us'], 6, 2)} µs ({_f(rec['cold_GBps'], 5, 0)} GB/s) "
+        print(f"read-ceiling M={M} {label}: cold {_f(rec['cold_us'], 6, 2)} µs ({_f(rec['cold_GBps'], 5, 0)} GB/s) "
               f"warm {_f(rec['warm_us'], 6, 2)} µs; floor {rec['floor_us']:.2f}", flush=True)
-    save(res)
-    del w
     return res
 
 
@@ -1159,6 +1179,11 @@ def main(argv=None):
                     help="with --bench: also the 35-config decode sweep of Qwen3 w1 FP8 (M = 1, 4) of earlier runs")
     ap.add_argument("--vllm", action="store_true",
                     help="vLLM 0.33.0's fused_moe_kernel (bench/peers/) beside ours, HBM-cold and L2-warm")
+    ap.add_argument("--vllm-cases", default=",".join(f"{n}:{m}" for n, _, m in VLLM_CASES),
+                    help="FP8 w1 cases of --vllm, e.g. qwen3_w1:1,mixtral_w1:256")
+    ap.add_argument("--vllm-bm64", action="store_true",
+                    help="--vllm: also vLLM's kernel with BLOCK_M 64 and no swap (wgmma), outside the spec's grid")
+    ap.add_argument("--read-ms", default="1", help="--read-ceiling: the M values whose expert sets are read")
     ap.add_argument("--read-ceiling", action="store_true",
                     help="time a plain read of the 8 experts (25 MB) a Qwen3 w1 M=1 launch touches")
     ap.add_argument("--tune", action="store_true",
@@ -1177,6 +1202,8 @@ def main(argv=None):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     ms = [int(v) for v in args.ms.split(",")]
     args.layer_ms = [int(v) for v in args.layer_ms.split(",")]
+    args.read_ms = [int(v) for v in args.read_ms.split(",")]
+    args.vllm_cases = [(c.split(":")[0], True, int(c.split(":")[1])) for c in args.vllm_cases.split(",")]
     precisions = [p == "fp8" for p in args.precisions.split(",")]
     if args.tiny:
         GEMMS.update({"mixtral_w1": (8, 2, 64, 64), "mixtral_w2": (8, 2, 64, 32),
@@ -1313,17 +1340,21 @@ def report_peer(path, tune_path=None):
                       f"{_ratio(s['ours_noswap'], s['ours_swap'])} | {_f(s['vllm_own'])} | "
                       f"{_f(s['vllm_best_swap'])} ({s['vllm_best_swap_cfg']}) | "
                       f"{_f(s['vllm_best_noswap'])} ({s['vllm_best_noswap_cfg']}) | "
-                      f"{_ratio(s['vllm_best_noswap'], s['vllm_best_swap'])} | {_ratio(vb, s['ours_auto'])} |")
+                      f"{_ratio(s['vllm_best_noswap'], s['vllm_best_swap'])} | {_ratio(vb, s['ours_auto'])} |"
+                      + (f" BLOCK_M 64 no swap: {_f(s['vllm_best_noswap_bm64'])} ({s['vllm_best_noswap_bm64_cfg']}), "
+                         f"swap gain over it {_ratio(s['vllm_best_noswap_bm64'], s['vllm_best_swap'])} |"
+                         if s.get("vllm_best_noswap_bm64") else ""))
         wrong = {f"{r['gemm']} M={r['M']}": r["summary"]["wrong"] for r in b["vllm"] if r["summary"]["wrong"]}
         print(f"\nVariants failing the check (rel. err >= 2e-2 or error): {wrong or 'none'}")
         print("vLLM's own config per case: " + "; ".join(
             f"{r['gemm']} M={r['M']}: {r['vllm_own_cfg'][1]} {vcfg_name(r['vllm_own_cfg'][0], None)}" for r in b["vllm"]))
     if b.get("read_ceiling"):
-        print("\n| plain read of the 8 experts of a Qwen3 w1 M=1 launch (25.2 MB) | cold µs | cold GB/s | "
+        print("\n| plain read of the experts one Qwen3 w1 launch touches | MB | cold µs | cold GB/s | "
               "% of floor | warm µs |")
-        print("|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|")
         for r in b["read_ceiling"]:
-            print(f"| {r['label']} | {_f(r['cold_us'], 7, 2)} | {_f(r['cold_GBps'], 5, 0)} | "
+            print(f"| M={r.get('M', 1)}: {r['label']} | {r['bytes'] / 1e6:.1f} | {_f(r['cold_us'], 7, 2)} | "
+                  f"{_f(r['cold_GBps'], 5, 0)} | "
                   f"{_ratio(100 * r['floor_us'], r['cold_us'], '{:.0f}%')} | {_f(r['warm_us'], 7, 2)} |")
     if tune_path:
         t = json.load(open(tune_path))
