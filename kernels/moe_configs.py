@@ -9,7 +9,8 @@ bench/results/moe_sweep.json (``python bench/bench_moe.py --sweep`` on an H200).
 """
 from __future__ import annotations
 
-# Measured on an H200 (Triton 3.6.0), bench/results/moe_sweep.json, 2026-11-29T08:56:25+00:00.
+# Measured on an H200 (Triton 3.6.0), bench/results/moe_sweep.json, 2026-11-29T08:56:25+00:00; one bucket
+# (E8_N28672_K4096_top2_fp8, M >= 256) re-chosen by bench/results/moe_tune_v4.json (marked below).
 TABLE: dict[str, dict[int, dict]] = {
     'E128_N1536_K2048_top8_bf16': {
         1: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}},
@@ -57,7 +58,8 @@ TABLE: dict[str, dict[int, dict]] = {
         16: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}},
         32: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}},
         64: {'auto': 'swap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
-        256: {'auto': 'noswap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
+        # v4 (bench/results/moe_tune_v4.json, `bench_moe.py --tune`, 2026-11-29T11:13): 254.5 -> 244.5 µs.
+        256: {'auto': 'noswap', 'swap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 8, 'num_stages': 3}, 'noswap': {'BLOCK_M': 128, 'BLOCK_N': 256, 'BLOCK_K': 128, 'num_warps': 8, 'num_stages': 4}},
     },
     'E8_N4096_K14336_top2_bf16': {
         1: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}},
