@@ -413,8 +413,7 @@ def ptx_report() -> None:
     for cfg in [rope_fp8.CONFIG, *rope_fp8.CANDIDATE_CONFIGS, vllm]:
         block_t, num_warps = cfg.block_t, cfg.num_warps
         consts = dict(N_GROUPS=1, HEADS_PER_GROUP=8, NOPE_DIM=NOPE, ROPE_DIM=ROPE,
-                      QUANT_GROUP=QG, BLOCK_T=block_t,
-                      BLOCK_Q=1 if rope_fp8._splits(cfg, NOPE, ROPE, QG) else 4, ROPE_CHUNK=64,
+                      QUANT_GROUP=QG, BLOCK_T=block_t, BLOCK_Q=4, ROPE_CHUNK=64,
                       NUM_STAGES=cfg.num_stages)
         full_sig = dict(sig, **{k: "constexpr" for k in consts})
         cc = triton.compile(ASTSource(rope_fp8._inv_rope_fp8_quant_kernel, full_sig, consts, attrs),

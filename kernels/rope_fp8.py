@@ -20,8 +20,10 @@ slice alone is loaded a second time and rotated (instead of evaluating the rotat
 element and selecting), the redundant clamp is gone (|y| * 2^-e <= 448 exactly), the scale comes
 from exponent bits, and bf16 -> float32 is a 16-bit shift. What took it to 87-96% (v3) was more
 loads in flight per SM: registers capped at 96 (``maxnreg``; 116 uncapped, no spills), so 21
-programs fit on an SM instead of 17. Measured figures and the configs tried:
-bench/NOTES_rope_fp8.md.
+programs fit on an SM instead of 17. v4: the scale read off amax's bits with no division
+(``_pow2_scale``, exact) and the block max taken on the bf16 values, so 80 registers suffice and
+25 programs fit (+1-2 points at T >= 8192 over v3, -0.05 µs at T = 1). Measured figures, the
+configs and the layouts tried: bench/NOTES_rope_fp8.md.
 """
 from __future__ import annotations
 
@@ -49,10 +51,6 @@ class LaunchConfig:
     num_stages: int = 1  # >= 2: a persistent program prefetches its next tile into registers
     programs_per_sm: int = 0  # persistent grid of SMs * this; 0: one program per tile
     maxnreg: int = 0  # register cap per thread (ptxas), for more resident programs; 0: none
-    # 1: one tile per quantization block (block_t tokens x 1 head x quant_group_size dims), so
-    # that only the rope block's tiles load positions and cos/sin (fast path, num_stages 1, more
-    # than one block per head; otherwise ignored). 0: a tile spans the whole head.
-    block_q: int = 0
 
     def grid(self, device: torch.device, num_tiles: int) -> tuple:
         if self.programs_per_sm <= 0:
@@ -60,8 +58,11 @@ class LaunchConfig:
         return (max(1, min(num_tiles, _sm_count(device) * self.programs_per_sm)),)
 
 
-# The default: to be set from the v4 sweeps (bench/results/rope_fp8_h200_v4_*.json). See
-# bench/NOTES_rope_fp8.md.
+# The default: the best of CANDIDATE_CONFIGS on an H200 (bench/results/rope_fp8_h200_v4*.json,
+# Triton 3.6): one 32-thread program per 4 tokens x 1 head, no persistent loop, registers capped
+# at 80 (ptxas needs 80; 64 uncapped, when it issues o's loads in two batches), so 25 programs
+# fit on an SM (v3: 21), and ptxas issues two of o's eight loads before it waits for the
+# positions. Fewer registers (72, 64) or more (95) were no better; see bench/NOTES_rope_fp8.md.
 CONFIG = LaunchConfig(maxnreg=80)
 
 # What bench/bench_rope_fp8.py times (and the GPU tests check) before one is made the default.
@@ -70,17 +71,16 @@ CONFIG = LaunchConfig(maxnreg=80)
 # programs are resident (more loads in flight per SM), at the price of a few instructions or
 # spills; ptxas also schedules the loads differently under each cap. Registers ptxas uses for
 # Triton 3.6, sm_90 (python bench/bench_rope_fp8.py --ptx; none spill), and so programs per H200
-# SM (65,536 registers, at most 32 programs): 4x1 64 (32/SM; o's loads in two batches, 2 then
-# 6), capped at 72: 72 (28/SM), at 80 or 96: 80 (25/SM), at 128: 95 (21/SM); 4x2 56 (18/SM);
-# 4x1 with prefetch 199 (capped at 168). One tile per block (block_q=1): 8x1 72 (28/SM, 2 KB
-# of o each), 16x1 127 (16/SM); the rope block's tiles need the registers. A persistent config's programs_per_sm is how many of its
-# programs fit on one SM by those registers: more would run the persistent grid in two waves.
+# SM (65,536 registers, at most 32 programs): 4x1 capped at 80 or 88: 80 (25/SM; 2 or 3 of o's
+# loads before the wait for positions), at 96: 80 (none before it), uncapped: 64 (32/SM; o's
+# loads in two batches); 4x2 56 (18/SM); 4x1 with prefetch 199 (capped at 168). A persistent
+# config's programs_per_sm is how many of its programs fit on one SM by those registers: more
+# would run the persistent grid in two waves.
 CANDIDATE_CONFIGS = (
     LaunchConfig(4, 1, 1, 0, maxnreg=80),
+    LaunchConfig(4, 1, 1, 0, maxnreg=88),
     LaunchConfig(4, 1, 1, 0, maxnreg=96),
     LaunchConfig(4, 1, 1, 0),
-    LaunchConfig(8, 1, 1, 0, block_q=1),
-    LaunchConfig(16, 1, 1, 0, block_q=1),
     LaunchConfig(4, 2, 1, 0),
     LaunchConfig(4, 1, 1, 32),
     LaunchConfig(4, 1, 2, 12, maxnreg=168),
@@ -135,7 +135,7 @@ def _inv_rope_fp8_quant_kernel(
     ROPE_DIM: tl.constexpr,
     QUANT_GROUP: tl.constexpr,
     BLOCK_T: tl.constexpr,
-    BLOCK_Q: tl.constexpr,  # next power of two >= (NOPE_DIM + ROPE_DIM) / QUANT_GROUP; or 1
+    BLOCK_Q: tl.constexpr,  # next power of two >= (NOPE_DIM + ROPE_DIM) / QUANT_GROUP
     ROPE_CHUNK: tl.constexpr,  # largest power of two dividing NOPE_DIM, ROPE_DIM and QUANT_GROUP
     NUM_STAGES: tl.constexpr,  # software-pipelining depth of the tile loop
 ):
@@ -164,9 +164,6 @@ def _inv_rope_fp8_quant_kernel(
     PREFETCH: tl.constexpr = ROPE_IN_ONE_BLOCK & (NUM_STAGES >= 2) & (
         o_ptr.dtype.element_ty == tl.bfloat16)
     IS_BF16: tl.constexpr = o_ptr.dtype.element_ty == tl.bfloat16
-    # BLOCK_Q = 1 with several blocks per head (fast path, no prefetch): one tile per block.
-    SPLIT: tl.constexpr = ROPE_IN_ONE_BLOCK & (NUM_STAGES < 2) & (BLOCK_Q == 1) & (NUM_Q > 1)
-    RB_NOPE_W: tl.constexpr = QUANT_GROUP // 2 if 2 * ROPE_DIM == QUANT_GROUP else QUANT_GROUP
     HALF_W: tl.constexpr = WIDTH // 2
     NOPE_W: tl.constexpr = NOPE_DIM // 2
     num_tiles = tl.cdiv(num_tokens, BLOCK_T) * NUM_HEADS
@@ -177,238 +174,170 @@ def _inv_rope_fp8_quant_kernel(
     if ROPE_IN_ONE_BLOCK:
         ri = tl.arange(0, HALF_ROPE)
         r_cols = NOPE_DIM + tl.arange(0, ROPE_DIM)
-    if SPLIT:
-        # One quantization block per tile: BLOCK_T tokens x one head x QUANT_GROUP dims, the
-        # block index varying fastest (then the head, then the tokens). Only the tile of the
-        # rope block needs positions and cos/sin; every other tile loads o, scales and stores,
-        # with no dependent load before its o is in flight.
-        qcols = tl.arange(0, QUANT_GROUP)
-        num_split_tiles = tl.cdiv(num_tokens, BLOCK_T) * NUM_HEADS * NUM_Q
-        for tile in tl.range(tl.program_id(0), num_split_tiles, step, num_stages=1):
-            qb = tile % NUM_Q
-            head = (tile // NUM_Q) % NUM_HEADS
-            t0 = (tile // (NUM_Q * NUM_HEADS)) * BLOCK_T
-            group = head // HEADS_PER_GROUP
-            head_in_group = head % HEADS_PER_GROUP
-            tok = t0 + rows
-            tok_ok = tok < num_tokens
-            o_rows = (o_ptr + t0.to(tl.int64) * o_stride_t + head * o_stride_h
-                      + rows[:, None] * o_stride_t)
-            q_rows = (q_ptr + (group.to(tl.int64) * num_tokens + t0) * q_row_stride
-                      + head_in_group * HEAD_DIM + rows[:, None] * q_row_stride)
-            b_cols = qb * QUANT_GROUP + qcols
-            s_ptr = (scale_ptr + (group * NUM_SCALES + head_in_group * NUM_Q + qb).to(tl.int64)
-                     * scale_stride + tok)
-            if qb == ROPE_BLOCK:
-                pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
-                cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
-                # The block's nope part only (its first QUANT_GROUP - ROPE_DIM dims): a power
-                # of two when ROPE_DIM is half the block, else the whole block, masked.
-                n_cols = qb * QUANT_GROUP + tl.arange(0, RB_NOPE_W)
-                xn_ok = tok_ok[:, None] & (n_cols < NOPE_DIM)[None, :]
-                xn = tl.load(o_rows + n_cols[None, :], mask=xn_ok, other=0.0)
-                xr = tl.load(o_rows + r_cols[None, :], mask=tok_ok[:, None], other=0.0)
-                cr = tl.load(cs_row[:, None] + ri[None, :], mask=tok_ok[:, None], other=0.0)
-                sr = tl.load(cs_row[:, None] + HALF_ROPE + ri[None, :], mask=tok_ok[:, None],
-                            other=0.0)
-                amax_r = tl.max(tl.abs(xn), axis=1).to(tl.float32)
-                a, b = tl.split(tl.reshape(xr.to(tl.float32), (BLOCK_T, HALF_ROPE, 2)))
-                ya = a * cr + b * sr
-                yb = b * cr - a * sr
-                amax_r = tl.maximum(amax_r, tl.maximum(tl.max(tl.abs(ya), axis=1),
-                                                   tl.max(tl.abs(yb), axis=1)))
-                scale_r, inv_r = _pow2_scale(amax_r)
-                if IS_BF16:
-                    xnf = (xn.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32,
-                                                                                 bitcast=True)
-                else:
-                    xnf = xn.to(tl.float32)
-                tl.store(q_rows + n_cols[None, :], (xnf * inv_r[:, None]).to(tl.float8e4nv),
-                         mask=xn_ok)
-                qr = tl.join((ya * inv_r[:, None]).to(tl.float8e4nv),
-                             (yb * inv_r[:, None]).to(tl.float8e4nv))
-                tl.store(q_rows + r_cols[None, :], tl.reshape(qr, (BLOCK_T, ROPE_DIM)),
-                         mask=tok_ok[:, None])
-                # BLOCK_T consecutive floats of the token-major scales; rows T..T4-1 get zeros.
-                tl.store(s_ptr, tl.where(tok_ok, scale_r, 0.0), mask=tok < scale_stride)
-            else:
-                x_ok = tok_ok[:, None] & (b_cols < HEAD_DIM)[None, :]
-                x = tl.load(o_rows + b_cols[None, :], mask=x_ok, other=0.0)
-                amax = tl.max(tl.abs(x), axis=1).to(tl.float32)
-                scale, inv_scale = _pow2_scale(amax)
-                if IS_BF16:
-                    xf = (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32,
-                                                                                 bitcast=True)
-                else:
-                    xf = x.to(tl.float32)
-                tl.store(q_rows + b_cols[None, :], (xf * inv_scale[:, None]).to(tl.float8e4nv),
-                         mask=x_ok)
-                tl.store(s_ptr, tl.where(tok_ok, scale, 0.0), mask=tok < scale_stride)
-    else:
+    if PREFETCH:
+        wcols = tl.arange(0, HALF_W)
+        w_ptr = o_ptr.to(tl.pointer_type(tl.uint32), bitcast=True)
+        words = (((o_ptr.to(tl.int64) & 3) == 0) & ((o_stride_t & 1) == 0)
+                 & ((o_stride_h & 1) == 0))
+        # Prologue: the first tile's loads, and the second tile's positions. A tile past the
+        # last one has every token >= num_tokens, so its loads are masked off.
+        tile_n = tl.program_id(0)
+        t0_n = (tile_n // NUM_HEADS) * BLOCK_T
+        ok_n = t0_n + rows < num_tokens
+        e_n = t0_n.to(tl.int64) * o_stride_t + (tile_n % NUM_HEADS) * o_stride_h
+        if words:
+            w_n = w_ptr + e_n // 2 + rows[:, None] * (o_stride_t // 2)
+            xw_next = tl.load(w_n + wcols[None, :], mask=ok_n[:, None] & (wcols < NOPE_W)[None, :],
+                              other=0)
+            xrw_next = tl.load(w_n + NOPE_W + ri[None, :], mask=ok_n[:, None], other=0)
+        else:
+            o_n = o_ptr + e_n + rows[:, None] * o_stride_t
+            lo, hi = tl.split(tl.reshape(tl.load(
+                o_n + cols[None, :], mask=ok_n[:, None] & (cols < NOPE_DIM)[None, :], other=0.0),
+                (BLOCK_T, HALF_W, 2)))
+            xw_next = (lo.to(tl.uint16, bitcast=True).to(tl.uint32)
+                       | (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16))
+            lo, hi = tl.split(tl.reshape(tl.load(o_n + r_cols[None, :], mask=ok_n[:, None],
+                                                 other=0.0), (BLOCK_T, HALF_ROPE, 2)))
+            xrw_next = (lo.to(tl.uint16, bitcast=True).to(tl.uint32)
+                        | (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16))
+        pos_n = tl.load(positions_ptr + t0_n + rows, mask=ok_n, other=0)
+        cs_n = cos_sin_ptr + pos_n.to(tl.int64)[:, None] * cos_sin_stride + ri[None, :]
+        c_next = tl.load(cs_n, mask=ok_n[:, None], other=0.0)
+        s_next = tl.load(cs_n + HALF_ROPE, mask=ok_n[:, None], other=0.0)
+        tok_nn = ((tile_n + step) // NUM_HEADS) * BLOCK_T + rows
+        pos_next = tl.load(positions_ptr + tok_nn, mask=tok_nn < num_tokens, other=0)
+    for tile in tl.range(tl.program_id(0), num_tiles, step, num_stages=1):
+        head = tile % NUM_HEADS
+        t0 = (tile // NUM_HEADS) * BLOCK_T
+        group = head // HEADS_PER_GROUP
+        head_in_group = head % HEADS_PER_GROUP
+
+        tok = t0 + rows
+        tok_ok = tok < num_tokens
+        o_base = o_ptr + t0.to(tl.int64) * o_stride_t + head * o_stride_h
+        q_base = q_ptr + (group.to(tl.int64) * num_tokens + t0) * q_row_stride + head_in_group * HEAD_DIM
+
         if PREFETCH:
-            wcols = tl.arange(0, HALF_W)
-            w_ptr = o_ptr.to(tl.pointer_type(tl.uint32), bitcast=True)
-            words = (((o_ptr.to(tl.int64) & 3) == 0) & ((o_stride_t & 1) == 0)
-                     & ((o_stride_h & 1) == 0))
-            # Prologue: the first tile's loads, and the second tile's positions. A tile past the
-            # last one has every token >= num_tokens, so its loads are masked off.
-            tile_n = tl.program_id(0)
+            xw = xw_next
+            xrw = xrw_next
+            c = c_next
+            s = s_next
+            x_ok = tok_ok[:, None] & (cols < NOPE_DIM)[None, :]
+            # Issue the next tile's loads now; they complete while this tile is computed.
+            tile_n = tile + step
             t0_n = (tile_n // NUM_HEADS) * BLOCK_T
             ok_n = t0_n + rows < num_tokens
             e_n = t0_n.to(tl.int64) * o_stride_t + (tile_n % NUM_HEADS) * o_stride_h
             if words:
                 w_n = w_ptr + e_n // 2 + rows[:, None] * (o_stride_t // 2)
-                xw_next = tl.load(w_n + wcols[None, :], mask=ok_n[:, None] & (wcols < NOPE_W)[None, :],
-                                  other=0)
+                xw_next = tl.load(w_n + wcols[None, :],
+                                  mask=ok_n[:, None] & (wcols < NOPE_W)[None, :], other=0)
                 xrw_next = tl.load(w_n + NOPE_W + ri[None, :], mask=ok_n[:, None], other=0)
             else:
                 o_n = o_ptr + e_n + rows[:, None] * o_stride_t
                 lo, hi = tl.split(tl.reshape(tl.load(
-                    o_n + cols[None, :], mask=ok_n[:, None] & (cols < NOPE_DIM)[None, :], other=0.0),
-                    (BLOCK_T, HALF_W, 2)))
+                    o_n + cols[None, :], mask=ok_n[:, None] & (cols < NOPE_DIM)[None, :],
+                    other=0.0), (BLOCK_T, HALF_W, 2)))
                 xw_next = (lo.to(tl.uint16, bitcast=True).to(tl.uint32)
                            | (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16))
                 lo, hi = tl.split(tl.reshape(tl.load(o_n + r_cols[None, :], mask=ok_n[:, None],
                                                      other=0.0), (BLOCK_T, HALF_ROPE, 2)))
                 xrw_next = (lo.to(tl.uint16, bitcast=True).to(tl.uint32)
                             | (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16))
-            pos_n = tl.load(positions_ptr + t0_n + rows, mask=ok_n, other=0)
-            cs_n = cos_sin_ptr + pos_n.to(tl.int64)[:, None] * cos_sin_stride + ri[None, :]
+            cs_n = cos_sin_ptr + pos_next.to(tl.int64)[:, None] * cos_sin_stride + ri[None, :]
             c_next = tl.load(cs_n, mask=ok_n[:, None], other=0.0)
             s_next = tl.load(cs_n + HALF_ROPE, mask=ok_n[:, None], other=0.0)
             tok_nn = ((tile_n + step) // NUM_HEADS) * BLOCK_T + rows
             pos_next = tl.load(positions_ptr + tok_nn, mask=tok_nn < num_tokens, other=0)
-        for tile in tl.range(tl.program_id(0), num_tiles, step, num_stages=1):
-            head = tile % NUM_HEADS
-            t0 = (tile // NUM_HEADS) * BLOCK_T
-            group = head // HEADS_PER_GROUP
-            head_in_group = head % HEADS_PER_GROUP
-
-            tok = t0 + rows
-            tok_ok = tok < num_tokens
-            o_base = o_ptr + t0.to(tl.int64) * o_stride_t + head * o_stride_h
-            q_base = q_ptr + (group.to(tl.int64) * num_tokens + t0) * q_row_stride + head_in_group * HEAD_DIM
-
-            if PREFETCH:
-                xw = xw_next
-                xrw = xrw_next
-                c = c_next
-                s = s_next
-                x_ok = tok_ok[:, None] & (cols < NOPE_DIM)[None, :]
-                # Issue the next tile's loads now; they complete while this tile is computed.
-                tile_n = tile + step
-                t0_n = (tile_n // NUM_HEADS) * BLOCK_T
-                ok_n = t0_n + rows < num_tokens
-                e_n = t0_n.to(tl.int64) * o_stride_t + (tile_n % NUM_HEADS) * o_stride_h
-                if words:
-                    w_n = w_ptr + e_n // 2 + rows[:, None] * (o_stride_t // 2)
-                    xw_next = tl.load(w_n + wcols[None, :],
-                                      mask=ok_n[:, None] & (wcols < NOPE_W)[None, :], other=0)
-                    xrw_next = tl.load(w_n + NOPE_W + ri[None, :], mask=ok_n[:, None], other=0)
-                else:
-                    o_n = o_ptr + e_n + rows[:, None] * o_stride_t
-                    lo, hi = tl.split(tl.reshape(tl.load(
-                        o_n + cols[None, :], mask=ok_n[:, None] & (cols < NOPE_DIM)[None, :],
-                        other=0.0), (BLOCK_T, HALF_W, 2)))
-                    xw_next = (lo.to(tl.uint16, bitcast=True).to(tl.uint32)
-                               | (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16))
-                    lo, hi = tl.split(tl.reshape(tl.load(o_n + r_cols[None, :], mask=ok_n[:, None],
-                                                         other=0.0), (BLOCK_T, HALF_ROPE, 2)))
-                    xrw_next = (lo.to(tl.uint16, bitcast=True).to(tl.uint32)
-                                | (hi.to(tl.uint16, bitcast=True).to(tl.uint32) << 16))
-                cs_n = cos_sin_ptr + pos_next.to(tl.int64)[:, None] * cos_sin_stride + ri[None, :]
-                c_next = tl.load(cs_n, mask=ok_n[:, None], other=0.0)
-                s_next = tl.load(cs_n + HALF_ROPE, mask=ok_n[:, None], other=0.0)
-                tok_nn = ((tile_n + step) // NUM_HEADS) * BLOCK_T + rows
-                pos_next = tl.load(positions_ptr + tok_nn, mask=tok_nn < num_tokens, other=0)
-                # bf16 -> float32 is a 16-bit shift of each half-word (exact).
-                lo = (xw << 16).to(tl.float32, bitcast=True)
-                hi = ((xw >> 16) << 16).to(tl.float32, bitcast=True)
-                xb = tl.reshape(tl.join(lo, hi), (BLOCK_T, BLOCK_Q, QUANT_GROUP))
-                a = (xrw << 16).to(tl.float32, bitcast=True)
-                b = ((xrw >> 16) << 16).to(tl.float32, bitcast=True)
-            elif ROPE_IN_ONE_BLOCK:
-                pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
-                cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
-                # Whole rows, 16-byte vectors along D; the rope columns are masked off here.
-                x_ok = tok_ok[:, None] & (cols < NOPE_DIM)[None, :]
-                x = tl.load(o_base + rows[:, None] * o_stride_t + cols[None, :], mask=x_ok, other=0.0)
-                # The rope slice, loaded again as interleaved pairs and rotated back.
-                xr = tl.load(o_base + rows[:, None] * o_stride_t + r_cols[None, :],
-                             mask=tok_ok[:, None], other=0.0)
-                c = tl.load(cs_row[:, None] + ri[None, :], mask=tok_ok[:, None], other=0.0)
-                s = tl.load(cs_row[:, None] + HALF_ROPE + ri[None, :], mask=tok_ok[:, None], other=0.0)
-                # The block max in o's own dtype (exact; packed bf16x2 max on sm_90), so that the
-                # float32 copy of the tile is not live across the reduction: 72 registers instead
-                # of 111, no cap needed for 28 programs per SM.
-                amax_nope = tl.max(tl.abs(tl.reshape(x, (BLOCK_T, BLOCK_Q, QUANT_GROUP))), axis=2)
-                amax_nope = amax_nope.to(tl.float32)
-                if IS_BF16:  # bf16 -> float32 as a 16-bit shift: one instruction per element
-                    xf = (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
-                else:
-                    xf = x.to(tl.float32)
-                xb = tl.reshape(xf, (BLOCK_T, BLOCK_Q, QUANT_GROUP))
-                a, b = tl.split(tl.reshape(xr.to(tl.float32), (BLOCK_T, HALF_ROPE, 2)))
-
-            if ROPE_IN_ONE_BLOCK:
-                # Same rounding as the reference: the launcher turns FMA contraction off.
-                ya = a * c + b * s
-                yb = b * c - a * s
-
-                amax_rope = tl.maximum(tl.max(tl.abs(ya), axis=1), tl.max(tl.abs(yb), axis=1))
-                if PREFETCH:
-                    amax = tl.max(tl.abs(xb), axis=2)  # [BLOCK_T, BLOCK_Q]; rope columns loaded as 0
-                else:
-                    amax = amax_nope
-                amax = tl.where((blk == ROPE_BLOCK)[None, :], tl.maximum(amax, amax_rope[:, None]), amax)
+            # bf16 -> float32 is a 16-bit shift of each half-word (exact).
+            lo = (xw << 16).to(tl.float32, bitcast=True)
+            hi = ((xw >> 16) << 16).to(tl.float32, bitcast=True)
+            xb = tl.reshape(tl.join(lo, hi), (BLOCK_T, BLOCK_Q, QUANT_GROUP))
+            a = (xrw << 16).to(tl.float32, bitcast=True)
+            b = ((xrw >> 16) << 16).to(tl.float32, bitcast=True)
+        elif ROPE_IN_ONE_BLOCK:
+            pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
+            cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
+            # Whole rows, 16-byte vectors along D; the rope columns are masked off here.
+            x_ok = tok_ok[:, None] & (cols < NOPE_DIM)[None, :]
+            x = tl.load(o_base + rows[:, None] * o_stride_t + cols[None, :], mask=x_ok, other=0.0)
+            # The rope slice, loaded again as interleaved pairs and rotated back.
+            xr = tl.load(o_base + rows[:, None] * o_stride_t + r_cols[None, :],
+                         mask=tok_ok[:, None], other=0.0)
+            c = tl.load(cs_row[:, None] + ri[None, :], mask=tok_ok[:, None], other=0.0)
+            s = tl.load(cs_row[:, None] + HALF_ROPE + ri[None, :], mask=tok_ok[:, None], other=0.0)
+            # The block max in o's own dtype (exact; packed bf16x2 max on sm_90), so that the
+            # float32 copy of the tile is not live across the reduction: ptxas needs 80
+            # registers (64 uncapped) where v3 needed 96 (116 uncapped).
+            amax_nope = tl.max(tl.abs(tl.reshape(x, (BLOCK_T, BLOCK_Q, QUANT_GROUP))), axis=2)
+            amax_nope = amax_nope.to(tl.float32)
+            if IS_BF16:  # bf16 -> float32 as a 16-bit shift: one instruction per element
+                xf = (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
             else:
-                # General path: rotate chunks of ROPE_CHUNK dims (ROPE_CHUNK divides NOPE_DIM,
-                # ROPE_DIM and QUANT_GROUP); chunks at or past NOPE_DIM are rotated.
-                pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
-                cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
-                NUM_CHUNKS: tl.constexpr = WIDTH // ROPE_CHUNK
-                HALF_CHUNK: tl.constexpr = ROPE_CHUNK // 2
-                x_ok = tok_ok[:, None] & (cols < HEAD_DIM)[None, :]
-                x = tl.load(o_base + rows[:, None] * o_stride_t + cols[None, :], mask=x_ok, other=0.0)
-                a, b = tl.split(tl.reshape(x.to(tl.float32), (BLOCK_T, NUM_CHUNKS, HALF_CHUNK, 2)))
-                chunk = tl.arange(0, NUM_CHUNKS)
-                is_rope = ((chunk >= NOPE_DIM // ROPE_CHUNK) & (chunk < HEAD_DIM // ROPE_CHUNK))[None, :, None]
-                rope_i = (chunk - NOPE_DIM // ROPE_CHUNK)[:, None] * HALF_CHUNK + tl.arange(0, HALF_CHUNK)[None, :]
-                cs_ptr = cs_row[:, None, None] + rope_i[None, :, :]
-                cs_ok = tok_ok[:, None, None] & is_rope
-                c = tl.load(cs_ptr, mask=cs_ok, other=0.0)
-                s = tl.load(cs_ptr + HALF_ROPE, mask=cs_ok, other=0.0)
-                ya = tl.where(is_rope, a * c + b * s, a)
-                yb = tl.where(is_rope, b * c - a * s, b)
-                xb = tl.reshape(tl.join(ya, yb), (BLOCK_T, BLOCK_Q, QUANT_GROUP))
-                amax = tl.max(tl.abs(xb), axis=2)
+                xf = x.to(tl.float32)
+            xb = tl.reshape(xf, (BLOCK_T, BLOCK_Q, QUANT_GROUP))
+            a, b = tl.split(tl.reshape(xr.to(tl.float32), (BLOCK_T, HALF_ROPE, 2)))
 
-            # Per-block power-of-two scale (see _pow2_scale).
-            scale, inv_scale = _pow2_scale(amax)
+        if ROPE_IN_ONE_BLOCK:
+            # Same rounding as the reference: the launcher turns FMA contraction off.
+            ya = a * c + b * s
+            yb = b * c - a * s
 
-            # |y| * inv_scale <= 448 exactly (see _pow2_scale): no clamp before the cast.
-            q = tl.reshape((xb * inv_scale[:, :, None]).to(tl.float8e4nv), (BLOCK_T, WIDTH))
+            amax_rope = tl.maximum(tl.max(tl.abs(ya), axis=1), tl.max(tl.abs(yb), axis=1))
             if PREFETCH:
-                # The word loads leave 8 values per thread: storing 8-byte runs (contiguity 8 for
-                # Triton's axis analysis) keeps that layout instead of shuffling to 16-byte stores.
-                q_cols = (cols // 8) * 8 + cols % 8
+                amax = tl.max(tl.abs(xb), axis=2)  # [BLOCK_T, BLOCK_Q]; rope columns loaded as 0
             else:
-                q_cols = cols
-            tl.store(q_base + rows[:, None] * q_row_stride + q_cols[None, :], q, mask=x_ok)
-            if ROPE_IN_ONE_BLOCK:
-                inv_rope = tl.sum(tl.where((blk == ROPE_BLOCK)[None, :], inv_scale, 0.0), axis=1)
-                qr = tl.join((ya * inv_rope[:, None]).to(tl.float8e4nv),
-                             (yb * inv_rope[:, None]).to(tl.float8e4nv))
-                qr = tl.reshape(qr, (BLOCK_T, ROPE_DIM))
-                tl.store(q_base + rows[:, None] * q_row_stride + r_cols[None, :], qr,
-                         mask=tok_ok[:, None])
+                amax = amax_nope
+            amax = tl.where((blk == ROPE_BLOCK)[None, :], tl.maximum(amax, amax_rope[:, None]), amax)
+        else:
+            # General path: rotate chunks of ROPE_CHUNK dims (ROPE_CHUNK divides NOPE_DIM,
+            # ROPE_DIM and QUANT_GROUP); chunks at or past NOPE_DIM are rotated.
+            pos = tl.load(positions_ptr + tok, mask=tok_ok, other=0)
+            cs_row = cos_sin_ptr + pos.to(tl.int64) * cos_sin_stride
+            NUM_CHUNKS: tl.constexpr = WIDTH // ROPE_CHUNK
+            HALF_CHUNK: tl.constexpr = ROPE_CHUNK // 2
+            x_ok = tok_ok[:, None] & (cols < HEAD_DIM)[None, :]
+            x = tl.load(o_base + rows[:, None] * o_stride_t + cols[None, :], mask=x_ok, other=0.0)
+            a, b = tl.split(tl.reshape(x.to(tl.float32), (BLOCK_T, NUM_CHUNKS, HALF_CHUNK, 2)))
+            chunk = tl.arange(0, NUM_CHUNKS)
+            is_rope = ((chunk >= NOPE_DIM // ROPE_CHUNK) & (chunk < HEAD_DIM // ROPE_CHUNK))[None, :, None]
+            rope_i = (chunk - NOPE_DIM // ROPE_CHUNK)[:, None] * HALF_CHUNK + tl.arange(0, HALF_CHUNK)[None, :]
+            cs_ptr = cs_row[:, None, None] + rope_i[None, :, :]
+            cs_ok = tok_ok[:, None, None] & is_rope
+            c = tl.load(cs_ptr, mask=cs_ok, other=0.0)
+            s = tl.load(cs_ptr + HALF_ROPE, mask=cs_ok, other=0.0)
+            ya = tl.where(is_rope, a * c + b * s, a)
+            yb = tl.where(is_rope, b * c - a * s, b)
+            xb = tl.reshape(tl.join(ya, yb), (BLOCK_T, BLOCK_Q, QUANT_GROUP))
+            amax = tl.max(tl.abs(xb), axis=2)
 
-            # Scales are token-major: BLOCK_T consecutive floats per block. Rows T..T4-1 get zeros.
-            first_blk = group * NUM_SCALES + head_in_group * NUM_Q
-            s_base = scale_ptr + first_blk.to(tl.int64) * scale_stride + t0
-            s_ptr = s_base + blk[None, :] * scale_stride + rows[:, None]
-            s_ok = (tok < scale_stride)[:, None] & (blk < NUM_Q)[None, :]
-            tl.store(s_ptr, tl.where(tok_ok[:, None], scale, 0.0), mask=s_ok)
+        # Per-block power-of-two scale (see _pow2_scale).
+        scale, inv_scale = _pow2_scale(amax)
+
+        # |y| * inv_scale <= 448 exactly (see _pow2_scale): no clamp before the cast.
+        q = tl.reshape((xb * inv_scale[:, :, None]).to(tl.float8e4nv), (BLOCK_T, WIDTH))
+        if PREFETCH:
+            # The word loads leave 8 values per thread: storing 8-byte runs (contiguity 8 for
+            # Triton's axis analysis) keeps that layout instead of shuffling to 16-byte stores.
+            q_cols = (cols // 8) * 8 + cols % 8
+        else:
+            q_cols = cols
+        tl.store(q_base + rows[:, None] * q_row_stride + q_cols[None, :], q, mask=x_ok)
+        if ROPE_IN_ONE_BLOCK:
+            inv_rope = tl.sum(tl.where((blk == ROPE_BLOCK)[None, :], inv_scale, 0.0), axis=1)
+            qr = tl.join((ya * inv_rope[:, None]).to(tl.float8e4nv),
+                         (yb * inv_rope[:, None]).to(tl.float8e4nv))
+            qr = tl.reshape(qr, (BLOCK_T, ROPE_DIM))
+            tl.store(q_base + rows[:, None] * q_row_stride + r_cols[None, :], qr,
+                     mask=tok_ok[:, None])
+
+        # Scales are token-major: BLOCK_T consecutive floats per block. Rows T..T4-1 get zeros.
+        first_blk = group * NUM_SCALES + head_in_group * NUM_Q
+        s_base = scale_ptr + first_blk.to(tl.int64) * scale_stride + t0
+        s_ptr = s_base + blk[None, :] * scale_stride + rows[:, None]
+        s_ok = (tok < scale_stride)[:, None] & (blk < NUM_Q)[None, :]
+        tl.store(s_ptr, tl.where(tok_ok[:, None], scale, 0.0), mask=s_ok)
 
 
 _O_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -504,17 +433,6 @@ def _rope_chunk(nope_dim: int, rope_dim: int, quant_group_size: int) -> int:
     return common & -common
 
 
-def _splits(config: LaunchConfig, nope_dim: int, rope_dim: int, quant_group_size: int) -> bool:
-    """Whether ``config`` runs one tile per quantization block (the kernel's SPLIT): asked for
-    (block_q = 1), and the kernel's fast path applies (rope dims a power of two within the last
-    block), with no prefetch and more than one block per head."""
-    head_dim = nope_dim + rope_dim
-    rope_in_one_block = (rope_dim > 0 and rope_dim & (rope_dim - 1) == 0
-                         and nope_dim // quant_group_size == (head_dim - 1) // quant_group_size)
-    return (config.block_q == 1 and config.num_stages < 2 and rope_in_one_block
-            and head_dim // quant_group_size > 1)
-
-
 def _is_interpreted(kernel) -> bool:
     return type(kernel).__name__ == "InterpretedFunction"
 
@@ -535,17 +453,13 @@ def _launch(kernel, o, positions, cos_sin_cache, q_buf, scale_buf, n_groups, hea
     num_tokens = o.shape[0]
     num_q = (nope_dim + rope_dim) // quant_group_size
     num_tiles = triton.cdiv(num_tokens, config.block_t) * n_groups * heads_per_group
-    block_q = triton.next_power_of_2(num_q)
-    if _splits(config, nope_dim, rope_dim, quant_group_size):
-        block_q = 1
-        num_tiles *= num_q
     return kernel[config.grid(o.device, num_tiles)](
         o, positions, cos_sin_cache, q_buf, scale_buf,
         num_tokens, scale_buf.shape[2],
         o.stride(0), o.stride(1), cos_sin_cache.stride(0),
         N_GROUPS=n_groups, HEADS_PER_GROUP=heads_per_group,
         NOPE_DIM=nope_dim, ROPE_DIM=rope_dim, QUANT_GROUP=quant_group_size,
-        BLOCK_T=config.block_t, BLOCK_Q=block_q,
+        BLOCK_T=config.block_t, BLOCK_Q=triton.next_power_of_2(num_q),
         ROPE_CHUNK=_rope_chunk(nope_dim, rope_dim, quant_group_size),
         NUM_STAGES=config.num_stages,
         num_warps=config.num_warps, enable_fp_fusion=False,

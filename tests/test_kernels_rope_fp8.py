@@ -44,7 +44,12 @@ CPU_CASES = [
     ("gather_T13", 1, 2, 96, 64, 32, 13),  # rope spans two 32-wide chunks: the gather path
     ("d384_T8", 1, 2, 320, 64, 128, 8),  # 3 blocks per head: padded to 4 inside the kernel
     ("norope_T5", 2, 1, 128, 0, 128, 5),
+    ("scale_edges_T8", 1, 2, 448, 64, 128, 8),  # block maxima at and next to 1.75 * 2^k
 ]
+
+# Block maxima that sit on the division-free scale's boundary (mantissa 1.75: 448 = 1.75 * 2^8)
+# and on either side of it, and at the ends of the mantissa range; all exact in bfloat16.
+EDGE_MANTISSAS = (1.75, 1.7578125, 1.7421875, 1.0, 1.9921875)
 
 
 def _load_twin():
@@ -68,6 +73,23 @@ def _make_inputs(G, hpg, nope, rope, T, device="cpu", dtype=torch.bfloat16, max_
     angles = torch.rand(max_pos, rope // 2, device=device) * 2 * math.pi
     cache = torch.cat([angles.cos(), angles.sin()], dim=1).float()
     return o, positions, cache
+
+
+def _scale_edge_fill(o, quant_group_size=128):
+    """Overwrite o (in place) so that every quantization block's max |value| is m * 2^k with m
+    from EDGE_MANTISSAS and a random k in [-30, 30], placed in the block's first 64 dims (nope
+    dims in every block, also the rope block); the rest of the block is below 2^(k-1), so the
+    rotated rope pairs stay under 2^k."""
+    T, H, D = o.shape
+    nb = D // quant_group_size
+    k = torch.randint(-30, 31, (T, H, nb, 1), device=o.device).float()
+    vals = (torch.rand(T, H, nb, quant_group_size, device=o.device) * 2 - 1) * 0.5 * torch.exp2(k)
+    m = torch.tensor(EDGE_MANTISSAS, device=o.device)[torch.randint(0, len(EDGE_MANTISSAS),
+                                                                    (T, H, nb), device=o.device)]
+    sign = torch.randint(0, 2, (T, H, nb), device=o.device).float() * 2 - 1
+    idx = torch.randint(0, 64, (T, H, nb, 1), device=o.device)
+    vals.scatter_(3, idx, (sign * m)[..., None] * torch.exp2(k))
+    o.copy_(vals.reshape(T, H, D).to(o.dtype))
 
 
 def _fp8_admissible(q_kernel, q_ref, prequant):
@@ -149,6 +171,8 @@ def interpreted(tmp_path_factory):
     cases = {}
     for name, G, hpg, nope, rope, qg, T in CPU_CASES:
         o, positions, cache = _make_inputs(G, hpg, nope, rope, T)
+        if name.startswith("scale_edges"):
+            _scale_edge_fill(o, qg)
         cases[name] = dict(o=o, positions=positions, cache=cache, G=G, hpg=hpg, nope=nope,
                            rope=rope, qg=qg)
     case_dir = tmp_path_factory.mktemp("rope_fp8_interp")
@@ -474,6 +498,23 @@ def test_gpu_bit_exact_shapes_and_poison(name, G, hpg, nope, rope, qg, T):
     assert torch.equal(scales, s_ref)
     assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
     assert not torch.isnan(scale_buf).any() and torch.all(scale_buf[:, :, T:] == 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("G, hpg", [(1, 8), (8, 8)])
+def test_gpu_bit_exact_scale_edges(G, hpg):
+    """Block maxima on and next to the division-free scale's boundary: bit-exact scales and q."""
+    from jitguard.kernels.rope_fp8 import fused_inv_rope_fp8_quant
+
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+    o, positions, cache = _make_inputs(G, hpg, 448, 64, 257, device="cuda")
+    _scale_edge_fill(o)
+    q, scales = fused_inv_rope_fp8_quant(o, positions, cache, G, hpg)
+    q_ref, s_ref = inv_rope_fp8_quant_reference(o, positions, cache, G, hpg)
+    mant = (s_ref.view(torch.int32) & 0x7FFFFF)
+    assert torch.all(mant == 0)  # the reference's scales are powers of two
+    assert torch.equal(scales, s_ref)
+    assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
 
 
 @pytest.mark.gpu
