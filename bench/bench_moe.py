@@ -750,7 +750,7 @@ def vllm_study(device, args, table, save=lambda res: None):
     """Ours (table: auto / swap / no swap) and vLLM's kernel (its own config and swap rule; the 16-config
     grid with Swap-AB forced on and off) on the same problems, timed two ways: "cold" = ROT routings per
     graph (each launch reads its experts from HBM), "warm" = one routing replayed 8 times per graph (its
-    experts' weights can stay in the 60 MB L2)."""
+    experts' weights can stay in the 50 MB L2)."""
     cases = {c: vllm_variants(*c, bm64=args.vllm_bm64) for c in args.vllm_cases}
     if args.workers > 0 and device == "cuda":
         t0 = time.time()
