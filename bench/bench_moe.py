@@ -9,11 +9,22 @@ Modes (combine freely):
             layer against peers in the same run: a per-expert PyTorch loop (bf16 matmul, FP8 via
             torch._scaled_mm), torch._grouped_mm / torch._scaled_grouped_mm where present; report % of
             the HBM floor (touched experts' weights + activations + output over the copy bandwidth
-            measured in this run). Writes moe_bench.json.
+            measured in this run), and vLLM 0.33.0's own fused_moe_kernel (bench/peers/) with vLLM's config
+            choice. Writes moe_bench{--tag}.json.
+  --vllm    vLLM's kernel beside ours on FP8 w1 cases (--vllm-cases): its own config, the spec's 16-config
+            grid with SWAP_AB forced on and off (--vllm-bm64: also BLOCK_M 64 without swap), each timed
+            HBM-cold (routings rotated) and L2-warm (one routing replayed). Writes moe_peer{--tag}.json.
+  --read-ceiling  a plain Triton read of exactly the experts one Qwen3 w1 launch touches (--read-ms),
+            several CTA granularities, both methods: what fraction of the floor a read of that size reaches.
+  --tune    targeted configs for the FP8 buckets under 90% of the floor; a bucket changes only where a
+            correct candidate beats the table by >= 2%; --bench in the same run uses the result.
+            Writes moe_tune{--tag}.json (its "table" is what kernels/moe_configs.py should hold).
+  --report JSON / --report-peer JSON [--report-tune JSON]: markdown tables of those files.
 
 Timing: CUDA-graph replays; each graph holds R launches over R different routings (consecutive launches
 touch different experts, so weights come from HBM, not L2); median of the replays, divided by R.
 Usage: python bench/bench_moe.py --sweep --bench --out bench/results
+       python bench/bench_moe.py --vllm --read-ceiling --tune --bench --tag _v4     (the v4 run)
 """
 from __future__ import annotations
 
