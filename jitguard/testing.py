@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-__all__ = ["FakeTensor", "StandInDriver", "dtype", "stand_in_driver"]
+__all__ = ["FakeTensor", "StandInDriver", "dtype", "host_tensors_ok", "stand_in_driver"]
 
 
 class FakeTensor:
@@ -77,6 +77,9 @@ class StandInDriver:
         self._target = GPUTarget("cuda", 90, 32)
         self.utils = _Utils()
         self.launcher_cls = _Launcher
+        # set when a ``stand_in_driver()`` block has ended but the stand-in had to stay Triton's
+        # active driver (no real one on this machine): it still unloads, it no longer launches
+        self.lingering = False
 
     def is_active(self) -> bool:
         return True
@@ -126,7 +129,7 @@ def stand_in_driver() -> Iterator[StandInDriver]:
     try:
         yield stand_in
     finally:
-        if previous is not None and not isinstance(previous, StandInDriver):
+        if previous is not None:  # a real driver, or the stand-in of an enclosing block
             driver.set_active(previous)
         else:
             try:
@@ -135,3 +138,18 @@ def stand_in_driver() -> Iterator[StandInDriver]:
                 real = None
             if real is not None:
                 driver.set_active(real)
+            else:
+                stand_in.lingering = True
+
+
+def host_tensors_ok() -> bool:
+    """True while a stand-in driver is Triton's active driver for a purpose (inside a
+    ``stand_in_driver()`` block, or made active with ``driver.set_active(StandInDriver())``):
+    launches do nothing, so a kernel wrapper may take CPU tensors instead of refusing them.
+    False once a ``stand_in_driver()`` block is over, also where the stand-in stays behind."""
+    try:
+        from triton.runtime import driver
+    except ImportError:
+        return False
+    active = getattr(driver, "_active", None)
+    return isinstance(active, StandInDriver) and not active.lingering
