@@ -4,6 +4,8 @@
 #   bash bench/rope_fp8_device_run.sh          # full: config sweep (v3 and v3+reorder as A/B),
 #                                              # then the main table with peers
 #   MODE=sweep bash bench/rope_fp8_device_run.sh   # the sweep and a T scan only, no main table
+#   MODE=pdl bash bench/rope_fp8_device_run.sh     # v5: the default config with programmatic
+#                                                  # dependent launch off / on (--pdl-ab) only
 # (on the device, $OUT set by the runner; .whl carried for libcst)
 OUT=${OUT:-/tmp/rope_fp8_out}
 mkdir -p "$OUT"
@@ -15,6 +17,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
   | tee "$OUT/nvidia_smi.txt"
 if [ "${MODE:-full}" = sweep ]; then
   BENCH_ARGS="--sweep-only --tscan --probes"
+elif [ "${MODE:-full}" = pdl ]; then
+  BENCH_ARGS="--pdl-ab"
 else
   BENCH_ARGS=""
 fi
@@ -25,5 +29,7 @@ timeout "${TESTS_S:-120}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/
   -s -k "not interpreter" > "$OUT/gpu_tests.log" 2>&1
 echo "tests rc=$?"
 grep -E "compiles over|passed|failed|error" "$OUT/gpu_tests.log" | tail -5
-grep -E "^# |^tscan|Error|error" "$OUT/bench.log" | cut -c1-160
+grep -E "^# |^tscan|^race|^stream|^copy|Error|error" "$OUT/bench.log" | cut -c1-160
 sed -n '/^| kernel/,$p' "$OUT/bench.log"
+[ "${MODE:-full}" = pdl ] && sed -n '/^| G x hpg/,$p' "$OUT/bench.log"
+true

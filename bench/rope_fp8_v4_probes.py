@@ -7,6 +7,9 @@
   with none of the arithmetic and no dependent loads, i.e. the fixed cost of launch, ramp and tail
   of a one-pass kernel of this shape.
 Same signature and launcher as the kernel (bench/bench_rope_fp8.py times them with ``--probes``).
+- ``_pdl_early_trigger_copy_kernel`` (v5): a producer that triggers its dependents at once and
+  then writes slowly, for checking that a kernel launched with PDL waits for it (the GPU tests
+  and ``bench_rope_fp8.py --pdl-ab``'s race control).
 """
 import triton
 import triton.language as tl
@@ -254,7 +257,12 @@ def _probe_copy_kernel(
     N_GROUPS: tl.constexpr, HEADS_PER_GROUP: tl.constexpr, NOPE_DIM: tl.constexpr,
     ROPE_DIM: tl.constexpr, QUANT_GROUP: tl.constexpr, BLOCK_T: tl.constexpr,
     BLOCK_Q: tl.constexpr, ROPE_CHUNK: tl.constexpr, NUM_STAGES: tl.constexpr,
+    USE_PDL: tl.constexpr = 0,  # as in the kernel (v5): 1 wait for the previous kernel, 2 also trigger
 ):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        if USE_PDL >= 2:
+            tl.extra.cuda.gdc_launch_dependents()
     HEAD_DIM: tl.constexpr = NOPE_DIM + ROPE_DIM
     NUM_Q: tl.constexpr = HEAD_DIM // QUANT_GROUP
     NUM_SCALES: tl.constexpr = HEADS_PER_GROUP * NUM_Q
@@ -280,3 +288,17 @@ def _probe_copy_kernel(
     s_ptr = scale_ptr + first_blk.to(tl.int64) * scale_stride + t0 + blk[None, :] * scale_stride + rows[:, None]
     s_ok = (tok < scale_stride)[:, None] & (blk < NUM_Q)[None, :]
     tl.store(s_ptr, tl.where(tok_ok[:, None], 1.0, 0.0) + tl.zeros((BLOCK_T, BLOCK_Q), tl.float32), mask=s_ok)
+
+
+@triton.jit
+def _pdl_early_trigger_copy_kernel(src_ptr, dst_ptr, n_elements, BLOCK: tl.constexpr):
+    """A producer for PDL race checks (v5), not a probe of the operation: it first lets the next
+    kernel in the stream start (griddepcontrol.launch_dependents), then copies src to dst with a
+    few programs looping over it, so a consumer launched with PDL overlaps it for as long as the
+    copy runs (~1 ms for 8 MB on 4 programs). A consumer that waits (griddepcontrol.wait) sees
+    dst complete; one that doesn't reads what dst held before."""
+    tl.extra.cuda.gdc_launch_dependents()
+    offs = tl.arange(0, BLOCK)
+    for start in range(tl.program_id(0) * BLOCK, n_elements, tl.num_programs(0) * BLOCK):
+        ok = start + offs < n_elements
+        tl.store(dst_ptr + start + offs, tl.load(src_ptr + start + offs, mask=ok), mask=ok)

@@ -51,6 +51,12 @@ class LaunchConfig:
     num_stages: int = 1  # >= 2: a persistent program prefetches its next tile into registers
     programs_per_sm: int = 0  # persistent grid of SMs * this; 0: one program per tile
     maxnreg: int = 0  # register cap per thread (ptxas), for more resident programs; 0: none
+    # Programmatic dependent launch (sm_90+; ignored elsewhere and in the interpreter): 0 off;
+    # 1: launched with launch_pdl=True, so its programs may be scheduled while the previous
+    # kernel in the stream drains, each waiting (griddepcontrol.wait) for that kernel to
+    # complete and flush before its first load or store; 2: the same, and each program then
+    # lets the next kernel in the stream be scheduled (griddepcontrol.launch_dependents).
+    pdl: int = 0
 
     def grid(self, device: torch.device, num_tiles: int) -> tuple:
         if self.programs_per_sm <= 0:
@@ -84,6 +90,8 @@ CANDIDATE_CONFIGS = (
     LaunchConfig(4, 2, 1, 0),
     LaunchConfig(4, 1, 1, 32),
     LaunchConfig(4, 1, 2, 12, maxnreg=168),
+    LaunchConfig(4, 1, 1, 0, maxnreg=80, pdl=1),
+    LaunchConfig(4, 1, 1, 0, maxnreg=80, pdl=2),
 )
 
 
@@ -138,7 +146,17 @@ def _inv_rope_fp8_quant_kernel(
     BLOCK_Q: tl.constexpr,  # next power of two >= (NOPE_DIM + ROPE_DIM) / QUANT_GROUP
     ROPE_CHUNK: tl.constexpr,  # largest power of two dividing NOPE_DIM, ROPE_DIM and QUANT_GROUP
     NUM_STAGES: tl.constexpr,  # software-pipelining depth of the tile loop
+    USE_PDL: tl.constexpr = 0,  # LaunchConfig.pdl: 1 wait for the previous kernel, 2 also trigger
 ):
+    if USE_PDL:
+        # Launched with programmatic dependent launch: this program may run while the previous
+        # kernel in the stream is still running. Before any load or store (that kernel may
+        # write o or positions, or still read what q and scales overwrite), wait until it has
+        # completed and its memory is visible. Then, optionally, let the next kernel's programs
+        # be scheduled onto SMs as ours finish (they wait likewise if they opted in).
+        tl.extra.cuda.gdc_wait()
+        if USE_PDL >= 2:
+            tl.extra.cuda.gdc_launch_dependents()
     HEAD_DIM: tl.constexpr = NOPE_DIM + ROPE_DIM
     NUM_Q: tl.constexpr = HEAD_DIM // QUANT_GROUP  # scale blocks per head
     NUM_SCALES: tl.constexpr = HEADS_PER_GROUP * NUM_Q  # scale blocks per (token, group)
@@ -437,6 +455,33 @@ def _is_interpreted(kernel) -> bool:
     return type(kernel).__name__ == "InterpretedFunction"
 
 
+def _pdl_supported(device: torch.device) -> bool:
+    """Programmatic dependent launch needs an NVIDIA GPU of compute capability 9.0 or later
+    (griddepcontrol is an sm_90 instruction)."""
+    if device.type != "cuda" or torch.version.hip is not None:
+        return False
+    return _cuda_capability(torch.cuda.current_device() if device.index is None
+                            else device.index) >= (9, 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_capability(index: int) -> tuple:
+    return tuple(torch.cuda.get_device_capability(index))
+
+
+def _launch_options(config: LaunchConfig, pdl: int) -> dict:
+    """Compile-time options of a launch beyond the shape constants: constant per config, so
+    each config compiles once for any T. ``pdl`` is ``config.pdl`` where the device supports it,
+    else 0; with 0 nothing PDL-related is passed (USE_PDL defaults to 0), so kernels without
+    the USE_PDL parameter (the previous versions in bench/) launch through the same code."""
+    options = dict(num_warps=config.num_warps, enable_fp_fusion=False)
+    if config.maxnreg:
+        options["maxnreg"] = config.maxnreg
+    if pdl:
+        options.update(USE_PDL=pdl, launch_pdl=True)
+    return options
+
+
 def _launch(kernel, o, positions, cos_sin_cache, q_buf, scale_buf, n_groups, heads_per_group,
             nope_dim, rope_dim, quant_group_size, config: LaunchConfig | None = None):
     """Launch ``kernel`` over ``o`` into preallocated buffers (shared by the corrected kernel
@@ -453,6 +498,8 @@ def _launch(kernel, o, positions, cos_sin_cache, q_buf, scale_buf, n_groups, hea
     num_tokens = o.shape[0]
     num_q = (nope_dim + rope_dim) // quant_group_size
     num_tiles = triton.cdiv(num_tokens, config.block_t) * n_groups * heads_per_group
+    pdl = config.pdl if config.pdl and not _is_interpreted(kernel) and _pdl_supported(o.device) \
+        else 0
     return kernel[config.grid(o.device, num_tiles)](
         o, positions, cos_sin_cache, q_buf, scale_buf,
         num_tokens, scale_buf.shape[2],
@@ -462,8 +509,7 @@ def _launch(kernel, o, positions, cos_sin_cache, q_buf, scale_buf, n_groups, hea
         BLOCK_T=config.block_t, BLOCK_Q=triton.next_power_of_2(num_q),
         ROPE_CHUNK=_rope_chunk(nope_dim, rope_dim, quant_group_size),
         NUM_STAGES=config.num_stages,
-        num_warps=config.num_warps, enable_fp_fusion=False,
-        **({"maxnreg": config.maxnreg} if config.maxnreg else {}),
+        **_launch_options(config, pdl),
     )
 
 

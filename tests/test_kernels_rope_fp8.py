@@ -47,6 +47,9 @@ CPU_CASES = [
     ("scale_edges_T8", 1, 2, 448, 64, 128, 8),  # block maxima at and next to 1.75 * 2^k
 ]
 
+# Cases the interpreter child also runs with a PDL launch config (PDL must switch itself off there).
+PDL_INTERPRETER_CASES = ("default_T17", "gather_T13")
+
 # Block maxima that sit on the division-free scale's boundary (mantissa 1.75: 448 = 1.75 * 2^8)
 # and on either side of it, and at the ends of the mantissa range; all exact in bfloat16.
 EDGE_MANTISSAS = (1.75, 1.7578125, 1.7421875, 1.0, 1.9921875)
@@ -154,12 +157,21 @@ def _interpreter_child(case_dir: str) -> None:
         s_odd.fill_(float("nan"))
         rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, o_odd, *args[1:3], q_odd, s_odd,
                          *args[3:], prefetch)
+        pdl_out = None
+        if name in PDL_INTERPRETER_CASES:
+            # A PDL config in the interpreter: PDL is switched off there (USE_PDL stays 0, so
+            # no griddepcontrol is traced) and the results are the same.
+            q_pdl, s_pdl = rope_fp8._allocate(c["o"], c["G"], c["hpg"], c["qg"])
+            rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, *args[:3], q_pdl, s_pdl,
+                             *args[3:], rope_fp8.LaunchConfig(maxnreg=80, pdl=2))
+            pdl_out = (q_pdl, s_pdl)
         results[name] = dict(
             q=q.contiguous(), q_stride=q.stride(), scales=scales.contiguous(),
             scales_stride=scales.stride(), scales_padded=scales.as_strided(
                 (scale_buf.shape[2], scales.shape[1], scales.shape[2]), scales.stride()).clone(),
             twin_q=tq.contiguous(), twin_scales=tscales.contiguous(),
-            poisoned_q=q_buf, poisoned_scales=scale_buf, odd_q=q_odd, odd_scales=s_odd)
+            poisoned_q=q_buf, poisoned_scales=scale_buf, odd_q=q_odd, odd_scales=s_odd,
+            pdl_out=pdl_out)
     torch.save(results, os.path.join(case_dir, "results.pt"))
 
 
@@ -226,6 +238,16 @@ def test_interpreter_prefetch_with_odd_strides(interpreted, case):
     assert not torch.isnan(scale_buf).any() and torch.all(scale_buf[:, :, T:] == 0)
     assert torch.equal(q_buf.transpose(0, 1).view(torch.uint8), out["q"].view(torch.uint8))
     assert torch.equal(scale_buf.permute(2, 0, 1)[:T], out["scales"])
+
+
+@pytest.mark.parametrize("case", PDL_INTERPRETER_CASES)
+def test_interpreter_pdl_config_runs_without_pdl(interpreted, case):
+    """A PDL launch config under TRITON_INTERPRET=1: no griddepcontrol, the same bytes."""
+    _, table = interpreted
+    _, out = table[case]
+    q_buf, scale_buf = out["pdl_out"]
+    assert torch.equal(q_buf.transpose(0, 1).view(torch.uint8), out["q"].view(torch.uint8))
+    assert torch.equal(scale_buf.permute(2, 0, 1)[:out["q"].shape[0]], out["scales"])
 
 
 @pytest.mark.parametrize("case", [c[0] for c in CPU_CASES])
@@ -380,12 +402,13 @@ def _fresh_copy(kernel):
     return type(kernel)(kernel.fn, do_not_specialize=kernel.do_not_specialize)
 
 
-def _variants_over(kernel, token_counts):
-    import triton
-
+def _variants_over(kernel, token_counts, config=None):
+    """Compile through JITFunction.run for sm_90 (stand-in driver) with the launcher's options
+    for ``config`` (default: the kernel's default config), PDL included as on an H200."""
     from jitguard.kernels import rope_fp8
     from jitguard.testing import stand_in_driver
 
+    config = rope_fp8.CONFIG if config is None else config
     G, hpg, nope, rope, qg = 1, 8, 448, 64, 128
     with stand_in_driver():
         for T in token_counts:
@@ -394,25 +417,85 @@ def _variants_over(kernel, token_counts):
                 _Ptr(torch.float8_e4m3fn), _Ptr(torch.float32),
                 T, (T + 3) // 4 * 4, G * hpg * (nope + rope), nope + rope, rope,
                 N_GROUPS=G, HEADS_PER_GROUP=hpg, NOPE_DIM=nope, ROPE_DIM=rope, QUANT_GROUP=qg,
-                BLOCK_T=rope_fp8.CONFIG.block_t, BLOCK_Q=4, ROPE_CHUNK=64,
-                NUM_STAGES=rope_fp8.CONFIG.num_stages,
-                num_warps=rope_fp8.CONFIG.num_warps, enable_fp_fusion=False, grid=(1,),
-                **({"maxnreg": rope_fp8.CONFIG.maxnreg} if rope_fp8.CONFIG.maxnreg else {}))
-    return len(kernel.device_caches[0][0]), triton
+                BLOCK_T=config.block_t, BLOCK_Q=4, ROPE_CHUNK=64, NUM_STAGES=config.num_stages,
+                grid=(1,), **rope_fp8._launch_options(config, config.pdl))
+    return list(kernel.device_caches[0][0].values())
 
 
 def test_one_compile_for_any_T_sm90_without_gpu():
-    """Real sm_90 compiles through JITFunction.run: corrected 1 variant, the twin 4."""
+    """Real sm_90 compiles through JITFunction.run: corrected 1 variant, the twin 4; with PDL
+    on and off (launch_pdl is a compile option and USE_PDL a constexpr: constants per config)."""
+    import dataclasses
+
     from jitguard.kernels import rope_fp8
 
     if type(rope_fp8._inv_rope_fp8_quant_kernel).__name__ == "InterpretedFunction":
         pytest.skip("this process imported the kernel under TRITON_INTERPRET=1")
     token_counts = list(range(1, 200)) + [1000, 1024, 4096, 8191, 32768]
-    corrected, _ = _variants_over(_fresh_copy(rope_fp8._inv_rope_fp8_quant_kernel), token_counts)
-    twin, _ = _variants_over(_fresh_copy(_load_twin()._inv_rope_fp8_quant_kernel), token_counts)
-    assert corrected == 1
+    corrected = _variants_over(_fresh_copy(rope_fp8._inv_rope_fp8_quant_kernel), token_counts)
+    twin = _variants_over(_fresh_copy(_load_twin()._inv_rope_fp8_quant_kernel), token_counts)
+    assert len(corrected) == 1
     # num_tokens in {==1, %16, other} x T4 in {%16, other}, T4 never 1: (1,o) (o,o) (o,16) (16,16)
-    assert twin == 4
+    assert len(twin) == 4
+    other = dataclasses.replace(rope_fp8.CONFIG, pdl=0 if rope_fp8.CONFIG.pdl else 2)
+    flipped = _variants_over(_fresh_copy(rope_fp8._inv_rope_fp8_quant_kernel),
+                             token_counts[::7], other)
+    assert len(flipped) == 1
+    for compiled, cfg in ((corrected[0], rope_fp8.CONFIG), (flipped[0], other)):
+        assert bool(compiled.metadata.launch_pdl) == bool(cfg.pdl)
+        assert ("griddepcontrol.wait" in compiled.asm["ptx"]) == bool(cfg.pdl)
+
+
+@pytest.mark.parametrize("pdl", [0, 1, 2])
+def test_pdl_wait_precedes_every_memory_access_sm90(pdl):
+    """sm_90 PTX and SASS (no GPU): with PDL, griddepcontrol.wait (SASS ACQBULK) comes before
+    the first global load or store, and launch_dependents (PREEXIT) only after it (pdl 2);
+    without PDL neither is there and the launch is a plain one."""
+    import re
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from jitguard.kernels import rope_fp8
+
+    if type(rope_fp8._inv_rope_fp8_quant_kernel).__name__ == "InterpretedFunction":
+        pytest.skip("this process imported the kernel under TRITON_INTERPRET=1")
+    options = rope_fp8._launch_options(rope_fp8.LaunchConfig(maxnreg=80, pdl=pdl), pdl)
+    consts = dict(N_GROUPS=1, HEADS_PER_GROUP=8, NOPE_DIM=448, ROPE_DIM=64, QUANT_GROUP=128,
+                  BLOCK_T=4, BLOCK_Q=4, ROPE_CHUNK=64, NUM_STAGES=1,
+                  USE_PDL=options.pop("USE_PDL", 0))
+    sig = {"o_ptr": "*bf16", "positions_ptr": "*i64", "cos_sin_ptr": "*fp32",
+           "q_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "num_tokens": "i32", "scale_stride": "i32",
+           "o_stride_t": "i32", "o_stride_h": "i32", "cos_sin_stride": "i32",
+           **{k: "constexpr" for k in consts}}
+    attrs = {(i,): [["tt.divisibility", 16]] for i in (0, 1, 2, 3, 4, 7, 8, 9)}
+    compiled = triton.compile(ASTSource(rope_fp8._inv_rope_fp8_quant_kernel, sig, consts, attrs),
+                              target=GPUTarget("cuda", 90, 32), options=options)
+    assert bool(compiled.metadata.launch_pdl) == bool(pdl)
+    ptx = [line.strip() for line in compiled.asm["ptx"].splitlines()]
+
+    def first(pattern):
+        return next((i for i, line in enumerate(ptx) if re.search(pattern, line)), None)
+
+    wait, trigger = first(r"griddepcontrol\.wait"), first(r"griddepcontrol\.launch_dependents")
+    memory = first(r"^(@%p\d+\s+)?(ld|st)\.global")
+    assert memory is not None
+    if not pdl:
+        assert wait is None and trigger is None
+        return
+    assert wait is not None and wait < memory
+    assert (trigger is not None and wait < trigger) if pdl == 2 else trigger is None
+    try:  # Triton disassembles the cubin on first access (its cuobjdump / nvdisasm)
+        sass = compiled.asm["sass"]
+    except Exception:  # no disassembler in this Triton: the PTX order above is what is checked
+        sass = None
+    if sass:  # ptxas kept the order
+        lines = sass.splitlines()
+        acq = next(i for i, ln in enumerate(lines) if re.search(r"\bACQBULK\b", ln))
+        assert acq < next(i for i, ln in enumerate(lines) if re.search(r"\b(LDG|STG)\b", ln))
+        if pdl == 2:
+            assert acq < next(i for i, ln in enumerate(lines) if re.search(r"\bPREEXIT\b", ln))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -519,12 +602,16 @@ def test_gpu_bit_exact_scale_edges(G, hpg):
 
 @pytest.mark.gpu
 def test_gpu_one_compile_over_T_1_to_4096(monkeypatch):
-    """On the GPU, through Triton's own cache: the corrected kernel compiles once for T = 1..4096;
-    the twin once per specialization class."""
+    """On the GPU, through Triton's own cache: the corrected kernel compiles once for T = 1..4096,
+    with the default config and with PDL flipped; the twin once per specialization class."""
+    import dataclasses
+
     from jitguard.kernels import rope_fp8
 
     twin = _load_twin()
     corrected_kernel = _fresh_copy(rope_fp8._inv_rope_fp8_quant_kernel)
+    flipped_kernel = _fresh_copy(rope_fp8._inv_rope_fp8_quant_kernel)
+    flipped = dataclasses.replace(rope_fp8.CONFIG, pdl=0 if rope_fp8.CONFIG.pdl else 2)
     twin_kernel = _fresh_copy(twin._inv_rope_fp8_quant_kernel)
     monkeypatch.setattr(twin, "_inv_rope_fp8_quant_kernel", twin_kernel)
     G, hpg = 1, 8
@@ -533,16 +620,64 @@ def test_gpu_one_compile_over_T_1_to_4096(monkeypatch):
         o, positions = o_all[:T], pos_all[:T]
         q_buf, scale_buf = rope_fp8._allocate(o, G, hpg, 128)
         rope_fp8._launch(corrected_kernel, o, positions, cache, q_buf, scale_buf, G, hpg, 448, 64, 128)
+        q_f, s_f = rope_fp8._allocate(o, G, hpg, 128)
+        rope_fp8._launch(flipped_kernel, o, positions, cache, q_f, s_f, G, hpg, 448, 64, 128,
+                         flipped)
         tq, ts = twin.fused_inv_rope_fp8_quant(o, positions, cache, G, hpg)
         if T in (1, 16, 17, 4096):
             q, s = rope_fp8._views(q_buf, scale_buf, T)
             assert torch.equal(q.view(torch.uint8), tq.view(torch.uint8)) and torch.equal(s, ts)
+            assert torch.equal(q_f.view(torch.uint8), q_buf.view(torch.uint8))
+            assert torch.equal(s_f, scale_buf)
     dev = torch.cuda.current_device()
     n_corrected = len(corrected_kernel.device_caches[dev][0])
+    n_flipped = len(flipped_kernel.device_caches[dev][0])
     n_twin = len(twin_kernel.device_caches[dev][0])
-    print(f"compiles over T=1..4096: corrected {n_corrected}, uncorrected twin {n_twin}")
-    assert n_corrected == 1
+    print(f"compiles over T=1..4096: corrected {n_corrected} (pdl={rope_fp8.CONFIG.pdl}; with "
+          f"pdl={flipped.pdl}: {n_flipped}), uncorrected twin {n_twin}")
+    assert n_corrected == 1 and n_flipped == 1
     assert n_twin == 4
+    (ck,) = flipped_kernel.device_caches[dev][0].values()
+    assert bool(ck.metadata.launch_pdl) == bool(flipped.pdl)
+
+
+def _load_probes():
+    spec = importlib.util.spec_from_file_location("rope_fp8_v4_probes",
+                                                  ROOT / "bench" / "rope_fp8_v4_probes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pdl", [1, 2])
+def test_gpu_pdl_waits_for_an_early_triggering_producer(pdl):
+    """The previous kernel in the stream lets its dependents start at once
+    (griddepcontrol.launch_dependents) and then writes o slowly over poison (bf16 NaN); this
+    kernel, launched with PDL, must still see all of o (its griddepcontrol.wait), several times."""
+    from jitguard.kernels import rope_fp8
+
+    if not rope_fp8._pdl_supported(torch.device("cuda")):
+        pytest.skip("programmatic dependent launch needs compute capability 9.0+")
+    producer = _load_probes()._pdl_early_trigger_copy_kernel
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+    G, hpg, T = 1, 8, 4099
+    o_src, positions, cache = _make_inputs(G, hpg, 448, 64, T, device="cuda")
+    big_src = o_src._base
+    big_dst = torch.empty_like(big_src)
+    o_dst = big_dst.as_strided(o_src.shape, o_src.stride(), o_src.storage_offset())
+    q_ref, s_ref = inv_rope_fp8_quant_reference(o_src, positions, cache, G, hpg)
+    cfg = rope_fp8.LaunchConfig(maxnreg=80, pdl=pdl)
+    for _ in range(3):
+        big_dst.view(torch.int16).fill_(-1)  # 0xFFFF: NaN in bfloat16
+        q_buf, scale_buf = rope_fp8._allocate(o_dst, G, hpg, 128)
+        producer[(4,)](big_src.view(-1), big_dst.view(-1), big_src.numel(), BLOCK=1024, num_warps=4)
+        compiled = rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, o_dst, positions, cache,
+                                    q_buf, scale_buf, G, hpg, 448, 64, 128, cfg)
+        q, s = rope_fp8._views(q_buf, scale_buf, T)
+        assert torch.equal(s, s_ref)
+        assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
+    assert compiled.metadata.launch_pdl
 
 
 if __name__ == "__main__":
