@@ -614,6 +614,139 @@ def _pdl_race_control(result, configs, cache, producer) -> None:
               flush=True)
 
 
+# --pdl-grid (v5, second call): every size of the main table (and 1x8 T = 2048..16384), PDL off /
+# on, PDL_GRID_ROUNDS rounds with a fresh graph each, the variants' order rotated per round and the
+# buffers' addresses moved between rounds (a spacer allocation of random size): is PDL slower
+# anywhere, beyond the spread of the same variant over rounds?
+PDL_GRID_SIZES = ([((1, 8), T) for T in (1, 16, 128, 1024, 2048, 4096, 8192, 16384, 32768)]
+                  + [((8, 8), T) for T in (1, 16, 128, 1024, 8192, 32768)])
+PDL_GRID_ROUNDS = 4
+
+
+def run_pdl_grid(args) -> dict:
+    import random
+
+    import torch
+    import triton
+
+    from jitguard.kernels import rope_fp8
+
+    started = time.time()
+    seed = int.from_bytes(os.urandom(4), "little")
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    props = torch.cuda.get_device_properties(0)
+    bw = measure_bandwidth()
+    read_gbps = bw["read_GBps"]
+    print(f"# {props.name}: read {read_gbps:.0f} GB/s, copy {bw['copy_GBps']:.0f} GB/s", flush=True)
+    angles = torch.rand(MAX_POS, ROPE // 2, device="cuda") * 6.2832
+    cache = torch.cat([angles.cos(), angles.sin()], dim=1).contiguous()
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.mem",
+                              "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        smi = None
+    configs = {pdl: dataclasses.replace(rope_fp8.CONFIG, pdl=pdl) for pdl in PDL_VARIANTS}
+    rows, summary, errors = [], [], []
+    result = {
+        "benchmark": "fused inverse RoPE + FP8 block quant, PDL off/on over the main table's sizes "
+                     "(bench/bench_rope_fp8.py --pdl-grid)",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"gpu": props.name, "sms": props.multi_processor_count,
+                    "capability": list(torch.cuda.get_device_capability(0)),
+                    "memory_GiB": round(props.total_memory / 2 ** 30, 1), "nvidia_smi": smi,
+                    "host": platform.node()},
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "triton": triton.__version__, "cuda": torch.version.cuda},
+        "method": f"median per-call time over 15 CUDA-graph replays of a graph of calls_per_graph "
+                  f"wrapper calls cycling over input sets; {PDL_GRID_ROUNDS} rounds per size, a fresh "
+                  "graph per timing, variants' order rotated per round, a spacer allocation of "
+                  "random size (0-64 MiB) held during each round to move the buffers' addresses; "
+                  "floor = bytes / read GB/s",
+        "base_config": dataclasses.asdict(rope_fp8.CONFIG), "seed": seed, "bandwidth": bw,
+        "rows": rows, "summary": summary, "errors": errors, "complete": False,
+    }
+
+    def save():
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+
+    def launch(o, p, G, hpg, cfg):
+        q_buf, scale_buf = rope_fp8._allocate(o, G, hpg, QG)
+        rope_fp8._launch(rope_fp8._inv_rope_fp8_quant_kernel, o, p, cache, q_buf, scale_buf,
+                         G, hpg, NOPE, ROPE, QG, cfg)
+        return rope_fp8._views(q_buf, scale_buf, o.shape[0])
+
+    for (G, hpg), T in PDL_GRID_SIZES:
+        nbytes = bytes_moved(T, G, hpg)
+        floor_us = nbytes / read_gbps / 1e3
+        n_sets = max(1, min(64, -(-(256 << 20) // nbytes)))
+        sets = [_inputs(T, G, hpg, cache) for _ in range(n_sets)]
+        n_calls = max(4, min(200, int(4000 / max(floor_us * 1.3, 2.0))))
+        order = list(PDL_VARIANTS)
+        for rnd in range(1, PDL_GRID_ROUNDS + 1):
+            torch.cuda.empty_cache()
+            spacer_mib = rng.randrange(0, 65)
+            spacer = torch.empty(spacer_mib << 20, dtype=torch.uint8, device="cuda")
+            for pdl in order:
+                cfg = configs[pdl]
+                try:
+                    us = graph_time_us(lambda i: launch(*sets[i % n_sets], G, hpg, cfg), n_calls)
+                except Exception as exc:
+                    errors.append({"where": f"G={G} hpg={hpg} T={T} pdl={pdl} r{rnd}",
+                                   "error": repr(exc)[:500]})
+                    print(f"# ERROR G={G} T={T} pdl={pdl}: {exc!r}"[:400], flush=True)
+                    continue
+                rows.append({"G": G, "hpg": hpg, "T": T, "round": rnd, "pdl": pdl,
+                             "spacer_MiB": spacer_mib, "floor_us": floor_us, "us": us,
+                             "pct_floor": 100 * floor_us / us, "calls_per_graph": n_calls,
+                             "input_sets": n_sets})
+            del spacer
+            order = order[1:] + order[:1]
+        line = []
+        for pdl in PDL_VARIANTS:
+            us = [r["us"] for r in rows if (r["G"], r["hpg"], r["T"], r["pdl"]) == (G, hpg, T, pdl)]
+            if not us:
+                continue
+            summary.append({"G": G, "hpg": hpg, "T": T, "pdl": pdl, "floor_us": floor_us,
+                            "median_us": statistics.median(us), "min_us": min(us),
+                            "max_us": max(us), "all_us": us,
+                            "median_pct_floor": 100 * floor_us / statistics.median(us)})
+            line.append(f"pdl={pdl} {statistics.median(us):8.2f} [{min(us):.2f}-{max(us):.2f}]")
+        print(f"grid G={G} hpg={hpg} T={T:6d} (floor {floor_us:7.2f}): " + "  ".join(line),
+              flush=True)
+        del sets
+        torch.cuda.empty_cache()
+        save()
+    result["wall_s"] = round(time.time() - started, 1)
+    result["complete"] = True
+    save()
+    return result
+
+
+def print_pdl_grid_table(result: dict) -> None:
+    print("\n| G x hpg | T | floor µs | " + " | ".join(
+        f"pdl={p}: median µs [min-max] (% floor)" for p in PDL_VARIANTS) + " | pdl=2 - pdl=0 |")
+    print("|---|---|---|" + "---|" * len(PDL_VARIANTS) + "---|")
+    sizes = []
+    for r in result["summary"]:
+        if (r["G"], r["hpg"], r["T"]) not in sizes:
+            sizes.append((r["G"], r["hpg"], r["T"]))
+    for G, hpg, T in sizes:
+        m = {r["pdl"]: r for r in result["summary"] if (r["G"], r["hpg"], r["T"]) == (G, hpg, T)}
+        cells = []
+        for p in PDL_VARIANTS:
+            if p not in m:
+                cells.append("–")
+                continue
+            r = m[p]
+            pct = "" if T < 128 else f" ({r['median_pct_floor']:.1f}%)"
+            cells.append(f"{r['median_us']:.2f} [{r['min_us']:.2f}-{r['max_us']:.2f}]{pct}")
+        diff = f"{m[2]['median_us'] - m[0]['median_us']:+.2f} µs" if 0 in m and 2 in m else "–"
+        floor = next(iter(m.values()))["floor_us"]
+        print(f"| {G}x{hpg} | {T} | {floor:.2f} | " + " | ".join(cells) + f" | {diff} |")
+
+
 def print_pdl_table(result: dict) -> None:
     sizes = []
     for r in result["ab"]:
@@ -733,6 +866,9 @@ def main() -> None:
                         help="only the default config with programmatic dependent launch off / "
                              "on (pdl 0, 1, 2), graph-exact checks, copy probe, T scan, plain "
                              "stream, race control")
+    parser.add_argument("--pdl-grid", action="store_true",
+                        help="only PDL off / on over the main table's sizes, several rounds "
+                             "each (fresh graphs, rotated order, moved addresses)")
     args = parser.parse_args()
     if args.ptx:
         ptx_report()
@@ -740,6 +876,11 @@ def main() -> None:
     if args.pdl_ab:
         result = run_pdl_ab(args)
         print_pdl_table(result)
+        print(f"\nwrote {args.out}")
+        return
+    if args.pdl_grid:
+        result = run_pdl_grid(args)
+        print_pdl_grid_table(result)
         print(f"\nwrote {args.out}")
         return
     result = run(args)

@@ -19,17 +19,25 @@ if [ "${MODE:-full}" = sweep ]; then
   BENCH_ARGS="--sweep-only --tscan --probes"
 elif [ "${MODE:-full}" = pdl ]; then
   BENCH_ARGS="--pdl-ab"
+elif [ "${MODE:-full}" = pdl-grid ]; then
+  BENCH_ARGS="--pdl-grid"
 else
   BENCH_ARGS=""
 fi
 timeout "${BENCH_S:-200}" python3 bench/bench_rope_fp8.py --out "$OUT/rope_fp8_h200.json" \
   --budget-s 80 $BENCH_ARGS > "$OUT/bench.log" 2>&1
 echo "bench rc=$?"
-timeout "${TESTS_S:-120}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_kernels_rope_fp8.py \
-  -s -k "not interpreter" > "$OUT/gpu_tests.log" 2>&1
+# TEST_PDL=2: the GPU tests with the default config's pdl set to 2 in the test process (the
+# wrapper, the twin's launcher and the compile count then launch with PDL).
+timeout "${TESTS_S:-120}" python3 -c "import dataclasses, sys, pytest
+from jitguard.kernels import rope_fp8
+if '${TEST_PDL:-}': rope_fp8.CONFIG = dataclasses.replace(rope_fp8.CONFIG, pdl=int('${TEST_PDL:-0}'))
+print('default config in the tests:', rope_fp8.CONFIG)
+sys.exit(pytest.main(['-q', '-m', 'gpu', '-p', 'no:cacheprovider', 'tests/test_kernels_rope_fp8.py',
+                      '-s', '-k', 'not interpreter']))" > "$OUT/gpu_tests.log" 2>&1
 echo "tests rc=$?"
 grep -E "compiles over|passed|failed|error" "$OUT/gpu_tests.log" | tail -5
 grep -E "^# |^tscan|^race|^stream|^copy|Error|error" "$OUT/bench.log" | cut -c1-160
 sed -n '/^| kernel/,$p' "$OUT/bench.log"
-[ "${MODE:-full}" = pdl ] && sed -n '/^| G x hpg/,$p' "$OUT/bench.log"
+case "${MODE:-full}" in pdl*) sed -n '/^| G x hpg/,$p' "$OUT/bench.log";; esac
 true
