@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from tests._static_util import pairs, rand_ident, scan_one
+from tests._static_util import pairs, rand_ident, scan, scan_one
 
 
 def _names(n):
@@ -167,3 +167,68 @@ def {outer}({x}):
         f"torch.empty((7, {n} * 3)", "torch.empty((7, 300)")
     assert not pairs(scan_one(fixed))
     assert ("JG001", k, cnt) in pairs(scan_one(fixed.replace(f"{w}(torch.empty((7, 300), device={x}.device))", f"{w}({x})")))
+
+
+def _cross_module(caller_body: str, rng: random.Random):
+    k, cnt, wrap, fwd, x = (rand_ident(rng, p) for p in "kcwfx")
+    ops = f"""
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(x_ptr, {cnt}, BLOCK: tl.constexpr):
+    pass
+
+def {wrap}({x}, {cnt}):
+    {k}[(1,)]({x}, {cnt}, BLOCK=64)
+"""
+    layer = f"""
+from pkg.ops import {wrap}
+
+def {fwd}({x}):
+    {caller_body.format(wrap=wrap, x=x)}
+"""
+    return k, cnt, {"pkg.ops": ops, "pkg.layer": layer}
+
+
+def test_entry_parameters_follow_callers_in_other_modules():
+    rng = random.Random()
+    k, cnt, sources = _cross_module("{wrap}({x}, {x}.numel())", rng)
+    assert ("JG001", k, cnt) in pairs(scan(sources))
+    # without the caller, nothing is known about the parameter
+    assert not pairs(scan({"pkg.ops": sources["pkg.ops"]}))
+    # a caller passing a constant: still nothing to report
+    k, cnt, sources = _cross_module("{wrap}({x}, 4096)", rng)
+    assert not pairs(scan(sources))
+
+
+def test_structure_from_other_modules_overrides_a_name():
+    # the wrapper's parameter is named like a token count, but every caller passes a constant
+    rng = random.Random()
+    k, cnt, sources = _cross_module("{wrap}({x}, 4096)", rng)
+    named = {m: s.replace(cnt, "num_tokens") for m, s in sources.items()}
+    assert not pairs(scan(named))
+    assert ("JG001", k, "num_tokens") in pairs(scan({"pkg.ops": named["pkg.ops"]}))  # the name alone
+
+
+def test_warmup_callers_are_not_evidence():
+    rng = random.Random()
+    body = "for n in range(1, 64):\n        {wrap}({x}, n)"
+    k, cnt, sources = _cross_module(body, rng)
+    assert ("JG001", k, cnt) in pairs(scan(sources))
+    warm = {m: s.replace("def ", "def warmup_", 1) if m == "pkg.layer" else s for m, s in sources.items()}
+    assert not pairs(scan(warm))
+
+
+def test_runner_reads_the_callers_files(tmp_path):
+    from jitguard.config import Config
+    from jitguard.static.runner import scan_paths
+
+    rng = random.Random()
+    k, cnt, sources = _cross_module("{wrap}({x}, {x}.shape[0])", rng)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    for module, src in sources.items():
+        (tmp_path / (module.replace(".", "/") + ".py")).write_text(src)
+    result = scan_paths([str(tmp_path)], Config(select=("JG",), root=str(tmp_path)), jobs=1, use_cache=False)
+    assert {(f.code, f.param) for f in result.findings} == {("JG001", cnt)}

@@ -11,15 +11,22 @@ from __future__ import annotations
 import ast
 import io
 import re
+import sys
 import tokenize
 import warnings
 
 from jitguard.static.errors import SourceError
-from jitguard.static.facts import ArgFacts, FileFacts, KernelFacts, LaunchFacts, ParamFacts
+from jitguard.static.facts import ArgFacts, CallFacts, FileFacts, KernelFacts, LaunchFacts, ParamFacts
 from jitguard.static.names import IMPORT, LOCAL, Scope, add_import, dotted, is_triton_name, qualified, resolve_relative
 from jitguard.static.param_uses import analyze_uses
 from jitguard.static.provenance import Classifier, Entry, FunctionInfo, ModuleInfo, ParamInfo
 
+# Callees from these packages are never wrappers of the scanned code's kernels: their calls are not
+# recorded for the cross-module following of entry parameters.
+_LIBRARY_ROOTS = frozenset(getattr(sys, "stdlib_module_names", ())) | {
+    "torch", "triton", "numpy", "np", "jax", "cupy", "einops", "transformers", "pytest", "typing_extensions",
+    "tl", "libdevice",
+}
 _IGNORE = re.compile(r"#\s*jitguard:\s*ignore(?:\[([A-Za-z0-9_,\s]*)\])?")
 DNS = "do_not_specialize"
 DNSOA = "do_not_specialize_on_alignment"
@@ -358,7 +365,8 @@ class _Walker:
 
 
 class _Extractor:
-    def __init__(self, path: str, text: str, tree: ast.Module, module: str, varying, stable):
+    def __init__(self, path: str, text: str, tree: ast.Module, module: str, varying, stable, calls_of=None):
+        self.calls_of = calls_of  # record only calls of these (short) names; None: every imported call
         self.path = path
         self.src = _Source(text)
         self.tree = tree
@@ -650,7 +658,35 @@ class _Extractor:
             div16=prov.div16,
             by_name=prov.by_name,
             guess=prov.guess,
+            entry=self.entry_ref(prov),
         )
+
+    def entry_ref(self, prov) -> list | None:
+        if prov.entry is None:
+            return None
+        qual, name, index = prov.entry
+        return [f"{self.module}.{qual}" if self.module else qual, name, index]
+
+    def imported_call(self, call: ast.Call, fn, target: str, classifier: Classifier) -> CallFacts:
+        cf = CallFacts(targets=[target], line=call.lineno,
+                       function=(f"{self.module}.{fn.qual}" if fn is not None else None))
+        position = 0
+        for a in call.args:
+            if isinstance(a, ast.Starred):
+                cf.star_args = True
+                break
+            arg = self.arg(a, classifier, fn, position=position)
+            del arg.evidence[4:]
+            cf.args.append(arg)
+            position += 1
+        for kw in call.keywords:
+            if kw.arg is None:
+                cf.star_kwargs = True
+                continue
+            arg = self.arg(kw.value, classifier, fn, keyword=kw.arg)
+            del arg.evidence[4:]
+            cf.args.append(arg)
+        return cf
 
     # ---- launchers: functions that return a launch's grid and keyword arguments ----
     def instance_call(self, func: ast.AST, scope: Scope) -> str | None:
@@ -780,6 +816,7 @@ class _Extractor:
         facts.kernels = self.discover()
         info = w.info
         launches: list[tuple[ast.Call, Scope, FunctionInfo | None, str]] = []
+        imported: list[tuple[ast.Call, FunctionInfo | None, str]] = []
         for call, scope, fn in w.calls:
             func = call.func
             if isinstance(func, ast.Subscript) and dotted(func.value) is not None:
@@ -800,11 +837,20 @@ class _Extractor:
                         callee = q[0][0]
             if callee is None or callee not in info.functions:
                 callee = self.instance_call(func, scope) or callee
+            if (call.args or call.keywords) and isinstance(func, (ast.Name, ast.Attribute)):
+                q = qualified(func, scope)
+                if q and q[0][1] == IMPORT:
+                    target = resolve_relative(q[0][0], self.module, self.is_package)
+                    if target.split(".")[0] not in _LIBRARY_ROOTS and (
+                            self.calls_of is None or target.rsplit(".", 1)[-1] in self.calls_of):
+                        imported.append((call, fn, target))
             if callee is not None and callee in info.functions:
                 info.calls.setdefault(callee, []).append((call, fn))
         specs = self.launchers(facts.kernels)
-        if launches or specs:
+        if launches or specs or imported:
             classifier = Classifier(info, self.src.segment, self.varying, self.stable)
+            for call, fn, target in imported:
+                facts.calls.append(self.imported_call(call, fn, target, classifier))
             for call, scope, fn, kind in launches:
                 la = self.launch(call, scope, fn, kind, classifier)
                 if la is not None:
@@ -846,8 +892,10 @@ def extract_file(
     *,
     varying_names: frozenset[str] = frozenset(),
     stable_names: frozenset[str] = frozenset(),
+    calls_of: frozenset[str] | None = None,
 ) -> FileFacts:
-    """Facts about one file. Raises SourceError for a file that can't be parsed or decoded."""
+    """Facts about one file. Raises SourceError for a file that can't be parsed or decoded.
+    ``calls_of``: record only the calls of functions with these short names (FileFacts.calls)."""
     text = decode(source)
     try:
         with warnings.catch_warnings():
@@ -860,6 +908,6 @@ def extract_file(
     except (RecursionError, MemoryError):
         raise SourceError("too deeply nested to parse") from None
     try:
-        return _Extractor(path, text, tree, module, varying_names, stable_names).run()
+        return _Extractor(path, text, tree, module, varying_names, stable_names, calls_of).run()
     except RecursionError:
         raise SourceError("too deeply nested to analyze") from None

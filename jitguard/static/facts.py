@@ -157,6 +157,9 @@ class ArgFacts:
     guess: bool = False  # VARYING only as the leading dim/size of a tensor nothing else is known about
     after_star: int | None = None  # positional index counted after a *args of unknown length
     by_name: bool = False  # the class rests on a name alone
+    # [module-qualified function, parameter, position] when the value rests on a parameter of a
+    # module-level function that no caller in its module passes: link.py asks callers elsewhere
+    entry: list | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -196,6 +199,30 @@ class LaunchFacts:
 
 
 @dataclass
+class CallFacts:
+    """A call of a function imported from another module, with its arguments' provenance: what a
+    parameter of that function gets from here (link.py follows entry parameters through these)."""
+
+    targets: list[str]  # fully qualified candidate names of the callee
+    line: int
+    function: str | None = None  # qualified name of the enclosing function
+    args: list[ArgFacts] = field(default_factory=list)
+    star_args: bool = False  # positions after a *args can't be mapped
+    star_kwargs: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["args"] = [a.to_dict() for a in self.args]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CallFacts":
+        obj = _load(cls, data)
+        obj.args = [ArgFacts.from_dict(a) for a in data.get("args", [])]
+        return obj
+
+
+@dataclass
 class FileFacts:
     path: str
     module: str
@@ -207,9 +234,12 @@ class FileFacts:
     aliases: dict[str, str] = field(default_factory=dict)
     # line -> suppressed codes ([] means every code), from "# jitguard: ignore[...]" comments.
     suppressions: dict[int, list[str]] = field(default_factory=dict)
+    # calls of functions imported from other modules (see CallFacts)
+    calls: list[CallFacts] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "calls": [c.to_dict() for c in self.calls],
             "path": self.path,
             "module": self.module,
             "kernels": [k.to_dict() for k in self.kernels],
@@ -229,4 +259,5 @@ class FileFacts:
             imports=dict(data.get("imports", {})),
             aliases=dict(data.get("aliases", {})),
             suppressions={int(k): list(v) for k, v in data.get("suppressions", {}).items()},
+            calls=[CallFacts.from_dict(c) for c in data.get("calls", [])],
         )

@@ -3,9 +3,12 @@ apply inline ``# jitguard: ignore[...]`` suppressions. Select/ignore filters are
 from __future__ import annotations
 
 import os
+import re
 
 from jitguard.findings import Finding
-from jitguard.static.facts import FileFacts, KernelFacts
+from dataclasses import replace
+
+from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, CallFacts, FileFacts, KernelFacts
 from jitguard.static.program import BoundLaunch, Program
 
 NON_OPTIONS = {"grid", "warmup"}
@@ -119,7 +122,142 @@ def _bind(launch, file: FileFacts, kernel: KernelFacts, kfile: FileFacts) -> Bou
     return BoundLaunch(launch=launch, file=file, kernel=kernel, kernel_file=kfile, args=args, options=options)
 
 
-def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=frozenset()) -> Program:
+_RANK = {VARYING: 3, BUCKETED: 2, UNKNOWN: 1, STABLE: 0}
+_WARMUP = re.compile(r"warm_?up", re.IGNORECASE)
+
+
+class _Callers:
+    """Calls of module-level functions from other files (FileFacts.calls), for entry parameters:
+    a parameter that no caller in its own module passes gets its class from the callers elsewhere."""
+
+    def __init__(self, facts: list[FileFacts], index: _Index):
+        self.index = index
+        self.sites: dict[str, list[tuple[CallFacts, FileFacts]]] = {}
+        self.memo: dict[tuple, tuple | None] = {}
+        for f in facts:
+            for c in f.calls:
+                for t in dict.fromkeys(self.canonical(t) for t in c.targets):
+                    self.sites.setdefault(t, []).append((c, f))
+        self.by_leaf: dict[str, list[str]] = {}
+        for t in self.sites:
+            self.by_leaf.setdefault(t.rsplit(".", 1)[-1], []).append(t)
+
+    def canonical(self, name: str, depth: int = 0) -> str:
+        """``pkg.f`` where pkg/__init__.py does ``from .ops import f`` -> ``pkg.ops.f``."""
+        if depth > 8:
+            return name
+        parts = name.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            f = self.index.modules.get(".".join(parts[:cut]))
+            if f is None:
+                continue
+            target = f.imports.get(parts[cut])
+            if target is not None and target != name:
+                return self.canonical(".".join([target] + parts[cut + 1:]), depth + 1)
+            break
+        return name
+
+    def resolve(self, ref, depth: int = 0) -> tuple | None:
+        """(class, evidence, by_name, guess, value type) of what callers elsewhere pass for the entry
+        parameter ``ref`` = [function, parameter, position]; the most varying caller wins."""
+        if not isinstance(ref, (list, tuple)) or len(ref) != 3 or depth > 4:
+            return None
+        key = tuple(ref)
+        if key in self.memo:
+            return self.memo[key]
+        self.memo[key] = None  # a cycle resolves to nothing
+        fq, pname, index = key
+        short = fq.rsplit(".", 1)[-1]
+        best = None
+        sites = self.sites.get(fq)
+        if sites is None:  # module names computed from another root ("ops.f" vs "pkg.ops.f")
+            sites = [x for k in self.by_leaf.get(short, ()) if k.endswith("." + fq) or fq.endswith("." + k)
+                     for x in self.sites[k]]
+        for c, f in sites[:50]:
+            if _WARMUP.search(c.function or f.module or ""):
+                continue  # warm-up code enumerates variants on purpose: not evidence of serving
+            a = next((x for x in c.args if x.keyword == pname), None)
+            if a is None and isinstance(index, int) and index >= 0:
+                a = next((x for x in c.args if x.keyword is None and x.position == index), None)
+            if a is None:
+                continue
+            got = (a.provenance, tuple(a.evidence), a.by_name, a.guess, a.value_type)
+            if a.entry and a.provenance != VARYING:
+                deeper = self.resolve(a.entry, depth + 1)
+                if deeper is not None and deeper[0] != UNKNOWN:
+                    got = deeper
+            where = f"{short}({pname}={a.text}) called in {c.function or f.module} ({f.path}:{c.line})"
+            got = (got[0], (where,) + tuple(got[1]), got[2], got[3], got[4])
+            if best is None or (_RANK[got[0]], not got[2]) > (_RANK[best[0]], not best[2]):
+                best = got
+        self.memo[key] = best
+        return best
+
+
+def _follow_entries(program: Program, callers: _Callers) -> None:
+    """Launch arguments that rest on an entry parameter (UNKNOWN, or classified by its name alone)
+    take the class of what callers in other modules pass: structure over names."""
+    for b in program.launches:
+        for name, arg in list(b.args.items()):
+            if not arg.entry or (arg.provenance == VARYING and not arg.by_name):
+                continue
+            got = callers.resolve(arg.entry)
+            if got is None or got[0] == UNKNOWN:
+                continue
+            cls, evidence, by_name, guess, vtype = got
+            if cls == STABLE and (by_name or not (arg.by_name or arg.provenance == UNKNOWN)):
+                continue  # only structure may overturn a class, and only one resting on a name
+            if cls == arg.provenance and by_name:
+                continue
+            b.args[name] = replace(
+                arg, provenance=cls, evidence=list(evidence)[:8], by_name=by_name, guess=guess,
+                value_type=arg.value_type if arg.value_type not in ("unknown", "none") else vtype,
+            )
+
+
+def _unsettled(arg) -> bool:
+    """An argument whose class callers elsewhere could still change."""
+    return bool(arg.entry) and arg.value_type in ("int", "unknown") and \
+        not (arg.provenance == VARYING and not arg.by_name)
+
+
+def launch_entry_refs(facts: list[FileFacts]) -> set[tuple]:
+    """Entry parameters ([function, parameter, position]) that unsettled launch arguments of
+    value-specialized parameters rest on: the runner reads their callers' files (phase 4)."""
+    out: set[tuple] = set()
+    for b in build_program(facts, follow=False).launches:
+        k = b.kernel
+        skip = k.unspecialized() | set(k.heuristics)
+        for name, arg in b.args.items():
+            p = k.param(name)
+            if p is None or p.pointer or name in skip or not _unsettled(arg):
+                continue
+            if isinstance(arg.entry, (list, tuple)) and len(arg.entry) == 3:
+                out.add(tuple(arg.entry))
+    return out
+
+
+def caller_entry_refs(facts: list[FileFacts], refs: set[tuple]) -> set[tuple]:
+    """One level up: in these files' calls of the functions of ``refs``, the entry parameters the
+    arguments for those parameters rest on."""
+    by_leaf: dict[str, list[tuple]] = {}
+    for ref in refs:
+        by_leaf.setdefault(str(ref[0]).rsplit(".", 1)[-1], []).append(ref)
+    out: set[tuple] = set()
+    for f in facts:
+        for c in f.calls:
+            for t in c.targets:
+                for _, pname, index in by_leaf.get(t.rsplit(".", 1)[-1], ()):
+                    a = next((x for x in c.args if x.keyword == pname), None)
+                    if a is None and isinstance(index, int) and index >= 0:
+                        a = next((x for x in c.args if x.keyword is None and x.position == index), None)
+                    if a is not None and _unsettled(a) and len(a.entry) == 3:
+                        out.add(tuple(a.entry))
+    return out
+
+
+def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=frozenset(),
+                  follow: bool = True) -> Program:
     index = _Index(facts)
     program = Program(files=list(facts), kernels=index.kernels, all_kernels=index.all,
                       varying_names=frozenset(varying_names), stable_names=frozenset(stable_names))
@@ -135,6 +273,8 @@ def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_n
                     continue
                 seen.add(id(hit[0]))
                 program.launches.append(_bind(la, f, hit[0], hit[1]))
+    if follow and any(f.calls for f in facts):
+        _follow_entries(program, _Callers(facts, index))
     return program
 
 

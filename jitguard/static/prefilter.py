@@ -78,6 +78,33 @@ class NameMatcher:
     def __call__(self, data: bytes) -> bool:
         return self._re is not None and self._re.search(data) is not None
 
+    def calls_named(self, data: bytes, qualifiers: frozenset[bytes] | None = None) -> bool:
+        """Calls one of the names as a function of another module: ``ops.name(`` with ``ops`` one
+        of ``qualifiers`` (the modules' short names), or ``name(`` where the file also imports
+        ``name`` (``from m import name``); not as a method of some object (``obj.name(``)."""
+        if self._re is None:
+            return False
+        imported: set[bytes] = set()
+        called: set[bytes] = set()
+        for m in self._re.finditer(data):
+            start, end = m.span()
+            name = m.group()
+            if _CALL_AFTER.match(data, end):
+                if start and data[start - 1:start] == b".":
+                    q = _QUALIFIER.search(data, max(0, start - 80), start - 1)
+                    if qualifiers is not None and q is not None and q.group(1) in qualifiers:
+                        return True
+                    continue
+                called.add(name)
+            else:
+                line_start = data.rfind(b"\n", 0, start) + 1
+                before = data[line_start:start]
+                if _IMPORT_BEFORE.search(before) or (not before.strip() and _ALONE_AFTER.match(data, end)):
+                    imported.add(name)
+            if called & imported:
+                return True
+        return False
+
     def launches_named_kernel(self, data: bytes) -> bool:
         """Phase 2: holds a launch-shaped call and names a kernel where code can reach it:
         subscripted or ``.run``/``.warmup`` (``k[grid]``, ``m.k[grid]``, ``self.k.run``), imported
@@ -101,6 +128,8 @@ class NameMatcher:
         return False
 
 
+_CALL_AFTER = re.compile(rb"\s*\(")
+_QUALIFIER = re.compile(rb"(?<![A-Za-z0-9_.])([A-Za-z_][A-Za-z0-9_]*)$")
 _AFTER = re.compile(rb"\s*(?:\[|\.\s*(?:run|warmup)\b|as\b)")
 _IMPORT_BEFORE = re.compile(rb"\bimport\b")
 _BIND_BEFORE = re.compile(rb"(?:=|\belse|\bor|\band|\breturn)\s*(?:[A-Za-z_][\w.]*\.)?$")

@@ -18,6 +18,7 @@ from typing import NamedTuple
 from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING
 
 _RANK = {VARYING: 3, BUCKETED: 2, UNKNOWN: 1, STABLE: 0}
+_WARMUP = re.compile(r"warm_?up", re.IGNORECASE)
 
 
 class Prov(NamedTuple):
@@ -27,6 +28,9 @@ class Prov(NamedTuple):
     div16: bool = False  # always a multiple of 16 (so never == 1 and always in the %16 class)
     by_name: bool = False  # the class rests on a name alone, not on the code's structure
     guess: bool = False  # VARYING only because it is the leading dim / size of a tensor we know nothing about
+    # (function qual, param name, position) of an entry parameter (no caller in this module) the value
+    # rests on: callers in other modules may tell more (link.py follows them)
+    entry: tuple | None = None
 
     def why(self, text: str) -> "Prov":
         return self._replace(evidence=(text,) + self.evidence)
@@ -41,6 +45,9 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
         return Prov(UNKNOWN, vtype or "unknown")
     best = max(items, key=lambda p: (_RANK[p.cls], not p.by_name))
     div16 = all(p.div16 for p in items)
+    entry = best.entry
+    if entry is None and best.cls != VARYING:
+        entry = next((p.entry for p in items if p.entry is not None), None)
     if vtype is None:
         types = {p.vtype for p in items if p.vtype not in ("unknown", "none")}
         if "float" in types:
@@ -53,7 +60,7 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
             vtype = "tensor"
         else:
             vtype = "unknown"
-    return Prov(best.cls, vtype, best.evidence, div16, best.by_name, best.guess)
+    return Prov(best.cls, vtype, best.evidence, div16, best.by_name, best.guess, entry)
 
 
 # ---- names as evidence -------------------------------------------------------------------------
@@ -494,6 +501,8 @@ class Classifier:
             results: list[Prov] = []
             callers = self.info.calls.get(fn.qual, []) if p.kind != "star" else []
             for call, caller in callers[:50]:
+                if caller is not None and _WARMUP.search(caller.qual):
+                    continue  # warm-up code enumerates variants on purpose: not evidence of serving
                 arg = self.arg_for(call, p)
                 if arg is None:
                     if p.default is not None:
@@ -515,6 +524,8 @@ class Classifier:
                         out = Prov(STABLE, dflt.vtype, (f"{name} defaults to {self.code(p.default)} and no caller in this module passes it",))
             if vt != "unknown":
                 out = out.as_type(vt)
+            if not results and p.kind != "star" and fn.parent is None and fn.class_name is None:
+                out = out._replace(entry=(fn.qual, name, p.index))
         finally:
             self._busy.discard(key)
         self._memo[key] = out

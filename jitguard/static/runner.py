@@ -57,6 +57,8 @@ class Engine(NamedTuple):
     link: Callable[..., list[Finding]]
     facts_from_dict: Callable[[dict], Any]
     source_error: type[BaseException]
+    # extract_file takes calls_of= and facts record calls (FileFacts.calls): phase 4 runs
+    follows_calls: bool = False
 
 
 def default_engine() -> Engine:
@@ -65,7 +67,7 @@ def default_engine() -> Engine:
     from jitguard.static.facts import FileFacts
     from jitguard.static.link import link
 
-    return Engine(extract_file, link, FileFacts.from_dict, SourceError)
+    return Engine(extract_file, link, FileFacts.from_dict, SourceError, True)
 
 
 def _facts_only_engine() -> Engine:
@@ -77,7 +79,7 @@ def _facts_only_engine() -> Engine:
     def extract_file(*a: Any, **k: Any) -> Any:  # replaced by the full engine on first miss
         raise RuntimeError("extract_file not loaded")
 
-    return Engine(extract_file, link, FileFacts.from_dict, SourceError)
+    return Engine(extract_file, link, FileFacts.from_dict, SourceError, True)
 
 
 # The engine used by worker processes (inherited on fork; rebuilt from default_engine otherwise).
@@ -97,14 +99,16 @@ def _extract_job(job: tuple) -> tuple:
     """Extract one file. Returns ("facts", FileFacts) | ("error", message, line) |
     ("internal", message, traceback). Writes the cache entry itself (in parallel workers the JSON
     encoding then runs in parallel too); only problems about the file are cached."""
-    display, module, data, varying, stable, cache_path, key = job
+    display, module, data, varying, stable, cache_path, key = job[:7]
+    calls_of = job[7] if len(job) > 7 else None
     global _WORKER_ENGINE
     try:
         if _WORKER_ENGINE is None:
             _WORKER_ENGINE = default_engine()
         eng = _WORKER_ENGINE
+        extra = {"calls_of": frozenset(calls_of)} if calls_of is not None and eng.follows_calls else {}
         facts = eng.extract_file(
-            display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable)
+            display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable), **extra
         )
         out: tuple = ("facts", facts)
         entry: dict | None = {"facts": facts.to_dict()} if cache_path else None
@@ -227,11 +231,12 @@ def scan_paths(
     varying = tuple(sorted(config.varying_names))
     stable = tuple(sorted(config.stable_names))
 
-    def extract(displays: list[str], phase: str) -> None:
+    def extract(displays: list[str], phase: str, calls_of: frozenset[str] | None = None) -> None:
         todo: list[tuple[str, str | None]] = []  # (display, cache key)
+        salt = "" if calls_of is None else "\0calls\0" + "\0".join(sorted(calls_of))
         for d in displays:
             sf, data, digest = contents[d]
-            key = cache.key(d, sf.module, digest) if cache else None
+            key = cache.key(d, sf.module, digest + salt) if cache else None
             entry = cache.get(key) if cache and key else None
             if entry is not None and _apply_entry(d, entry):
                 result.cache_hits += 1
@@ -246,6 +251,7 @@ def scan_paths(
         jobs_args = {
             d: (d, contents[d][0].module, contents[d][1], varying, stable,
                 cache.entry_path(key) if cache and key else None, key)
+            + ((tuple(sorted(calls_of)),) if calls_of is not None else ())
             for d, key in todo
         }  # fmt: skip
         done = 0
@@ -310,7 +316,7 @@ def scan_paths(
 
     # Phase 1: files that may define kernels.
     phase1 = [d for d, (_, data, _) in contents.items() if prefilter.may_define_kernels(data)]
-    extract(phase1, "analyzing")
+    extract(phase1, "analyzing", calls_of=frozenset())
 
     # Phase 2: other files that launch a kernel found in phase 1 (cross-module launches).
     names = set()
@@ -333,7 +339,7 @@ def scan_paths(
             phase2.append(d)
     if cache and memo_changed:
         cache.save_memo(matcher.digest, memo)
-    extract(phase2, "analyzing launches in")
+    extract(phase2, "analyzing launches in", calls_of=frozenset())
     done_set.update(phase2)
 
     # Phase 3: modules that unresolved launch targets go through (re-exports, aliases), until
@@ -358,8 +364,42 @@ def scan_paths(
                                 wanted.append(d)
         if not wanted:
             break
-        extract(wanted, "analyzing re-exports in")
+        extract(wanted, "analyzing re-exports in", calls_of=frozenset())
         done_set.update(wanted)
+
+    # Phase 4: callers of entry functions, i.e. wrappers whose launch arguments rest on a parameter
+    # no caller in their own module passes (pkg/layer.py calling pkg/ops.py's wrapper with
+    # x.shape[0]); then their callers, up to three levels. Files not analyzed yet that call such a
+    # function (and packages' __init__.py that re-export one) are read, recording the calls of
+    # those names (FileFacts.calls): what the parameter gets there. Phases 1-3 record no calls
+    # (recording every imported call there doubled the cold scan on vLLM for no finding).
+    from jitguard.static import link as _link
+
+    follow = get_engine(full=False).follows_calls
+    asked: set[tuple] = set()
+    refs = None
+    fresh: list = list(facts_by_path.values())
+    for _ in range(3 if follow else 0):
+        try:
+            refs = _link.launch_entry_refs(fresh) if refs is None else _link.caller_entry_refs(fresh, refs)
+        except Exception:  # facts of an unexpected shape: no cross-module following
+            break
+        refs -= asked
+        asked |= refs
+        names = frozenset(str(r[0]).rsplit(".", 1)[-1] for r in refs)
+        if not names:
+            break
+        # a call of f is "f(" (f imported) or "<its module's name>.f(" (ops.f), no object's method
+        quals = frozenset(str(r[0]).split(".")[-2].encode() for r in refs if str(r[0]).count(".") >= 1)
+        matcher = prefilter.NameMatcher(names)
+        wanted = [d for d, (_, data, _) in contents.items()
+                  if d not in done_set and b"import" in data
+                  and (matcher.calls_named(data, quals) or (d.endswith("__init__.py") and matcher(data)))]
+        if not wanted:
+            break
+        extract(wanted, "analyzing callers in", calls_of=names)
+        done_set.update(wanted)
+        fresh = [facts_by_path[d] for d in wanted if d in facts_by_path]
     show.clear()
 
     result.files_skipped = len(contents) - len(done_set)
