@@ -232,3 +232,39 @@ def test_runner_reads_the_callers_files(tmp_path):
         (tmp_path / (module.replace(".", "/") + ".py")).write_text(src)
     result = scan_paths([str(tmp_path)], Config(select=("JG",), root=str(tmp_path)), jobs=1, use_cache=False)
     assert {(f.code, f.param) for f in result.findings} == {("JG001", cnt)}
+
+
+STAR_KERNEL = """
+import torch
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, s0, s1, n, BLOCK: tl.constexpr):
+    pass
+"""
+
+
+def test_star_args_of_a_tensor_whose_rank_the_function_states():
+    # *x.stride() of a tensor nothing is known about: its rank from an unpacking of its shape,
+    # an assert on x.dim()/x.ndim, or an assert comparing x.shape to a tuple
+    for rank_hint in ("{a}, {b} = x.shape", "assert x.dim() == 2", "assert x.ndim == 2",
+                      "assert x.shape == ({a}, {b})"):
+        rng = random.Random()
+        hint = rank_hint.format(a=rand_ident(rng), b=rand_ident(rng))
+        src = STAR_KERNEL + f"\ndef go(x, y):\n    {hint}\n    k[(1,)](x, *x.stride(), y.numel(), BLOCK=16)\n"
+        assert pairs(scan_one(src)) == {("JG001", "k", "n")}, hint
+        # a rank of 3 means the numel lands after the signature's n: nothing to report for n
+        wrong = src.replace("== 2", "== 3").replace(" = x.shape", ", _c = x.shape").replace(
+            "x.shape == (", "x.shape == (1, ")
+        assert not pairs(scan_one(wrong)), hint
+    # [:-1] of a rank-3 tensor is two strides
+    src = STAR_KERNEL + "\ndef go(x, y):\n    assert x.dim() == 3\n    k[(1,)](x, *x.stride()[:-1], y.numel(), BLOCK=16)\n"
+    assert pairs(scan_one(src)) == {("JG001", "k", "n")}
+
+
+def test_positionals_between_two_unknown_stars_are_not_placed_from_the_end():
+    src = STAR_KERNEL.replace("s0, s1, n,", "s0, s1, n, m,") + \
+        "\ndef go(x, y, z):\n    k[(1,)](x, *y.stride(), z.numel(), *z.stride(), BLOCK=16)\n"
+    # z.numel() is not the last positional: placing it as m (or n) would be a guess
+    assert not pairs(scan_one(src))

@@ -19,7 +19,7 @@ from jitguard.static.errors import SourceError
 from jitguard.static.facts import ArgFacts, CallFacts, FileFacts, KernelFacts, LaunchFacts, ParamFacts
 from jitguard.static.names import IMPORT, LOCAL, Scope, add_import, dotted, is_triton_name, qualified, resolve_relative
 from jitguard.static.param_uses import analyze_uses
-from jitguard.static.provenance import Classifier, Entry, FunctionInfo, ModuleInfo, ParamInfo
+from jitguard.static.provenance import Classifier, Entry, FunctionInfo, ModuleInfo, ParamInfo, int_literal
 
 # Callees from these packages are never wrappers of the scanned code's kernels: their calls are not
 # recorded for the cross-module following of entry parameters.
@@ -573,7 +573,17 @@ class _Extractor:
         for a in call.args:
             if after is not None:
                 if isinstance(a, ast.Starred):
-                    break  # a second unknown length: nothing after it can be placed
+                    expanded = self.expand_star(a.value, fn, classifier, call)
+                    if expanded is None:
+                        # a second unknown length: nothing after the first can be placed (the
+                        # positionals between are not the last ones, which placing from the end needs)
+                        la.args = [x for x in la.args if x.after_star is None]
+                        break
+                    for arg in expanded:
+                        arg.after_star = after
+                        la.args.append(arg)
+                        after += 1
+                    continue
                 arg = self.arg(a, classifier, fn)
                 arg.after_star = after
                 la.args.append(arg)
@@ -614,14 +624,10 @@ class _Extractor:
         if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
             return [self.arg(e, classifier, fn) for e in node.elts]
         window = None
+        sliced = None
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.step is None:
-            lo = node.slice.lower
-            hi = node.slice.upper
-            lo_v = 0 if lo is None else (lo.value if isinstance(lo, ast.Constant) and isinstance(lo.value, int) else None)
-            hi_v = hi.value if isinstance(hi, ast.Constant) and isinstance(hi.value, int) else None
-            if lo_v is not None and hi_v is not None and 0 <= lo_v <= hi_v:
-                window = (lo_v, hi_v)  # x.stride()[:2]: a known number of entries
-                node = node.value
+            sliced = node.slice
+            node = node.value
         recv = None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args and node.func.attr in ("stride", "size"):
             recv, what = node.func.value, node.func.attr
@@ -630,8 +636,19 @@ class _Extractor:
         if recv is None:
             return None
         dims, strides, _, _ = classifier.tensor(recv, fn, 0)
-        if dims is None and window is None:
+        rank = len(dims) if dims is not None else self.rank(recv, fn)
+        if sliced is not None:
+            lo_v = 0 if sliced.lower is None else int_literal(sliced.lower)
+            hi_v = rank if sliced.upper is None else int_literal(sliced.upper)
+            if lo_v is not None and hi_v is not None and rank is not None:
+                lo_v, hi_v = (v + rank if v < 0 else v for v in (lo_v, hi_v))
+            if lo_v is None or hi_v is None or lo_v < 0 or hi_v < 0 or lo_v > hi_v:
+                return None
+            window = (lo_v, min(hi_v, rank) if rank is not None else hi_v)  # x.stride()[:2], [:-1] of a known rank
+        elif rank is None:
             return None
+        if dims is None and window is None:
+            window = (0, rank)
         indices = range(*window) if window is not None else range(len(dims))
         out = []
         for i in indices:
@@ -643,6 +660,42 @@ class _Extractor:
                                 evidence=list(prov.evidence)[:8], line=value.lineno, column=value.col_offset + 1,
                                 div16=prov.div16, by_name=prov.by_name, guess=prov.guess))
         return out
+
+    @staticmethod
+    def rank(t: ast.AST, fn) -> int | None:
+        """The number of dims of a tensor nothing else is known about, where the function says it:
+        ``a, b, c = x.shape`` or ``assert x.dim() == 3`` / ``x.ndim == 3``."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return None
+        f = fn
+        while f is not None:
+            for entries in f.assigns.values():
+                for en in entries:
+                    if en.kind == "dim" and en.ndim is not None and isinstance(en.node, ast.Name) and en.node.id == t.id:
+                        return en.ndim
+            if t.id in f.params or t.id in f.assigns:
+                break
+            f = f.parent
+        if f is None:
+            return None
+        for node in ast.walk(f.node):
+            if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+                left, right = node.left, node.comparators[0]
+                for a, b in ((left, right), (right, left)):
+                    if isinstance(a, ast.Attribute) and a.attr == "shape" and isinstance(a.value, ast.Name) \
+                            and a.value.id == t.id and isinstance(b, (ast.Tuple, ast.List)) \
+                            and not any(isinstance(e, ast.Starred) for e in b.elts):
+                        return len(b.elts)  # assert x.shape == (m, n)
+                    n = int_literal(b)
+                    if n is None:
+                        continue
+                    if isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "dim" \
+                            and not a.args and isinstance(a.func.value, ast.Name) and a.func.value.id == t.id:
+                        return n
+                    if isinstance(a, ast.Attribute) and a.attr == "ndim" and isinstance(a.value, ast.Name) \
+                            and a.value.id == t.id:
+                        return n
+        return None
 
     def arg(self, node: ast.AST, classifier: Classifier, fn, position=None, keyword=None) -> ArgFacts:
         prov = classifier.classify(node, fn)
