@@ -268,3 +268,11 @@ def test_positionals_between_two_unknown_stars_are_not_placed_from_the_end():
         "\ndef go(x, y, z):\n    k[(1,)](x, *y.stride(), z.numel(), *z.stride(), BLOCK=16)\n"
     # z.numel() is not the last positional: placing it as m (or n) would be a guess
     assert not pairs(scan_one(src))
+
+
+def test_shape_bound_to_a_name_then_unpacked():
+    rng = random.Random()
+    s, a, b = (rand_ident(rng, p) for p in "sab")
+    src = STAR_KERNEL + f"\ndef go(x):\n    {s} = x.shape\n    {a}, {b} = {s}[:2]\n    k[(1,)](x, 1, 1, {a}, BLOCK=16)\n"
+    assert pairs(scan_one(src)) == {("JG001", "k", "n")}
+    assert not pairs(scan_one(src.replace(f"1, 1, {a}, BLOCK", f"1, 1, {b}, BLOCK")))

@@ -299,7 +299,7 @@ class _Walker:
                 for t, v in zip(els, value.elts):
                     self.bind(t, v, scope, fn, line)
                 return
-            shape_of = _shape_source(value) if value is not None else None
+            shape_of = _shape_source(self.shape_alias(value, fn)) if value is not None else None
             if shape_of is not None:
                 tensor, offset = shape_of
                 star = [i for i, el in enumerate(els) if isinstance(el, ast.Starred)]
@@ -333,6 +333,20 @@ class _Walker:
                 and value is not None and fn is not None and fn.class_name:
             cls_qual = fn.qual.rsplit(".", 1)[0]
             self.alias_values.append((f"{cls_qual}.{target.attr}", value, fn.scope))
+
+    @staticmethod
+    def shape_alias(value: ast.AST, fn: FunctionInfo) -> ast.AST:
+        """``s = x.shape`` earlier in the function: ``s`` / ``s[:2]`` stand for ``x.shape`` / ``x.shape[:2]``."""
+        name = value.value if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice) else value
+        if not isinstance(name, ast.Name):
+            return value
+        entries = fn.assigns.get(name.id, [])
+        if len(entries) != 1 or entries[0].kind != "expr" or _shape_source(entries[0].node) is None \
+                or isinstance(entries[0].node, ast.Subscript):
+            return value
+        if name is value:
+            return entries[0].node
+        return ast.Subscript(value=entries[0].node, slice=value.slice, ctx=ast.Load())
 
     def opaque(self, target: ast.AST, scope: Scope, fn: FunctionInfo | None) -> None:
         if isinstance(target, ast.Name):
