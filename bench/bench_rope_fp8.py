@@ -2,6 +2,9 @@
 
     python bench/bench_rope_fp8.py [--out bench/results/rope_fp8_h200.json] [--quick]
     python bench/bench_rope_fp8.py --ptx      # no GPU: sm_90 registers/spills/memory ops per config
+    python bench/bench_rope_fp8.py --pdl-ab   # v5: PDL off/on (pdl 0, 1, 2) at the target sizes,
+                                              # graph-exact checks, copy probe, T scan, race control
+    python bench/bench_rope_fp8.py --pdl-grid # v5: PDL off/on at every main-table size, 4 rounds
 
 Each figure is the median over CUDA-graph replays of a graph holding many back-to-back calls of
 the public wrapper (allocation included), cycling over enough input sets that the inputs don't sit

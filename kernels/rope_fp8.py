@@ -22,8 +22,11 @@ from exponent bits, and bf16 -> float32 is a 16-bit shift. What took it to 87-96
 loads in flight per SM: registers capped at 96 (``maxnreg``; 116 uncapped, no spills), so 21
 programs fit on an SM instead of 17. v4: the scale read off amax's bits with no division
 (``_pow2_scale``, exact) and the block max taken on the bf16 values, so 80 registers suffice and
-25 programs fit (+1-2 points at T >= 8192 over v3, -0.05 µs at T = 1). Measured figures, the
-configs and the layouts tried: bench/NOTES_rope_fp8.md.
+25 programs fit (+1-2 points at T >= 8192 over v3, -0.05 µs at T = 1). v5: programmatic
+dependent launch (``LaunchConfig.pdl``, sm_90+): each program waits for the previous kernel in
+the stream (``griddepcontrol.wait``) before its first load or store, so it can be scheduled
+while that kernel drains; the saving depends on that overlap. Measured figures, the configs and
+the layouts tried: bench/NOTES_rope_fp8.md.
 """
 from __future__ import annotations
 
@@ -69,7 +72,13 @@ class LaunchConfig:
 # at 80 (ptxas needs 80; 64 uncapped, when it issues o's loads in two batches), so 25 programs
 # fit on an SM (v3: 21), and ptxas issues two of o's eight loads before it waits for the
 # positions. Fewer registers (72, 64) or more (95) were no better; see bench/NOTES_rope_fp8.md.
-CONFIG = LaunchConfig(maxnreg=80)
+# v5: launched with PDL, waiting for the previous kernel at the top (pdl=1): 0.13-0.23 µs less
+# per call in a stream of launches at every size measured, never slower
+# (bench/results/rope_fp8_h200_v5_grid.json). pdl=2 (also triggering the next kernel early) saves
+# 0.45-0.62 µs per call and is what reaches 90% of the floor at 1x8 T=8192, but costs +0.6 µs
+# when the grid is one partial wave (measured at 2,048 programs: 1x8 T=1024, 8x8 T=128), so it
+# is not the default.
+CONFIG = LaunchConfig(maxnreg=80, pdl=1)
 
 # What bench/bench_rope_fp8.py times (and the GPU tests check) before one is made the default.
 # num_stages >= 2 with a persistent grid: each program loops over tiles and prefetches the next
@@ -458,8 +467,8 @@ def _is_interpreted(kernel) -> bool:
 def _pdl_supported(device: torch.device) -> bool:
     """Programmatic dependent launch needs an NVIDIA GPU of compute capability 9.0 or later
     (griddepcontrol is an sm_90 instruction)."""
-    if device.type != "cuda" or torch.version.hip is not None:
-        return False
+    if device.type != "cuda" or torch.version.hip is not None or not torch.cuda.is_available():
+        return False  # (not available: a stand-in driver compiling for sm_90 with no GPU)
     return _cuda_capability(torch.cuda.current_device() if device.index is None
                             else device.index) >= (9, 0)
 
@@ -534,6 +543,14 @@ def fused_inv_rope_fp8_quant(o, positions, cos_sin_cache, n_groups, heads_per_gr
 
     Raises:
         ValueError: naming the argument, for a wrong dtype, rank, shape or device.
+
+    Launch: on NVIDIA GPUs of compute capability 9.0+ the kernel is launched with programmatic
+    dependent launch (``CONFIG.pdl = 1``): its programs may be scheduled while the previous
+    kernel in the same stream is still finishing, and each one waits for that kernel to complete
+    and flush (``griddepcontrol.wait``) before it reads or writes any memory, so the result never
+    depends on what ran before. It does not let the next kernel start early (``pdl = 2`` would);
+    a next kernel that opts into PDL itself must wait likewise, as any PDL kernel must. Elsewhere
+    (older GPUs, ROCm, the interpreter) it is a plain launch.
     """
     _validate(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim, rope_dim,
               quant_group_size)
