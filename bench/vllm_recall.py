@@ -132,6 +132,8 @@ def summary_md(out: dict) -> str:
         f"| recall over int parameters of kernels with a launch jitguard can see | {out['recall_launch_visible']:.3f} |",
         f"| precision proxy (findings on annotated kernels that match an annotation) | {out['precision_proxy']:.3f} "
         f"({out['findings_matching_annotation']}/{out['findings_on_annotated_kernels']}) |",
+        f"| precision proxy counting do_not_specialize_on_alignment parameters as annotated | {out['precision_proxy_any_annotation']:.3f} |",
+        f"| recall over pairs whose value varies per call (misses judged in vllm_recall_judged.json; hits counted as varying) | {out['recall_over_varying_pairs']:.3f} |",
         f"| internal errors / file errors | {len(sc['internal_errors'])} / {len(sc['errors'])} |",
         f"| kernels / launches bound (stripped tree) | {sc['kernels']} / {sc['launches_bound']} |",
         f"| JG001/JG002 findings on unannotated kernels (unstripped tree) | {out['unannotated_findings']} "
@@ -144,6 +146,17 @@ def summary_md(out: dict) -> str:
     ]
     for reason, n in sorted(out["miss_reasons"].items(), key=lambda kv: -kv[1]):
         lines.append(f"| {reason} | {n} |")
+    vb = out.get("miss_verdicts", {})
+    lines += ["", "## Misses by verdict (does the annotated value vary per call? read from the code)", "",
+              "| verdict | pairs |", "|---|---|"]
+    for verdict, n in sorted(vb.items(), key=lambda kv: -kv[1]):
+        lines.append(f"| {verdict} | {n} |")
+    lines += ["", "Misses judged to vary (or unclear): what a better analysis could still find.", "",
+              "| kernel.param | verdict | why it varies / reason | jitguard's class |", "|---|---|---|---|"]
+    for m in out["misses"]:
+        if m.get("verdict") in ("varies", "unclear", "unjudged"):
+            lines.append(f"| `{m['kernel']}.{m['param']}` | {m['verdict']} | {m.get('verdict_reason', '').replace('|', '/')} | "
+                         f"{m.get('detail', m['reason'])} |")
     lines += ["", "## Likely false positives (findings on annotated kernels that match no annotation)", "",
               "| kernel.param | code | argument | evidence | annotated |", "|---|---|---|---|---|"]
     for f in out["likely_false_positives"]:
@@ -233,6 +246,29 @@ def main(argv=None) -> int:
                             "at": f"{launch.get('path')}:{launch.get('line')}",
                             "evidence": launch.get("evidence", [])[:5], "use_kinds": f.details.get("use_kinds")})
 
+    # Recall over the pairs whose value varies per call: vllm_recall_judged.json holds a verdict for
+    # every pair missed (read from the code: varies / fixed / no-op / unclear). Hits are counted as
+    # varying (not judged one by one); misses without a verdict stay in the denominator.
+    judged_path = RESULTS / "vllm_recall_judged.json"
+    verdicts = {}
+    if judged_path.exists():
+        for jp in json.loads(judged_path.read_text()).get("pairs", []):
+            verdicts[(jp["path"], jp["kernel"], jp["param"])] = (jp["verdict"], jp["reason"])
+    for m in miss_list:
+        v = verdicts.get((m["path"], m["kernel"], m["param"]))
+        m["verdict"], m["verdict_reason"] = v if v else ("unjudged", "")
+    by_verdict: dict[str, int] = {}
+    for m in miss_list:
+        by_verdict[m["verdict"]] = by_verdict.get(m["verdict"], 0) + 1
+    vary_missed = [m for m in miss_list if m["verdict"] in ("varies", "unclear", "unjudged")]
+    recall_varying = len(hits) / (len(hits) + len(vary_missed)) if hits or vary_missed else 0.0
+    # Precision proxy counting do_not_specialize_on_alignment parameters as annotated too
+    # (stripped as well; the headline counts do_not_specialize pairs only, like recall).
+    dnsoa = {(e["path"], e["kernel"][len(e["module"]) + 1:], e["param"]) for e in record["entries"]
+             if e["option"] != "do_not_specialize" and e["param"] is not None}
+    matching_any = {k for k in on_annotated if k in pairs or k in dnsoa}
+    precision_any = len(matching_any) / len(on_annotated) if on_annotated else 0.0
+
     # Two views that explain the raw figure (the raw recall stays the headline):
     noop = [m for m in miss_list if "never value-specialized" in m.get("detail", "")]
     unseen = [m for m in miss_list if m["reason"].startswith("no launch")]
@@ -261,6 +297,9 @@ def main(argv=None) -> int:
         # ...and pairs on kernels whose launches go through an indirection jitguard does not follow
         "recall_launch_visible": round(len(hits) / seen_pairs, 4) if seen_pairs else 0.0,
         "precision_proxy": round(precision, 4),
+        "precision_proxy_any_annotation": round(precision_any, 4),
+        "recall_over_varying_pairs": round(recall_varying, 4),
+        "miss_verdicts": by_verdict,
         "findings_on_annotated_kernels": len(on_annotated),
         "findings_matching_annotation": len(matching),
         "miss_reasons": by_reason,
@@ -276,6 +315,9 @@ def main(argv=None) -> int:
     print(f"{'recall (JG001/JG002)':<34}{recall:>8.3f}  ({len(hits)}/{len(pairs)})")
     print(f"{'  over int params / visible launch':<34}{out['recall_int_params']:>8.3f}{out['recall_launch_visible']:>8.3f}")
     print(f"{'precision proxy':<34}{precision:>8.3f}  ({len(matching)}/{len(on_annotated)})")
+    print(f"{'  counting _on_alignment params':<34}{precision_any:>8.3f}  ({len(matching_any)}/{len(on_annotated)})")
+    print(f"{'recall over pairs that vary':<34}{recall_varying:>8.3f}  ({len(hits)}/{len(hits) + len(vary_missed)})")
+    print("misses by verdict:", json.dumps(by_verdict))
     print(f"{'internal errors':<34}{len(result.internal_errors) + len(result_u.internal_errors):>8}")
     print(f"{'file errors':<34}{len(result.errors):>8}")
     print(f"{'unannotated JG001/JG002 findings':<34}{len(unannotated):>8}")
