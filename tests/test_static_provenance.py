@@ -63,6 +63,10 @@ CASES = [
     ("ARG = 0\nfor {a} in range(x.shape[0]):\n    ARG = {a}", VARYING),
     ("for ARG in (16, 32, 64):\n    pass", STABLE),
     ("ARG = {a}() if False else 3", STABLE),
+    # a list built by appending per-call values: its elements vary; a literal list's do not
+    ("{a} = [0]\nfor {b} in x:\n    {a}.append({a}[-1] + {b}.numel())\nARG = {a}[-1]", VARYING),
+    ("{a} = [0, 16]\nARG = {a}[-1]", STABLE),
+    ("{a} = [0]\n{a}.append(64)\nARG = {a}[-1]", STABLE),
 ]
 
 
@@ -123,7 +127,9 @@ def test_unknown_entry_parameter_stays_unknown_without_name_evidence():
 
 @pytest.mark.parametrize("name,expected", [("num_tokens", VARYING), ("batch_size", VARYING),
                                            ("hidden_size", STABLE), ("head_dim", STABLE),
-                                           ("max_num_tokens", STABLE), ("seq_len", VARYING)])
+                                           ("max_num_tokens", STABLE), ("seq_len", VARYING),
+                                           ("max_spec_len", VARYING), ("max_model_len", STABLE),
+                                           ("num_speculative_tokens", STABLE)])
 def test_names_are_evidence_for_entry_parameters(name, expected):
     src = KERNEL + f"\ndef go(x, {name}):\n    kern[(1,)](x, {name}, BLOCK=16)\n"
     (launch,) = extract_file("m.py", src, "m").launches

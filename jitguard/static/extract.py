@@ -373,6 +373,11 @@ class _Walker:
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call):
                 self.calls.append((sub, scope, fn))
+                f = sub.func
+                # lst.append(v): v is one of the values lst holds (cu = [0]; cu.append(cu[-1] + n))
+                if isinstance(f, ast.Attribute) and f.attr in ("append", "insert") and isinstance(f.value, ast.Name) \
+                        and sub.args and fn is not None and scope.kind == "function" and f.value.id in fn.assigns:
+                    fn.assigns[f.value.id].append(Entry("aug", sub.args[-1], line=sub.lineno))
             elif isinstance(sub, ast.NamedExpr) and isinstance(sub.target, ast.Name):
                 if scope.kind == "function" and fn is not None:
                     fn.assigns.setdefault(sub.target.id, []).append(Entry("expr", sub.value, line=sub.lineno))

@@ -77,7 +77,7 @@ _VARYING_NAME = re.compile(
     r"prefill_|decode_|computed_|scheduled_|sampled_)?(tokens?|toks|seqs?|sequences|reqs|requests|queries|"
     r"rows|decodes?|prefills?|items|elements|elems|entries|batches)|\w*_tokens|tokens(_\w+)?|token_num\w*|"
     r"\w*batch(_size)?|seq_?len(s|gth)?(_\w+)?|\w*_seq_?lens?|max_(\w+_)?(seqlen|seq_len|query_len|q_len|"
-    r"kv_len|ctx_len|context_len|tokens|num_tokens)\w*|\w*query_lens?|q_lens?|kv_lens?|ctx_lens?|"
+    r"kv_len|ctx_len|context_len|tokens|num_tokens)\w*|max_\w+_len|\w*query_lens?|q_lens?|kv_lens?|ctx_lens?|"
     r"context_lens?|cu_seqlens?\w*|n_elements|numel|n_rows|seed|philox_\w+|\w*_offset|offset|"
     r"step|start_pos|positions?|num_blocks_per_seq)$"
 )
@@ -590,6 +590,25 @@ class Classifier:
                     els = en.node.elts
                     if -len(els) <= idx < len(els) and not any(isinstance(x, ast.Starred) for x in els):
                         return self._classify(els[idx], owner, depth)
+            if where == "assign" and len(owner.assigns[v.id]) > 1:
+                entries = owner.assigns[v.id]
+                first = entries[0]
+                if first.kind == "expr" and isinstance(first.node, ast.List) and all(en.kind == "aug" for en in entries[1:]) \
+                        and not any(isinstance(x, ast.Starred) for x in first.node.elts):
+                    # a list built by appending: an element is any of the values put in
+                    key = (id(owner), "items:" + v.id)
+                    if key in self._busy:
+                        return Prov(UNKNOWN)
+                    self._busy.add(key)
+                    try:
+                        items = [self._classify(x, owner, depth) for x in first.node.elts]
+                        items += [self._classify(en.node, owner, depth) for en in entries[1:]]
+                    finally:
+                        self._busy.discard(key)
+                    out = join(items)
+                    if out.cls == VARYING:
+                        return out.why(f"{self.code(e)}: an element of {v.id}, built by appending per-call values")
+                    return out
         return Prov(UNKNOWN)
 
     def tensor(self, t: ast.AST, fn, depth) -> tuple[list[Prov] | None, list[Prov] | None, bool, str]:
