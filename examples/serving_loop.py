@@ -147,10 +147,6 @@ def _load_file(path: pathlib.Path):
     return module
 
 
-def _real(kernel):
-    return kernel._jit_function if isinstance(kernel, InterpretedFunction) else kernel
-
-
 def _jitguard_kernels():
     """``jitguard.kernels``, also where jitguard is on PYTHONPATH without being installed (the
     package maps the repo's kernels/ directory to it)."""
@@ -168,9 +164,10 @@ def _jitguard_kernels():
     return pkg
 
 
-def load_kernels(source: str, *, moe: bool = True, stand_in: bool = False) -> KernelSet:
-    """``source``: "corrected", or a directory with the twins' files (fixed or not). ``stand_in``:
-    present the RoPE/FP8 kernel to its wrapper for CPU tensors (see ``InterpretedFunction``)."""
+def load_kernels(source: str, *, moe: bool = True) -> KernelSet:
+    """``source``: "corrected", or a directory with the twins' files (fixed or not). Under the
+    stand-in driver (``--device stand-in``) the wrappers take CPU tensors
+    (``jitguard.testing.host_tensors_ok``)."""
     _jitguard_kernels()
     from jitguard.kernels import moe as moe_lib
 
@@ -183,9 +180,7 @@ def load_kernels(source: str, *, moe: bool = True, stand_in: bool = False) -> Ke
                                         num_valid_tokens=topk_ids.numel(), config=config,
                                         swap_ab=True)
 
-        jit = {"rope_fp8": _real(rope_fp8._inv_rope_fp8_quant_kernel)}
-        if stand_in:
-            present_for_stand_in(rope_fp8, "_inv_rope_fp8_quant_kernel")
+        jit = {"rope_fp8": rope_fp8._inv_rope_fp8_quant_kernel}
         if moe:
             jit.update(moe_gemm=moe_lib._moe_gemm_kernel, **align)
         return KernelSet("corrected", {"rope": rope_fp8.__file__, "moe": moe_lib.__file__},
@@ -199,9 +194,7 @@ def load_kernels(source: str, *, moe: bool = True, stand_in: bool = False) -> Ke
         raise SystemExit(f"serving_loop: --kernels {source}: missing {', '.join(missing)} "
                          "(expected the files of fixtures/, or use --no-moe)")
     rope_mod = _load_file((d / TWIN_FILES["rope"]).resolve())
-    jit = {"rope_fp8": _real(rope_mod._inv_rope_fp8_quant_kernel)}
-    if stand_in:
-        present_for_stand_in(rope_mod, "_inv_rope_fp8_quant_kernel")
+    jit = {"rope_fp8": rope_mod._inv_rope_fp8_quant_kernel}
     files = {"rope": str(d / TWIN_FILES["rope"])}
     moe_gemm = None
     if moe:
@@ -236,28 +229,6 @@ def activate_stand_in_driver() -> None:
     from jitguard.testing import StandInDriver
 
     driver.set_active(StandInDriver())
-
-
-class InterpretedFunction:
-    """Stand-in mode only: presents a ``@triton.jit`` kernel to the RoPE/FP8 wrappers, which accept
-    CPU tensors only for a kernel of this class name (Triton's interpreter). Launching through it is
-    launching the real kernel: ``proxy[grid]`` is ``kernel[grid]``, so Triton's JIT path, its hooks
-    and the launching frame (the wrapper's line) are exactly those of a GPU run."""
-
-    def __init__(self, jit_function):
-        self._jit_function = jit_function
-
-    def __getitem__(self, grid):
-        return self._jit_function[grid]
-
-    def __getattr__(self, name):
-        return getattr(self._jit_function, name)
-
-
-def present_for_stand_in(module, attr: str) -> None:
-    kernel = getattr(module, attr)
-    if not isinstance(kernel, InterpretedFunction):
-        setattr(module, attr, InterpretedFunction(kernel))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -438,7 +409,7 @@ def main(argv=None) -> int:
         return 2
     if device == "stand-in":
         activate_stand_in_driver()
-    kernels = load_kernels(args.kernels, moe=not args.no_moe, stand_in=device == "stand-in")
+    kernels = load_kernels(args.kernels, moe=not args.no_moe)
     stream = serving_stream(args.steps, args.seed)
     info = describe_stream(stream)
     label = args.label or kernels.label

@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import sys
 
 import torch
 import triton
@@ -57,8 +58,10 @@ class LaunchConfig:
     # Programmatic dependent launch (sm_90+; ignored elsewhere and in the interpreter): 0 off;
     # 1: launched with launch_pdl=True, so its programs may be scheduled while the previous
     # kernel in the stream drains, each waiting (griddepcontrol.wait) for that kernel to
-    # complete and flush before its first load or store; 2: the same, and each program then
-    # lets the next kernel in the stream be scheduled (griddepcontrol.launch_dependents).
+    # complete and flush before its first load or store; 3: the same, and each program then
+    # lets the next kernel in the stream be scheduled (griddepcontrol.launch_dependents);
+    # 2: like 3 unless the grid fits in one wave of programs (_wave_programs) and two such
+    # grids do not, then like 1.
     pdl: int = 0
 
     def grid(self, device: torch.device, num_tiles: int) -> tuple:
@@ -101,6 +104,7 @@ CANDIDATE_CONFIGS = (
     LaunchConfig(4, 1, 2, 12, maxnreg=168),
     LaunchConfig(4, 1, 1, 0, maxnreg=80, pdl=1),
     LaunchConfig(4, 1, 1, 0, maxnreg=80, pdl=2),
+    LaunchConfig(4, 1, 1, 0, maxnreg=80, pdl=3),
 )
 
 
@@ -146,6 +150,7 @@ def _inv_rope_fp8_quant_kernel(
     o_stride_t,
     o_stride_h,
     cos_sin_stride,
+    pdl_wave,  # USE_PDL == 2: trigger the next kernel only in grids of more programs than this
     N_GROUPS: tl.constexpr,
     HEADS_PER_GROUP: tl.constexpr,
     NOPE_DIM: tl.constexpr,
@@ -155,17 +160,24 @@ def _inv_rope_fp8_quant_kernel(
     BLOCK_Q: tl.constexpr,  # next power of two >= (NOPE_DIM + ROPE_DIM) / QUANT_GROUP
     ROPE_CHUNK: tl.constexpr,  # largest power of two dividing NOPE_DIM, ROPE_DIM and QUANT_GROUP
     NUM_STAGES: tl.constexpr,  # software-pipelining depth of the tile loop
-    USE_PDL: tl.constexpr = 0,  # LaunchConfig.pdl: 1 wait for the previous kernel, 2 also trigger
+    USE_PDL: tl.constexpr = 0,  # LaunchConfig.pdl: 1 wait for the previous kernel, 2/3 also trigger
 ):
     if USE_PDL:
         # Launched with programmatic dependent launch: this program may run while the previous
         # kernel in the stream is still running. Before any load or store (that kernel may
         # write o or positions, or still read what q and scales overwrite), wait until it has
         # completed and its memory is visible. Then, optionally, let the next kernel's programs
-        # be scheduled onto SMs as ours finish (they wait likewise if they opted in).
+        # be scheduled onto SMs as ours finish (they wait likewise if they opted in): always
+        # (3), or (2) unless this grid fits in one wave of programs but two such grids do not
+        # (then the next kernel's early programs could take only part of the free slots:
+        # measured slower). pdl_wave is a run-time value: nothing new compiles as T changes.
         tl.extra.cuda.gdc_wait()
-        if USE_PDL >= 2:
+        if USE_PDL >= 3:
             tl.extra.cuda.gdc_launch_dependents()
+        elif USE_PDL == 2:
+            n_programs = tl.num_programs(0)
+            if (n_programs > pdl_wave) | (2 * n_programs <= pdl_wave):
+                tl.extra.cuda.gdc_launch_dependents()
     HEAD_DIM: tl.constexpr = NOPE_DIM + ROPE_DIM
     NUM_Q: tl.constexpr = HEAD_DIM // QUANT_GROUP  # scale blocks per head
     NUM_SCALES: tl.constexpr = HEADS_PER_GROUP * NUM_Q  # scale blocks per (token, group)
@@ -464,6 +476,16 @@ def _is_interpreted(kernel) -> bool:
     return type(kernel).__name__ == "InterpretedFunction"
 
 
+def _accepts_host_tensors(kernel) -> bool:
+    """CPU tensors are fine when the kernel runs in Triton's interpreter (TRITON_INTERPRET=1),
+    or while jitguard's stand-in driver is active for a purpose (``jitguard.testing``: real
+    compiles, launches that do nothing)."""
+    if _is_interpreted(kernel):
+        return True
+    testing = sys.modules.get("jitguard.testing")  # never imported here for this question
+    return testing is not None and testing.host_tensors_ok()
+
+
 def _pdl_supported(device: torch.device) -> bool:
     """Programmatic dependent launch needs an NVIDIA GPU of compute capability 9.0 or later
     (griddepcontrol is an sm_90 instruction)."""
@@ -476,6 +498,14 @@ def _pdl_supported(device: torch.device) -> bool:
 @functools.lru_cache(maxsize=None)
 def _cuda_capability(index: int) -> tuple:
     return tuple(torch.cuda.get_device_capability(index))
+
+
+def _wave_programs(device: torch.device, config: LaunchConfig) -> int:
+    """Programs of ``config`` that one wave runs on ``device``: SMs x programs per SM, the latter
+    bounded by the register file (65,536 per SM; ``maxnreg``, else 128 registers per thread
+    assumed) and by the 32 resident blocks of an SM. Constant per (device, config)."""
+    regs = (config.maxnreg or 128) * 32 * config.num_warps
+    return _sm_count(device) * max(1, min(32, 65536 // regs))
 
 
 def _launch_options(config: LaunchConfig, pdl: int) -> dict:
@@ -497,7 +527,7 @@ def _launch(kernel, o, positions, cos_sin_cache, q_buf, scale_buf, n_groups, hea
     and its uncorrected twin, and by tests that poison the buffers first). Returns what Triton's
     launch returns (the compiled kernel on a GPU: the benchmark reads its registers)."""
     config = CONFIG if config is None else config
-    if o.device.type != "cuda" and not _is_interpreted(kernel):
+    if o.device.type != "cuda" and not _accepts_host_tensors(kernel):
         raise ValueError(
             f"o is on {o.device}: the kernel needs a CUDA tensor (or TRITON_INTERPRET=1 set "
             "before triton is imported, to run it on CPU in Triton's interpreter)")
@@ -512,7 +542,7 @@ def _launch(kernel, o, positions, cos_sin_cache, q_buf, scale_buf, n_groups, hea
     return kernel[config.grid(o.device, num_tiles)](
         o, positions, cos_sin_cache, q_buf, scale_buf,
         num_tokens, scale_buf.shape[2],
-        o.stride(0), o.stride(1), cos_sin_cache.stride(0),
+        o.stride(0), o.stride(1), cos_sin_cache.stride(0), _wave_programs(o.device, config),
         N_GROUPS=n_groups, HEADS_PER_GROUP=heads_per_group,
         NOPE_DIM=nope_dim, ROPE_DIM=rope_dim, QUANT_GROUP=quant_group_size,
         BLOCK_T=config.block_t, BLOCK_Q=triton.next_power_of_2(num_q),

@@ -386,6 +386,17 @@ def test_scan_reports_the_twin_and_fix_turns_it_into_the_corrected_kernel(tmp_pa
     assert fix.returncode == 0, fix.stdout + fix.stderr
     fixed_deco, fixed_params = _decorator_and_params(copy.read_text())
     assert fixed_deco == corrected_deco and fixed_params == corrected_params
+    # and the fixed twin's kernel is the corrected kernel, body included (comments aside)
+    assert _kernel_dump(copy.read_text()) == _kernel_dump(corrected_src)
+
+
+def _kernel_dump(source: str) -> str:
+    import ast
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name == "_inv_rope_fp8_quant_kernel":
+            return ast.dump(node, include_attributes=False)
+    raise AssertionError("kernel not found")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -415,7 +426,7 @@ def _variants_over(kernel, token_counts, config=None):
             kernel.warmup(
                 _Ptr(torch.bfloat16), _Ptr(torch.int64), _Ptr(torch.float32),
                 _Ptr(torch.float8_e4m3fn), _Ptr(torch.float32),
-                T, (T + 3) // 4 * 4, G * hpg * (nope + rope), nope + rope, rope,
+                T, (T + 3) // 4 * 4, G * hpg * (nope + rope), nope + rope, rope, 132 * 25,
                 N_GROUPS=G, HEADS_PER_GROUP=hpg, NOPE_DIM=nope, ROPE_DIM=rope, QUANT_GROUP=qg,
                 BLOCK_T=config.block_t, BLOCK_Q=4, ROPE_CHUNK=64, NUM_STAGES=config.num_stages,
                 grid=(1,), **rope_fp8._launch_options(config, config.pdl))
@@ -446,11 +457,12 @@ def test_one_compile_for_any_T_sm90_without_gpu():
         assert ("griddepcontrol.wait" in compiled.asm["ptx"]) == bool(cfg.pdl)
 
 
-@pytest.mark.parametrize("pdl", [0, 1, 2])
+@pytest.mark.parametrize("pdl", [0, 1, 2, 3])
 def test_pdl_wait_precedes_every_memory_access_sm90(pdl):
     """sm_90 PTX and SASS (no GPU): with PDL, griddepcontrol.wait (SASS ACQBULK) comes before
-    the first global load or store, and launch_dependents (PREEXIT) only after it (pdl 2);
-    without PDL neither is there and the launch is a plain one."""
+    the first global load or store, and launch_dependents (PREEXIT) only after it (pdl 2: under
+    a run-time test of the grid size against pdl_wave; 3: always); without PDL neither is there
+    and the launch is a plain one."""
     import re
 
     import triton
@@ -467,7 +479,7 @@ def test_pdl_wait_precedes_every_memory_access_sm90(pdl):
                   USE_PDL=options.pop("USE_PDL", 0))
     sig = {"o_ptr": "*bf16", "positions_ptr": "*i64", "cos_sin_ptr": "*fp32",
            "q_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "num_tokens": "i32", "scale_stride": "i32",
-           "o_stride_t": "i32", "o_stride_h": "i32", "cos_sin_stride": "i32",
+           "o_stride_t": "i32", "o_stride_h": "i32", "cos_sin_stride": "i32", "pdl_wave": "i32",
            **{k: "constexpr" for k in consts}}
     attrs = {(i,): [["tt.divisibility", 16]] for i in (0, 1, 2, 3, 4, 7, 8, 9)}
     compiled = triton.compile(ASTSource(rope_fp8._inv_rope_fp8_quant_kernel, sig, consts, attrs),
@@ -485,7 +497,9 @@ def test_pdl_wait_precedes_every_memory_access_sm90(pdl):
         assert wait is None and trigger is None
         return
     assert wait is not None and wait < memory
-    assert (trigger is not None and wait < trigger) if pdl == 2 else trigger is None
+    assert (trigger is not None and wait < trigger) if pdl >= 2 else trigger is None
+    if pdl == 2:  # the trigger sits behind a branch on the grid size (%nctaid.x vs pdl_wave)
+        assert any("%nctaid.x" in line for line in ptx[wait:trigger])
     try:  # Triton disassembles the cubin on first access (its cuobjdump / nvdisasm)
         sass = compiled.asm["sass"]
     except Exception:  # no disassembler in this Triton: the PTX order above is what is checked
@@ -494,7 +508,7 @@ def test_pdl_wait_precedes_every_memory_access_sm90(pdl):
         lines = sass.splitlines()
         acq = next(i for i, ln in enumerate(lines) if re.search(r"\bACQBULK\b", ln))
         assert acq < next(i for i, ln in enumerate(lines) if re.search(r"\b(LDG|STG)\b", ln))
-        if pdl == 2:
+        if pdl >= 2:
             assert acq < next(i for i, ln in enumerate(lines) if re.search(r"\bPREEXIT\b", ln))
 
 

@@ -114,7 +114,7 @@ def test_story_twins_recompile_fix_from_trace_then_none(tmp_path, monkeypatch):
 
     with stand_in_driver():
         # before: the uncorrected twins recompile whenever a batch size enters a new value class
-        twins = loop.load_kernels(str(app), stand_in=True)
+        twins = loop.load_kernels(str(app))
         reset_steps()
         with jitguard.watch(mode="record", trace=trace_path) as w:
             before = loop.run_loop(twins, stream, device="cpu", seed=seed)
@@ -141,7 +141,7 @@ def test_story_twins_recompile_fix_from_trace_then_none(tmp_path, monkeypatch):
         assert '@triton.jit(do_not_specialize=["EM", "num_valid_tokens"])' in moe_src
 
         # after: the same loop on the fixed copy compiles each kernel once, at the first step
-        fixed = loop.load_kernels(str(app), stand_in=True)
+        fixed = loop.load_kernels(str(app))
         assert fixed.jit_kernels["rope_fp8"] is not twins.jit_kernels["rope_fp8"]
         reset_steps()
         with jitguard.watch(mode="record") as w2:
