@@ -60,8 +60,8 @@ class LaunchConfig:
     # kernel in the stream drains, each waiting (griddepcontrol.wait) for that kernel to
     # complete and flush before its first load or store; 3: the same, and each program then
     # lets the next kernel in the stream be scheduled (griddepcontrol.launch_dependents);
-    # 2: like 3 unless the grid fits in one wave of programs (_wave_programs) and two such
-    # grids do not, then like 1.
+    # 2: like 3 unless the grid is between 0.4 and 0.9 of one wave of programs
+    # (_wave_programs), then like 1.
     pdl: int = 0
 
     def grid(self, device: torch.device, num_tiles: int) -> tuple:
@@ -75,13 +75,13 @@ class LaunchConfig:
 # at 80 (ptxas needs 80; 64 uncapped, when it issues o's loads in two batches), so 25 programs
 # fit on an SM (v3: 21), and ptxas issues two of o's eight loads before it waits for the
 # positions. Fewer registers (72, 64) or more (95) were no better; see bench/NOTES_rope_fp8.md.
-# v5: launched with PDL, waiting for the previous kernel at the top (pdl=1): 0.13-0.23 µs less
-# per call in a stream of launches at every size measured, never slower
-# (bench/results/rope_fp8_h200_v5_grid.json). pdl=2 (also triggering the next kernel early) saves
-# 0.45-0.62 µs per call and is what reaches 90% of the floor at 1x8 T=8192, but costs +0.6 µs
-# when the grid is one partial wave (measured at 2,048 programs: 1x8 T=1024, 8x8 T=128), so it
-# is not the default.
-CONFIG = LaunchConfig(maxnreg=80, pdl=1)
+# v6: launched with PDL (pdl=2): each program waits for the previous kernel before any memory
+# access, then lets the next kernel be scheduled, except in grids of 0.4-0.9 of a wave where that
+# measured slower. Against no PDL in the same run (bench/results/rope_fp8_h200_v6b_grid.json,
+# 24 sizes): 0.5-0.8 µs less per call at 17 sizes (T=1: 1.80 -> 1.29 µs; 1x8 T=8192: 26.64 ->
+# 25.94 µs), within +0.02-0.16 µs at the 7 sizes of that band. pdl=1 (wait only) and pdl=3
+# (always trigger) were slower than pdl=2 overall (v5: bench/results/rope_fp8_h200_v5_grid.json).
+CONFIG = LaunchConfig(maxnreg=80, pdl=2)
 
 # What bench/bench_rope_fp8.py times (and the GPU tests check) before one is made the default.
 # num_stages >= 2 with a persistent grid: each program loops over tiles and prefetches the next
@@ -168,15 +168,16 @@ def _inv_rope_fp8_quant_kernel(
         # write o or positions, or still read what q and scales overwrite), wait until it has
         # completed and its memory is visible. Then, optionally, let the next kernel's programs
         # be scheduled onto SMs as ours finish (they wait likewise if they opted in): always
-        # (3), or (2) unless this grid fits in one wave of programs but two such grids do not
-        # (then the next kernel's early programs could take only part of the free slots:
-        # measured slower). pdl_wave is a run-time value: nothing new compiles as T changes.
+        # (3), or (2) unless the grid is between 0.4 and 0.9 of one wave of programs, where an
+        # early trigger measured 0.3-0.8 µs slower on the H200 (1,536-2,560 programs of a
+        # 3,300-program wave; faster at 1,024 and from 3,072). pdl_wave is a run-time value:
+        # nothing new compiles as T changes.
         tl.extra.cuda.gdc_wait()
         if USE_PDL >= 3:
             tl.extra.cuda.gdc_launch_dependents()
         elif USE_PDL == 2:
             n_programs = tl.num_programs(0)
-            if (n_programs > pdl_wave) | (2 * n_programs <= pdl_wave):
+            if (n_programs * 10 <= pdl_wave * 4) | (n_programs * 10 >= pdl_wave * 9):
                 tl.extra.cuda.gdc_launch_dependents()
     HEAD_DIM: tl.constexpr = NOPE_DIM + ROPE_DIM
     NUM_Q: tl.constexpr = HEAD_DIM // QUANT_GROUP  # scale blocks per head
@@ -575,12 +576,14 @@ def fused_inv_rope_fp8_quant(o, positions, cos_sin_cache, n_groups, heads_per_gr
         ValueError: naming the argument, for a wrong dtype, rank, shape or device.
 
     Launch: on NVIDIA GPUs of compute capability 9.0+ the kernel is launched with programmatic
-    dependent launch (``CONFIG.pdl = 1``): its programs may be scheduled while the previous
+    dependent launch (``CONFIG.pdl = 2``): its programs may be scheduled while the previous
     kernel in the same stream is still finishing, and each one waits for that kernel to complete
     and flush (``griddepcontrol.wait``) before it reads or writes any memory, so the result never
-    depends on what ran before. It does not let the next kernel start early (``pdl = 2`` would);
-    a next kernel that opts into PDL itself must wait likewise, as any PDL kernel must. Elsewhere
-    (older GPUs, ROCm, the interpreter) it is a plain launch.
+    depends on what ran before. Each program then lets the next kernel in the stream be
+    scheduled early (``griddepcontrol.launch_dependents``; not for grids of 0.4-0.9 of a wave):
+    a next kernel launched with PDL must wait for this one before reading q or scales, as any
+    PDL kernel must; a kernel launched without PDL is unaffected. Elsewhere (older GPUs, ROCm,
+    the interpreter) it is a plain launch.
     """
     _validate(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim, rope_dim,
               quant_group_size)
