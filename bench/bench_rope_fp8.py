@@ -367,7 +367,7 @@ def run(args) -> dict:
 PDL_SIZES = [((1, 8), 1), ((1, 8), 8192), ((1, 8), 32768), ((8, 8), 8192), ((8, 8), 32768),
              ((8, 8), 1), ((1, 8), 8192), ((1, 8), 1)]
 PDL_VARIANTS = (0, 1, 2, 3)  # LaunchConfig.pdl: off; wait only; wait + trigger dependents unless
-# the grid is in (wave/2, wave] programs; wait + always trigger (v5's first "2")
+# the grid is 0.4-0.9 of a wave of programs; wait + always trigger (v5's first "2")
 
 
 def run_pdl_ab(args) -> dict:
@@ -622,8 +622,8 @@ def _pdl_race_control(result, configs, cache, producer) -> None:
 # on, PDL_GRID_ROUNDS rounds with a fresh graph each, the variants' order rotated per round and the
 # buffers' addresses moved between rounds (a spacer allocation of random size): is PDL slower
 # anywhere, beyond the spread of the same variant over rounds?
-PDL_GRID_SIZES = ([((1, 8), T) for T in (1, 16, 128, 512, 768, 896, 1024, 1280, 1536, 1664, 2048,
-                                          4096, 8192, 16384, 32768)]
+PDL_GRID_SIZES = ([((1, 8), T) for T in (1, 16, 128, 512, 640, 704, 768, 1024, 1280, 1408, 1472,
+                                          1536, 1600, 1664, 2048, 4096, 8192, 16384, 32768)]
                   + [((8, 8), T) for T in (1, 16, 128, 1024, 8192, 32768)])
 PDL_GRID_ROUNDS = 4
 
