@@ -67,6 +67,10 @@ CASES = [
     ("{a} = [0]\nfor {b} in x:\n    {a}.append({a}[-1] + {b}.numel())\nARG = {a}[-1]", VARYING),
     ("{a} = [0, 16]\nARG = {a}[-1]", STABLE),
     ("{a} = [0]\n{a}.append(64)\nARG = {a}[-1]", STABLE),
+    # as_strided / empty_strided write the strides out
+    ("{t} = x.shape[0] * 4\n{u} = torch.empty(64 * {t}).as_strided((2, x.shape[0], 64), (64 * {t}, 1, {t}))\nARG = {u}.stride(2)", VARYING),
+    ("{t} = x.shape[0] * 4\n{u} = torch.empty(64 * {t}).as_strided((2, x.shape[0], 64), (64 * {t}, 1, {t}))\nARG = {u}.stride(1)", STABLE),
+    ("{u} = torch.empty_strided((x.shape[0], 8), (1, x.shape[0]))\nARG = {u}.stride(1)", VARYING),
 ]
 
 

@@ -656,6 +656,20 @@ class Classifier:
         if isinstance(t, ast.Call):
             name = _call_name(t.func)
             recv = t.func.value if isinstance(t.func, ast.Attribute) else None
+            if name in ("as_strided", "empty_strided"):
+                # x.as_strided(size, stride) / torch.empty_strided(size, stride): both written out
+                pos = [a for a in t.args if not isinstance(a, ast.Starred)]
+                kw = {k.arg: k.value for k in t.keywords if k.arg}
+                size = kw.get("size", pos[0] if pos else None)
+                stride = kw.get("stride", pos[1] if len(pos) > 1 else None)
+                w = self.tensor(recv, fn, d)[2] if recv is not None and name == "as_strided" else False
+                if isinstance(size, (ast.Tuple, ast.List)) and isinstance(stride, (ast.Tuple, ast.List)) \
+                        and len(size.elts) == len(stride.elts) \
+                        and not any(isinstance(x, ast.Starred) for x in size.elts + stride.elts):
+                    dims = [self._classify(x, fn, d) for x in size.elts]
+                    strides = [self._classify(x, fn, d) for x in stride.elts]
+                    return dims, strides, w, self.code(t)
+                return None, None, w, self.code(t)
             if name in _ALLOC:
                 shape = self._shape_args(t)
                 if shape is not None:
