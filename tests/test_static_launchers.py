@@ -276,3 +276,30 @@ def test_shape_bound_to_a_name_then_unpacked():
     src = STAR_KERNEL + f"\ndef go(x):\n    {s} = x.shape\n    {a}, {b} = {s}[:2]\n    k[(1,)](x, 1, 1, {a}, BLOCK=16)\n"
     assert pairs(scan_one(src)) == {("JG001", "k", "n")}
     assert not pairs(scan_one(src.replace(f"1, 1, {a}, BLOCK", f"1, 1, {b}, BLOCK")))
+
+
+def test_kernels_handed_to_a_forwarding_launcher():
+    rng = random.Random()
+    helper, k, cnt, x = (rand_ident(rng, p) for p in "hkcx")
+    helpers = f"""
+def {helper}(kernel, grid, **kwargs):
+    kernel[grid](**kwargs)
+"""
+    ops = f"""
+import triton
+import triton.language as tl
+from pkg.helpers import {helper}
+
+@triton.jit
+def {k}(x_ptr, {cnt}, BLOCK: tl.constexpr):
+    pass
+
+def go({x}):
+    {helper}({k}, (1,), x_ptr={x}, {cnt}={x}.shape[0], BLOCK=64)
+"""
+    assert ("JG001", k, cnt) in pairs(scan({"pkg.helpers": helpers, "pkg.ops": ops}))
+    # a function that does not launch its kernel parameter with its **kwargs: no launch
+    other = helpers.replace("kernel[grid](**kwargs)", "print(kernel, grid, kwargs)")
+    assert not pairs(scan({"pkg.helpers": other, "pkg.ops": ops}))
+    # ...nor one nothing is known about
+    assert not pairs(scan({"pkg.ops": ops}))

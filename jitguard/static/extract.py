@@ -881,6 +881,41 @@ class _Extractor:
             la.param_keywords.append(name)
         return la
 
+    def handed_kernels(self, kernels: list[KernelFacts]) -> list:
+        """Calls that hand a kernel of this module to a function, with keyword arguments:
+        ``launch_autotuned(k, grid, n=x.shape[0])``. Kept as launches bound only when link.py finds
+        the function to be a forwarder (it launches its kernel parameter with its **kwargs)."""
+        local = {k.name: k.qualname for k in kernels if "." not in k.qualname[len(self.module) + 1:]} \
+            if self.module else {k.name: k.qualname for k in kernels if "." not in k.qualname}
+        if not local:
+            return []
+        out = []
+        for call, scope, fn in self.walker.calls:
+            if not call.keywords or not isinstance(call.func, (ast.Name, ast.Attribute)):
+                continue
+            values = list(call.args) + [kw.value for kw in call.keywords if kw.arg is not None]
+            hit = next((v.id for v in values if isinstance(v, ast.Name) and v.id in local
+                        and (q := qualified(v, scope)) and q[0][1] == LOCAL and q[0][0] == v.id), None)
+            if hit is None:
+                continue
+            via = self.fq(call.func, scope)
+            if via:
+                out.append((call, fn, local[hit], via))
+        return out
+
+    def handed_launch(self, call: ast.Call, fn, kernel_fq: str, via: list[str], classifier: Classifier) -> LaunchFacts:
+        la = LaunchFacts(callee=self.short(call.func), targets=[kernel_fq], line=call.lineno,
+                         column=call.col_offset + 1, kind="grid",
+                         function=(f"{self.module}.{fn.qual}" if fn is not None else None), via=list(via))
+        for kw in call.keywords:
+            if kw.arg is None:
+                la.star_kwargs = True
+                continue
+            la.keywords_order.append(kw.arg)
+            la.options[kw.arg] = self.short(kw.value, 60)
+            la.args.append(self.arg(kw.value, classifier, fn, keyword=kw.arg))
+        return la
+
     def run(self) -> FileFacts:
         w = self.walker
         self.top = w.run(self.tree)
@@ -919,7 +954,18 @@ class _Extractor:
             if callee is not None and callee in info.functions:
                 info.calls.setdefault(callee, []).append((call, fn))
         specs = self.launchers(facts.kernels)
-        if launches or specs or imported:
+        # forwarders: def launch(kernel, grid, **kw): kernel[grid](**kw)
+        for call, scope, fn, kind in launches:
+            if kind != "grid" or fn is None or fn.parent is not None or fn.class_name is not None:
+                continue
+            callee = call.func.value
+            star = fn.node.args.kwarg
+            if isinstance(callee, ast.Name) and callee.id in fn.params and fn.params[callee.id].kind != "star" \
+                    and star is not None and callee.id not in fn.assigns and any(
+                        kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id == star.arg for kw in call.keywords):
+                facts.forwarders[f"{self.module}.{fn.qual}" if self.module else fn.qual] = callee.id
+        handed = self.handed_kernels(facts.kernels)
+        if launches or specs or imported or handed:
             classifier = Classifier(info, self.src.segment, self.varying, self.stable)
             for call, fn, target in imported:
                 facts.calls.append(self.imported_call(call, fn, target, classifier))
@@ -929,6 +975,8 @@ class _Extractor:
                     facts.launches.append(la)
             for st, fn, ret, spec, targets in specs:
                 facts.launches.append(self.spec_launch(st, fn, ret, spec, targets, classifier))
+            for call, fn, kernel_fq, via in handed:
+                facts.launches.append(self.handed_launch(call, fn, kernel_fq, via, classifier))
         facts.imports = dict(w.imports)
         for qual, value, scope in w.alias_values:
             inner = _unwrap_alias(value)

@@ -185,6 +185,10 @@ class LaunchFacts:
     # "spec" launches: keywords taken from the launcher's own parameters (bound to the kernel's
     # parameters of the same name, ignored where the kernel has no such parameter)
     param_keywords: list[str] = field(default_factory=list)
+    # a kernel handed to a function that launches it with the call's keywords (``launch(k, grid,
+    # n=x.shape[0])`` where ``def launch(kernel, grid, **kw): kernel[grid](**kw)``): the function's
+    # qualified names; link.py binds the launch only if one is such a forwarder
+    via: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -236,10 +240,14 @@ class FileFacts:
     suppressions: dict[int, list[str]] = field(default_factory=dict)
     # calls of functions imported from other modules (see CallFacts)
     calls: list[CallFacts] = field(default_factory=list)
+    # module-level functions that launch a kernel given as their parameter with their **kwargs
+    # (qualified name -> that parameter's name)
+    forwarders: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "calls": [c.to_dict() for c in self.calls],
+            "forwarders": dict(self.forwarders),
             "path": self.path,
             "module": self.module,
             "kernels": [k.to_dict() for k in self.kernels],
@@ -260,4 +268,5 @@ class FileFacts:
             aliases=dict(data.get("aliases", {})),
             suppressions={int(k): list(v) for k, v in data.get("suppressions", {}).items()},
             calls=[CallFacts.from_dict(c) for c in data.get("calls", [])],
+            forwarders=dict(data.get("forwarders", {})),
         )

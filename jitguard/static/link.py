@@ -261,8 +261,16 @@ def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_n
     index = _Index(facts)
     program = Program(files=list(facts), kernels=index.kernels, all_kernels=index.all,
                       varying_names=frozenset(varying_names), stable_names=frozenset(stable_names))
+    forwarders = {q for f in facts for q in f.forwarders}
+    callers = None
     for f in facts:
         for la in f.launches:
+            if la.via:
+                if not forwarders:
+                    continue
+                callers = callers or _Callers([], index)
+                if not any(callers.canonical(v) in forwarders for v in la.via):
+                    continue  # the kernel handed to a function that is not known to launch it
             # `fn = k1 if c else k2; fn[grid](...)` / if-elif chains: the launch may be any of them
             seen: set[int] = set()
             for target in la.targets:
