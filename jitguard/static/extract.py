@@ -621,6 +621,11 @@ class _Extractor:
                 continue
             la.args.append(self.arg(a, classifier, fn, position=position))
             position += 1
+        self.add_keywords(la, call, classifier, fn)
+        return la
+
+    def add_keywords(self, la: LaunchFacts, call: ast.Call, classifier: Classifier, fn) -> None:
+        """A launch's keyword arguments: each one bound by name; ``**kw`` marks the launch."""
         for kw in call.keywords:
             if kw.arg is None:
                 la.star_kwargs = True
@@ -628,7 +633,6 @@ class _Extractor:
             la.keywords_order.append(kw.arg)
             la.options[kw.arg] = self.short(kw.value, 60)
             la.args.append(self.arg(kw.value, classifier, fn, keyword=kw.arg))
-        return la
 
     def expand_star(self, value: ast.AST, fn, classifier: Classifier, call: ast.Call) -> list[ArgFacts] | None:
         """``*args`` whose length is known: a tuple/list literal (or a local bound once to one), or
@@ -907,13 +911,7 @@ class _Extractor:
         la = LaunchFacts(callee=self.short(call.func), targets=[kernel_fq], line=call.lineno,
                          column=call.col_offset + 1, kind="grid",
                          function=(f"{self.module}.{fn.qual}" if fn is not None else None), via=list(via))
-        for kw in call.keywords:
-            if kw.arg is None:
-                la.star_kwargs = True
-                continue
-            la.keywords_order.append(kw.arg)
-            la.options[kw.arg] = self.short(kw.value, 60)
-            la.args.append(self.arg(kw.value, classifier, fn, keyword=kw.arg))
+        self.add_keywords(la, call, classifier, fn)
         return la
 
     def run(self) -> FileFacts:
