@@ -293,3 +293,20 @@ def test_rule_command(tmp_path, rng):
     assert r.stdout == RULES[code].doc()
     r = run(["rule", "JG999"], tmp_path)
     assert r.exit_code == 2 and "unknown rule" in r.stderr
+
+
+def test_a_named_file_that_an_exclude_drops_is_said_not_silently_skipped(tmp_path, rng):
+    (tmp_path / ".git").mkdir()  # a work tree: its .gitignore applies
+    name, n, c = ident(rng, "kern"), ident(rng, "n"), ident(rng, "c")
+    sub = tmp_path / "generated"
+    sub.mkdir()
+    (sub / "k.py").write_text(KERNEL.format(name=name, n=n, c=c) + LAUNCH_VARYING.format(name=name, comment=""))
+    (tmp_path / ".gitignore").write_text("generated/\n")
+    r = run(["scan", "--no-cache", "generated/k.py"], tmp_path)
+    assert r.exit_code == 0 and "0 files scanned" in r.stdout
+    assert "generated/k.py was not scanned" in r.stderr and "--no-respect-gitignore" in r.stderr
+    r = run(["scan", "--no-cache", "--no-respect-gitignore", "generated/k.py"], tmp_path)
+    assert r.exit_code == 1 and f"JG001 {n} varies per call" in r.stdout and "not scanned" not in r.stderr
+    # walked directories say nothing per file (the summary counts what was scanned)
+    r = run(["scan", "--no-cache", "."], tmp_path)
+    assert "not scanned" not in r.stderr

@@ -264,6 +264,12 @@ def _run(
     else:
         _emit(text)
 
+    for path in result.named_excluded:
+        click.echo(
+            _printable(f"jitguard scan: note: {path} was not scanned: an exclude pattern or a "
+                       ".gitignore excludes it (--no-respect-gitignore, or drop the pattern)"),
+            err=True,
+        )
     if result.internal_errors:
         if _debug():
             for path, tb in result.internal_tracebacks:

@@ -8,7 +8,8 @@ Rules, in order:
   virtualenv) are skipped, unless that directory itself was named on the command line.
 - ``exclude`` patterns (config and ``--exclude``) and, unless ``respect-gitignore = false``, every
   ``.gitignore`` from the enclosing git work tree down, apply to walked files and to files named on
-  the command line alike (so pre-commit, which passes file names, honours them).
+  the command line alike (so pre-commit, which passes file names, honours them); named files
+  they drop are listed in ``FileSet.named_excluded`` (the CLI says so on stderr).
 - Symbolic links are followed; a link that points back into a directory being walked, or a link
   loop, is reported as an error about that path, and the walk goes on.
 """
@@ -48,6 +49,7 @@ class FileSet:
     files: list[SourceFile] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
     excluded: int = 0  # files and directories skipped by excludes
+    named_excluded: list[str] = field(default_factory=list)  # files named by the user, excluded
 
 
 def display_path(path: str, cwd: str | None = None) -> str:
@@ -267,6 +269,7 @@ def collect_files(paths: Iterable[str], config: Config, cwd: str | None = None) 
         elif stat.S_ISREG(st.st_mode):
             if excluder.excluded_with_ancestors(abspath, False):
                 out.excluded += 1
+                out.named_excluded.append(display_path(abspath, cwd))
                 continue
             add(abspath, os.path.realpath(abspath))  # any suffix: the user asked for this file
         else:

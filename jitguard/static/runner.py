@@ -33,6 +33,7 @@ class ScanResult:
     errors: list[FileError] = field(default_factory=list)  # files that could not be analyzed
     internal_errors: list[FileError] = field(default_factory=list)  # jitguard bugs, per file
     files_scanned: int = 0  # Python files found after excludes
+    named_excluded: list[str] = field(default_factory=list)  # files named by the user, excluded
     files_analyzed: int = 0  # files with facts (parsed now or read from the cache)
     files_parsed: int = 0  # files parsed by LibCST in this run
     files_skipped: int = 0  # files the prefilter ruled out (no kernels, no kernel names)
@@ -179,6 +180,7 @@ def scan_paths(
     fileset = collect_files(paths, config)
     result.errors.extend(fileset.errors)
     result.files_scanned = len(fileset.files)
+    result.named_excluded = list(fileset.named_excluded)
 
     cache = FactsCache(cache_dir or default_cache_dir(), config.facts_key()) if use_cache else None
 
