@@ -440,3 +440,22 @@ def test_scan_options_reach_the_fixer(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text(f'[tool.jitguard]\nvarying-names = ["{count}"]\n')
     assert fix("--check", "k.py").exit_code == 1
     assert fix("--check", "--isolated", "k.py").exit_code == 0
+
+
+def test_fix_says_when_a_named_file_is_excluded(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "gen").mkdir()
+    src = ("import triton\n\n\n@triton.jit\ndef k(x_ptr, n):\n    pass\n\n\n"
+           "def launch(x):\n    k[(1,)](x, x.shape[0])\n")
+    (tmp_path / "gen" / "k.py").write_text(src)
+    (tmp_path / ".gitignore").write_text("gen/\n")
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        r = CliRunner().invoke(main, ["fix", "--no-cache", "gen/k.py"], catch_exceptions=False)
+        assert "gen/k.py was not read" in r.stderr and "0 files would change" in r.stderr
+        r = CliRunner().invoke(main, ["fix", "--no-cache", "--no-respect-gitignore", "gen/k.py"],
+                               catch_exceptions=False)
+        assert "do_not_specialize" in r.stdout and "not read" not in r.stderr
+    finally:
+        os.chdir(old)

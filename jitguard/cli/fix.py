@@ -178,6 +178,9 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
         findings.extend(result.findings)  # select/ignore/per-file-ignores already applied
         internal_errors = list(getattr(result, "internal_errors", []))
         scan_errors = list(result.errors) + internal_errors
+        for path in result.named_excluded:
+            err(f"jitguard fix: note: {path} was not read: an exclude pattern or a .gitignore "
+                "excludes it (--no-respect-gitignore, or drop the pattern)")
     for t in traces:
         findings.extend(
             f for f in _trace_findings(t)
