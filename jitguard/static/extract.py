@@ -29,6 +29,11 @@ _LIBRARY_ROOTS = frozenset(getattr(sys, "stdlib_module_names", ())) | {
 }
 _IGNORE = re.compile(r"#\s*jitguard:\s*ignore(?:\[([A-Za-z0-9_,\s]*)\])?")
 DNS = "do_not_specialize"
+# A custom op's name in a registration: "op", "ns::op", "ns::op.overload".
+_OP_NAME = re.compile(r"(?:([A-Za-z_]\w*)::)?([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)?\Z")
+# Decorators that register the decorated function under a plain op name ("op"); with "ns::op"
+# any decorator call does.
+_OP_DECORATORS = frozenset({"custom_op", "triton_op", "impl", "register_kernel", "register_fake"})
 DNSOA = "do_not_specialize_on_alignment"
 
 
@@ -914,6 +919,68 @@ class _Extractor:
         self.add_keywords(la, call, classifier, fn)
         return la
 
+    # ---- PyTorch custom ops: torch.ops.<ns>.<op>(...) is a call of the function registered as <op> ----
+    @staticmethod
+    def op_call(target: str) -> tuple[str, str] | None:
+        """``torch.ops.<ns>.<op>`` / ``torch.ops.<ns>.<op>.<overload>`` -> (ns, op)."""
+        parts = target.split(".")
+        if len(parts) in (4, 5) and parts[0] == "torch" and parts[1] == "ops":
+            return parts[2], parts[3]
+        return None
+
+    @staticmethod
+    def _op_names(values) -> list[tuple[str, str]]:
+        out = []
+        for v in values:
+            if isinstance(v, ast.Constant) and isinstance(v.value, str) and len(v.value) <= 200:
+                m = _OP_NAME.match(v.value)
+                if m:
+                    out.append((m.group(1) or "", m.group(2)))
+        return out
+
+    def op_registrations(self) -> list[list[str]]:
+        """[namespace or "", op, qualified function] for each registration of a function as a custom
+        op: ``@torch.library.custom_op("ns::op")`` (and ``triton_op``, ``impl``...), and any call whose
+        arguments hold a string literal ``"op"`` / ``"ns::op"`` and a function (``lib.impl("op", f,
+        "CUDA")``, a project's ``register_op(op_name="op", op_func=f)``, ``custom_op("ns::op")(f)``).
+        link.py uses a registration only where some ``torch.ops.<ns>.<op>(...)`` call exists."""
+        w = self.walker
+        prefix = f"{self.module}." if self.module else ""
+        out: list[list[str]] = []
+        for call, scope, _ in w.calls:
+            values = list(call.args) + [k.value for k in call.keywords]
+            strings = values + (list(call.func.args) + [k.value for k in call.func.keywords]
+                                if isinstance(call.func, ast.Call) else [])
+            ops = self._op_names(strings)
+            if not ops:
+                continue
+            fns = []
+            for v in values:
+                if not isinstance(v, (ast.Name, ast.Attribute)):
+                    continue
+                q = qualified(v, scope)
+                if not q:
+                    continue
+                name, source = q[0]
+                if source == LOCAL and name in w.info.functions:
+                    fns.append(prefix + name)
+                elif source == IMPORT:
+                    target = resolve_relative(name, self.module, self.is_package)
+                    if target.split(".")[0] not in _LIBRARY_ROOTS:
+                        fns.append(target)
+            out.extend([ns, op, f] for ns, op in ops for f in fns)
+        for st, _, info in w.functions:
+            for dec in st.decorator_list:
+                if not isinstance(dec, ast.Call):
+                    continue
+                attr = dec.func.attr if isinstance(dec.func, ast.Attribute) else \
+                    dec.func.id if isinstance(dec.func, ast.Name) else None
+                for ns, op in self._op_names(list(dec.args) + [k.value for k in dec.keywords]):
+                    if ns or attr in _OP_DECORATORS:
+                        out.append([ns, op, prefix + info.qual])
+        seen: set[tuple] = set()
+        return [r for r in out if not (tuple(r) in seen or seen.add(tuple(r)))]
+
     def run(self) -> FileFacts:
         w = self.walker
         self.top = w.run(self.tree)
@@ -922,6 +989,7 @@ class _Extractor:
         info = w.info
         launches: list[tuple[ast.Call, Scope, FunctionInfo | None, str]] = []
         imported: list[tuple[ast.Call, FunctionInfo | None, str]] = []
+        op_calls: list[tuple[ast.Call, FunctionInfo | None, tuple[str, str]]] = []
         for call, scope, fn in w.calls:
             func = call.func
             if isinstance(func, ast.Subscript) and dotted(func.value) is not None:
@@ -946,11 +1014,29 @@ class _Extractor:
                 q = qualified(func, scope)
                 if q and q[0][1] == IMPORT:
                     target = resolve_relative(q[0][0], self.module, self.is_package)
-                    if target.split(".")[0] not in _LIBRARY_ROOTS and (
+                    op = self.op_call(target) if isinstance(func, ast.Attribute) else None
+                    if op is not None:
+                        op_calls.append((call, fn, op))
+                    elif target.split(".")[0] not in _LIBRARY_ROOTS and (
                             self.calls_of is None or target.rsplit(".", 1)[-1] in self.calls_of):
                         imported.append((call, fn, target))
             if callee is not None and callee in info.functions:
                 info.calls.setdefault(callee, []).append((call, fn))
+        facts.custom_ops = self.op_registrations()
+        if op_calls:
+            # an op registered in this module binds like a local call (layouts, positions, keywords);
+            # others are recorded as calls for link.py to bind to a registration elsewhere
+            prefix = f"{self.module}." if self.module else ""
+            local: dict[str, list[tuple[str, str]]] = {}
+            for ns, op, f in facts.custom_ops:
+                if f.startswith(prefix) and f[len(prefix):] in info.functions:
+                    local.setdefault(op, []).append((ns, f[len(prefix):]))
+            for call, fn, (ns, op) in op_calls:
+                quals = [q for rns, q in local.get(op, ()) if not rns or rns == ns]
+                for q in dict.fromkeys(quals):
+                    info.calls.setdefault(q, []).append((call, fn))
+                if not quals:
+                    imported.append((call, fn, f"torch.ops.{ns}.{op}"))
         specs = self.launchers(facts.kernels)
         # forwarders: def launch(kernel, grid, **kw): kernel[grid](**kw)
         for call, scope, fn, kind in launches:

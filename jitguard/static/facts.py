@@ -243,10 +243,15 @@ class FileFacts:
     # module-level functions that launch a kernel given as their parameter with their **kwargs
     # (qualified name -> that parameter's name)
     forwarders: dict[str, str] = field(default_factory=dict)
+    # PyTorch custom ops registered here: [namespace or "", op name, qualified function] for
+    # ``@torch.library.custom_op("ns::op")``, ``lib.impl("op", f)``, ``register("op", f, ...)``;
+    # calls ``torch.ops.<ns>.<op>(...)`` elsewhere are calls of that function (link.py)
+    custom_ops: list[list[str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "calls": [c.to_dict() for c in self.calls],
+            "custom_ops": [list(r) for r in self.custom_ops],
             "forwarders": dict(self.forwarders),
             "path": self.path,
             "module": self.module,
@@ -269,4 +274,5 @@ class FileFacts:
             suppressions={int(k): list(v) for k, v in data.get("suppressions", {}).items()},
             calls=[CallFacts.from_dict(c) for c in data.get("calls", [])],
             forwarders=dict(data.get("forwarders", {})),
+            custom_ops=[list(r) for r in data.get("custom_ops", [])],
         )

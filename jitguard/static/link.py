@@ -134,8 +134,14 @@ class _Callers:
         self.index = index
         self.sites: dict[str, list[tuple[CallFacts, FileFacts]]] = {}
         self.memo: dict[tuple, tuple | None] = {}
+        self.ops = op_registry(facts)  # function -> [(namespace, op)] it is registered as
+        self.op_sites: dict[str, list[tuple[str, CallFacts, FileFacts]]] = {}  # op -> torch.ops calls
         for f in facts:
             for c in f.calls:
+                op = next((k for k in map(op_key, c.targets) if k is not None), None)
+                if op is not None:
+                    self.op_sites.setdefault(op[1], []).append((op[0], c, f))
+                    continue
                 for t in dict.fromkeys(self.canonical(t) for t in c.targets):
                     self.sites.setdefault(t, []).append((c, f))
         self.by_leaf: dict[str, list[str]] = {}
@@ -173,6 +179,13 @@ class _Callers:
         if sites is None:  # module names computed from another root ("ops.f" vs "pkg.ops.f")
             sites = [x for k in self.by_leaf.get(short, ()) if k.endswith("." + fq) or fq.endswith("." + k)
                      for x in self.sites[k]]
+        # torch.ops.<ns>.<op>(...) where this function is registered as custom op <op>
+        via: dict[int, str] = {}
+        for ns, op in self.ops.get(fq, ()):
+            for cns, c, f in self.op_sites.get(op, ()):
+                if (not ns or ns == cns) and id(c) not in via:
+                    via[id(c)] = f"torch.ops.{cns}.{op}"
+                    sites = list(sites) + [(c, f)]
         for c, f in sites[:50]:
             if _WARMUP.search(c.function or f.module or ""):
                 continue  # warm-up code enumerates variants on purpose: not evidence of serving
@@ -186,7 +199,8 @@ class _Callers:
                 deeper = self.resolve(a.entry, depth + 1)
                 if deeper is not None and deeper[0] != UNKNOWN:
                     got = deeper
-            where = f"{short}({pname}={a.text}) called in {c.function or f.module} ({f.path}:{c.line})"
+            callee = f"{via[id(c)]} -> {short}" if id(c) in via else short
+            where = f"{callee}({pname}={a.text}) called in {c.function or f.module} ({f.path}:{c.line})"
             got = (got[0], (where,) + tuple(got[1]), got[2], got[3], got[4])
             if best is None or (_RANK[got[0]], not got[2]) > (_RANK[best[0]], not best[2]):
                 best = got
@@ -237,17 +251,41 @@ def launch_entry_refs(facts: list[FileFacts]) -> set[tuple]:
     return out
 
 
-def caller_entry_refs(facts: list[FileFacts], refs: set[tuple]) -> set[tuple]:
-    """One level up: in these files' calls of the functions of ``refs``, the entry parameters the
-    arguments for those parameters rest on."""
+def op_key(target: str) -> tuple[str, str] | None:
+    """``torch.ops.<ns>.<op>`` (or ``.<overload>`` after it) -> (ns, op)."""
+    parts = target.split(".")
+    if len(parts) in (4, 5) and parts[0] == "torch" and parts[1] == "ops":
+        return parts[2], parts[3]
+    return None
+
+
+def op_registry(facts) -> dict[str, list[tuple[str, str]]]:
+    """Function -> [(namespace or "", op)] it is registered as a PyTorch custom op under."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for f in facts:
+        for row in getattr(f, "custom_ops", None) or ():
+            if isinstance(row, (list, tuple)) and len(row) == 3:
+                ns, op, fq = row
+                out.setdefault(str(fq), []).append((str(ns), str(op)))
+    return out
+
+
+def caller_entry_refs(facts: list[FileFacts], refs: set[tuple], registry=None) -> set[tuple]:
+    """One level up: in these files' calls of the functions of ``refs`` (directly, or through
+    ``torch.ops.<ns>.<op>`` for a function registered as that op in ``registry``), the entry
+    parameters the arguments for those parameters rest on."""
     by_leaf: dict[str, list[tuple]] = {}
     for ref in refs:
         by_leaf.setdefault(str(ref[0]).rsplit(".", 1)[-1], []).append(ref)
+        for ns, op in (registry or {}).get(str(ref[0]), ()):
+            by_leaf.setdefault("torch.ops:" + op, []).append(ref)
     out: set[tuple] = set()
     for f in facts:
         for c in f.calls:
             for t in c.targets:
-                for _, pname, index in by_leaf.get(t.rsplit(".", 1)[-1], ()):
+                op = op_key(t)
+                leaf = "torch.ops:" + op[1] if op is not None else t.rsplit(".", 1)[-1]
+                for _, pname, index in by_leaf.get(leaf, ()):
                     a = next((x for x in c.args if x.keyword == pname), None)
                     if a is None and isinstance(index, int) and index >= 0:
                         a = next((x for x in c.args if x.keyword is None and x.position == index), None)

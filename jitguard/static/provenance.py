@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING
+from jitguard.static.names import dotted
 
 _RANK = {VARYING: 3, BUCKETED: 2, UNKNOWN: 1, STABLE: 0}
 _WARMUP = re.compile(r"warm_?up", re.IGNORECASE)
@@ -488,6 +489,13 @@ class Classifier:
         return out
 
     # ---- parameters of the enclosing function: follow the callers in this module ----
+    def _callee(self, call: ast.Call, fn: FunctionInfo) -> str:
+        """How a caller reaches ``fn``: its name, or ``torch.ops.ns.op -> fn`` for a custom op."""
+        parts = dotted(call.func) if isinstance(call.func, ast.Attribute) else None
+        if parts and len(parts) >= 4 and parts[1] == "ops" and fn.name not in parts:
+            return f"{'.'.join(parts[:4])} -> {fn.name}"
+        return fn.name
+
     def param(self, fn: FunctionInfo, name: str, depth: int) -> Prov:
         p = fn.params[name]
         key = (id(fn), "param:" + name)
@@ -512,7 +520,7 @@ class Classifier:
                     continue
                 r = self._classify(arg, caller, depth + 4)
                 cname = caller.qual if caller is not None else "module level"
-                results.append(r.why(f"{fn.name}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"))
+                results.append(r.why(f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"))
             out = join(results) if results else Prov(UNKNOWN)
             if out.cls == UNKNOWN:
                 named = self.apply_name(name, out)
@@ -620,16 +628,31 @@ class Classifier:
             owner, where = self.lookup(t.id, fn)
             if where == "assign":
                 entries = owner.assigns[t.id]
-                if len(entries) == 1 and entries[0].kind == "expr":
+                if 1 <= len(entries) <= 4 and all(e.kind == "expr" for e in entries):
                     key = (id(owner), "tensor:" + t.id)
                     if key in self._busy:
                         return None, None, weight_like(t), t.id
                     self._busy.add(key)
                     try:
-                        dims, strides, w, _ = self.tensor(entries[0].node, owner, d)
+                        got = [self.tensor(e.node, owner, d) for e in entries]
                     finally:
                         self._busy.discard(key)
-                    return dims, strides, w or weight_like(t), t.id
+                    w = any(g[2] for g in got) or weight_like(t)
+                    if len(got) == 1:
+                        return got[0][0], got[0][1], w, t.id
+                    if any(g[0] is None for g in got):
+                        return None, None, w, t.id
+                    # assigned in branches: each dim and stride is the most varying over the
+                    # assignments. One of another rank whose layout is all fixed (the
+                    # `buf = torch.empty(0)` placeholder beside `buf = torch.empty(n).as_strided(...)`)
+                    # can't make a dim more varying: it is left out, so the ranks agree.
+                    rank = max(len(g[0]) for g in got)
+                    got = [g for g in got if len(g[0]) == rank or any(p.cls != STABLE for p in g[0] + g[1])]
+                    if any(len(g[0]) != rank for g in got):
+                        return None, None, w, t.id
+                    dims = [join([g[0][i] for g in got], "int") for i in range(rank)]
+                    strides = [join([g[1][i] for g in got], "int") for i in range(rank)]
+                    return dims, strides, w, t.id
             if where == "param":
                 if self._param_weight(owner, t.id, d):
                     return None, None, True, t.id
@@ -751,7 +774,7 @@ class Classifier:
                 if dims is None or w or (got and len(dims) != len(got[0][0])):
                     break
                 cname = caller.qual if caller is not None else "module level"
-                why = f"{fn.name}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"
+                why = f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"
                 got.append(([x.why(why) for x in dims], [x.why(why) for x in strides]))
             else:
                 if got:

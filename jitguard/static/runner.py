@@ -383,7 +383,8 @@ def scan_paths(
     fresh: list = list(facts_by_path.values())
     for _ in range(3 if follow else 0):
         try:
-            refs = _link.launch_entry_refs(fresh) if refs is None else _link.caller_entry_refs(fresh, refs)
+            registry = _link.op_registry(facts_by_path.values())
+            refs = _link.launch_entry_refs(fresh) if refs is None else _link.caller_entry_refs(fresh, refs, registry)
         except Exception:  # facts of an unexpected shape: no cross-module following
             break
         refs -= asked
@@ -394,9 +395,12 @@ def scan_paths(
         # a call of f is "f(" (f imported) or "<its module's name>.f(" (ops.f), no object's method
         quals = frozenset(str(r[0]).split(".")[-2].encode() for r in refs if str(r[0]).count(".") >= 1)
         matcher = prefilter.NameMatcher(names)
+        # functions registered as PyTorch custom ops are called as torch.ops.<ns>.<op>(...)
+        ops = prefilter.NameMatcher(op for r in refs for _, op in registry.get(str(r[0]), ()))
         wanted = [d for d, (_, data, _) in contents.items()
                   if d not in done_set and b"import" in data
-                  and (matcher.calls_named(data, quals) or (d.endswith("__init__.py") and matcher(data)))]
+                  and (matcher.calls_named(data, quals) or (d.endswith("__init__.py") and matcher(data))
+                       or (b"ops." in data and ops(data)))]
         if not wanted:
             break
         extract(wanted, "analyzing callers in", calls_of=names)
