@@ -177,3 +177,21 @@ def {m}({x}, {flag}):
     # the ranks disagree and nothing is claimed about stride(1)
     other = src.replace("torch.empty(0)", f"torch.empty({x}.shape[0])").replace(f"(1, {x}4))", "(1, 96))")
     assert not pairs(scan_one(other))
+
+
+def test_a_bug_in_cross_module_following_is_an_internal_error_and_the_scan_goes_on(tmp_path, monkeypatch):
+    from jitguard.static import link as link_mod
+    from jitguard.static.runner import scan_paths
+
+    (tmp_path / "k.py").write_text(
+        "import triton\n\n\n@triton.jit\ndef kern(x_ptr, n):\n    pass\n\n\n"
+        "def go(x):\n    kern[(1,)](x, x.shape[0])\n")
+
+    def broken(*a, **k):
+        raise KeyError("phase four bug")
+
+    monkeypatch.setattr(link_mod, "op_registry", broken)
+    res = scan_paths([str(tmp_path)], use_cache=False, jobs=1)
+    assert [(f.code, f.param) for f in res.findings] == [("JG001", "n")]
+    assert [e.path for e in res.internal_errors] == ["<callers in other modules>"]
+    assert "phase four bug" in res.internal_errors[0].message

@@ -385,7 +385,10 @@ def scan_paths(
         try:
             registry = _link.op_registry(facts_by_path.values())
             refs = _link.launch_entry_refs(fresh) if refs is None else _link.caller_entry_refs(fresh, refs, registry)
-        except Exception:  # facts of an unexpected shape: no cross-module following
+        except Exception as exc:  # a jitguard bug: said as one, the scan goes on without phase 4
+            result.internal_errors.append(FileError(
+                "<callers in other modules>", f"internal error (please report): {type(exc).__name__}: {exc}"))
+            result.internal_tracebacks.append(("<callers in other modules>", traceback.format_exc(limit=-6)))
             break
         refs -= asked
         asked |= refs
