@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-
-from jitguard.findings import Finding
 from dataclasses import replace
 
+from jitguard.findings import Finding
 from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, CallFacts, FileFacts, KernelFacts
 from jitguard.static.program import BoundLaunch, Program
 
