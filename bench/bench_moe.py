@@ -19,12 +19,16 @@ Modes (combine freely):
   --tune    targeted configs for the FP8 buckets under 90% of the floor; a bucket changes only where a
             correct candidate beats the table by >= 2%; --bench in the same run uses the result.
             Writes moe_tune{--tag}.json (its "table" is what kernels/moe_configs.py should hold).
-  --report JSON / --report-peer JSON [--report-tune JSON]: markdown tables of those files.
+  --pdl-ab  (v5) the whole layer, Qwen3 and Mixtral, with programmatic dependent launch off / wait /
+            wait + trigger, interleaved in rounds, and the Qwen3 FP8 w1 GEMM alone at M = 1, 4; checks each
+            mode's output equals the plain launches' bit for bit. Writes moe_pdl{--tag}.json.
+  --report JSON / --report-peer JSON [--report-tune JSON] / --report-pdl JSON: markdown tables of those files.
 
 Timing: CUDA-graph replays; each graph holds R launches over R different routings (consecutive launches
 touch different experts, so weights come from HBM, not L2); median of the replays, divided by R.
 Usage: python bench/bench_moe.py --sweep --bench --out bench/results
        python bench/bench_moe.py --vllm --read-ceiling --tune --bench --tag _v4     (the v4 run)
+       python bench/bench_moe.py --pdl-ab --layer-ms 1,4,16,256 --tag _v5          (the v5 run: PDL A/B)
 """
 from __future__ import annotations
 
@@ -219,7 +223,7 @@ class GemmProblem:
             self._aligned[bm] = [moe.moe_align_block_size(ids, bm, self.E) for ids in self.ids]
         return self._aligned[bm]
 
-    def launch_fns(self, cfg):
+    def launch_fns(self, cfg, pdl=None):
         al = self.aligned(cfg["BLOCK_M"])
         fns = []
         for i in range(len(self.ids)):
@@ -229,7 +233,7 @@ class GemmProblem:
                 moe.grouped_gemm(self.a[i], self.w, sid, eid, top_k=self.top_k_arg,
                                  num_valid_tokens=self.M * self.topk, config=cfg, out=self.out[i],
                                  topk_weights=self.tw[i] if self.is_w2 else None,
-                                 a_scale=self.a_scale, w_scale=self.w_scale)
+                                 a_scale=self.a_scale, w_scale=self.w_scale, pdl=pdl)
             fns.append(f)
         return fns
 
@@ -458,12 +462,12 @@ class LayerProblem:
         self.out = [None] * len(self.ids)
         self.extra = dict(w1_scale=self.s1, w2_scale=self.s2) if fp8 else {}
 
-    def fused_fns(self, swap_ab=None):
+    def fused_fns(self, swap_ab=None, pdl=None):
         fns = []
         for i in range(len(self.ids)):
             def f(i=i):
                 self.out[i] = moe.fused_moe(self.x[i], self.w1, self.w2, self.tw[i], self.ids[i],
-                                            swap_ab=swap_ab, **self.extra)
+                                            swap_ab=swap_ab, pdl=pdl, **self.extra)
             fns.append(f)
         return fns
 
@@ -682,7 +686,153 @@ def layer_breakdown(device, args, res, save):
 
 
 # --------------------------------------------------------------------------------------------------
-# vLLM 0.33.0's kernel as a peer in the same run (bench/peers/), both timing methods
+# v5: programmatic dependent launch A/B (PDL off / wait / wait + trigger), interleaved
+# --------------------------------------------------------------------------------------------------
+PDL_MODES = {0: "off", 1: "wait", 2: "wait+trigger"}
+
+
+def _pdl_layer_weights(layer, fp8, device, empty=False):
+    n1, n2 = LAYERS[layer]
+    if not empty:
+        return (make_weights(*_enk(n1), fp8, device, seed=1), make_weights(*_enk(n2), fp8, device, seed=2))
+    ws = []
+    for n in (n1, n2):
+        E, N, K = _enk(n)
+        ws.append((torch.empty(E, N, K, device=device, dtype=FP8 if fp8 else torch.bfloat16),
+                   torch.ones(E, device=device) if fp8 else None))
+    return tuple(ws)
+
+
+def _pdl_compile_worker(job):
+    """Compile every kernel variant of one (layer, precision) over the M values and PDL modes by running
+    the layer once (uninitialized weights: only the compiles matter); the main process then hits the disk
+    cache."""
+    layer, fp8, ms, modes, device = job
+    ws = _pdl_layer_weights(layer, fp8, device, empty=True)
+    errors = {}
+    for M in ms:
+        lp = LayerProblem(layer, M, fp8, device, ws, rot=1)
+        for mode in modes:
+            try:
+                lp.fused_fns(pdl=mode)[0]()
+                if layer == "qwen3" and fp8 and M in (1, 4):
+                    p = GemmProblem("qwen3_w1", M, True, device, weights=ws[0], rot=1)
+                    p.launch_fns(moe.get_config(p.E, p.N, p.K, p.topk, M, FP8), pdl=mode)[0]()
+                if device == "cuda":
+                    torch.cuda.synchronize()
+            except Exception as exc:  # noqa: BLE001 - recorded, the timing run reports it again
+                errors[f"{layer}|{int(fp8)}|{M}|{mode}"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return errors
+
+
+def pdl_ab(device, args, precisions, save=lambda res: None):
+    """The whole layer (and the Qwen3 FP8 w1 GEMM alone at M = 1, 4) with PDL off / wait / wait+trigger:
+    CUDA-graph replays of --layer-rot back-to-back layers over different routings; the three modes
+    interleaved within each of --rounds rounds; the median over rounds kept, with min and max. Each mode's
+    output of the last replay must equal the plain launches' bit for bit."""
+    modes = list(PDL_MODES)
+    ms = args.layer_ms
+    if args.workers and device == "cuda":
+        import multiprocessing as mp
+        t = time.time()
+        jobs = [(layer, fp8, [M], [mode], device) for layer in ("mixtral", "qwen3") for fp8 in precisions
+                for M in ms for mode in modes]
+        with ProcessPoolExecutor(max_workers=min(args.workers, len(jobs)), mp_context=mp.get_context("spawn")) as ex:
+            errs = {k: v for e in ex.map(_pdl_compile_worker, jobs) for k, v in e.items()}
+        print(f"pdl-ab: precompiled in {time.time() - t:.0f} s, errors {errs or 'none'}", flush=True)
+    if args.precompile_only:
+        return None
+    gpu_warmup(device)
+    res = dict(method=f"CUDA-graph replays of {args.layer_rot} back-to-back layers (different routings) per "
+                      f"graph, median of {args.reps} replays per timing, PDL modes interleaved, "
+                      f"{args.rounds} rounds; median (min, max) over rounds",
+               modes=PDL_MODES, default_pdl=moe.PDL, layer=[], w1_gemm=[])
+    for layer in ("qwen3", "mixtral"):
+        for fp8 in precisions:
+            ws = _pdl_layer_weights(layer, fp8, device)
+            for M in ms:
+                lp = LayerProblem(layer, M, fp8, device, ws, rot=args.layer_rot)
+                rec = dict(layer=layer, fp8=fp8, M=M)
+                times = {m: [] for m in modes}
+                outs = {}
+                for _ in range(args.rounds):
+                    for mode in modes:
+                        us, err = _try_time(lambda mode=mode: lp.fused_fns(pdl=mode), args.reps)
+                        if err:
+                            rec[f"error_{mode}"] = err
+                        elif us is not None:
+                            times[mode].append(us)
+                        outs[mode] = [o.clone() if o is not None else None for o in lp.out]
+                for mode in modes:
+                    t = times[mode]
+                    rec[f"us_{mode}"] = statistics.median(t) if t else None
+                    rec[f"us_{mode}_min"], rec[f"us_{mode}_max"] = (min(t), max(t)) if t else (None, None)
+                    rec[f"rounds_{mode}"] = t
+                    rec[f"equal_to_off_{mode}"] = all(
+                        a is not None and b is not None and torch.equal(a, b) for a, b in zip(outs[mode], outs[0]))
+                res["layer"].append(rec)
+                print("pdl-ab layer " + " ".join(
+                    f"{k}={_f(v, 6, 2) if isinstance(v, float) else v}" for k, v in rec.items()
+                    if not k.startswith("rounds_")), flush=True)
+                save(res)
+                del lp
+            if layer == "qwen3" and fp8:
+                for M in (1, 4):
+                    p = GemmProblem("qwen3_w1", M, True, device, weights=ws[0], rot=args.rot)
+                    cfg = moe.get_config(p.E, p.N, p.K, p.topk, M, FP8)
+                    rec = dict(gemm="qwen3_w1", fp8=True, M=M, config=cfg)
+                    times = {m: [] for m in modes}
+                    for _ in range(args.rounds):
+                        for mode in modes:
+                            us, err = _try_time(lambda mode=mode: p.launch_fns(cfg, pdl=mode), args.reps)
+                            if err:
+                                rec[f"error_{mode}"] = err
+                            elif us is not None:
+                                times[mode].append(us)
+                    for mode in modes:
+                        t = times[mode]
+                        rec[f"us_{mode}"] = statistics.median(t) if t else None
+                        rec[f"us_{mode}_min"], rec[f"us_{mode}_max"] = (min(t), max(t)) if t else (None, None)
+                        rec[f"rounds_{mode}"] = t
+                    res["w1_gemm"].append(rec)
+                    print("pdl-ab w1 " + " ".join(
+                        f"{k}={_f(v, 6, 2) if isinstance(v, float) else v}" for k, v in rec.items()
+                        if not k.startswith("rounds_")), flush=True)
+                    save(res)
+                    del p
+            del ws
+            if device == "cuda":
+                torch.cuda.empty_cache()
+    return res
+
+
+def report_pdl(path):
+    """Markdown table of a moe_pdl JSON."""
+    b = json.load(open(path))
+    m = b["machine"]
+    print(f"Machine: {m.get('gpu')}, torch {m['torch']}, triton {m['triton']}, {m['date']}. {b['method']}.\n")
+    print("| layer | prec | M | PDL off µs | wait µs | wait+trigger µs | wait vs off | trigger vs off | "
+          "bit-equal to off |")
+    print("|---|---|---|---|---|---|---|---|---|")
+
+    def cell(r, k):
+        v = r.get(f"us_{k}")
+        return f"{v:.2f} ({r[f'us_{k}_min']:.2f}-{r[f'us_{k}_max']:.2f})" if v else "failed"
+
+    def gain(r, k):
+        a, b_ = r.get("us_0"), r.get(f"us_{k}")
+        return f"{b_ - a:+.2f} µs" if a and b_ else "-"
+
+    for r in b["layer"]:
+        print(f"| {r['layer']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {cell(r, 0)} | {cell(r, 1)} | "
+              f"{cell(r, 2)} | {gain(r, 1)} | {gain(r, 2)} | "
+              f"{'yes' if r.get('equal_to_off_1') and r.get('equal_to_off_2') else 'NO'} |")
+    for r in b["w1_gemm"]:
+        print(f"| w1 GEMM alone ({r['gemm']}) | fp8 | {r['M']} | {cell(r, 0)} | {cell(r, 1)} | {cell(r, 2)} | "
+              f"{gain(r, 1)} | {gain(r, 2)} | - |")
+
+
+
 # --------------------------------------------------------------------------------------------------
 def vllm_grid():
     """The spec's 16 configs for vLLM's reference figures: BLOCK_M 16/32, BLOCK_N 64/128, BLOCK_K 128/256,
@@ -1203,12 +1353,22 @@ def main(argv=None):
     ap.add_argument("--report-peer", metavar="JSON", help="print the tables of a moe_peer JSON and exit")
     ap.add_argument("--report-tune", metavar="JSON", help="with --report-peer: also a moe_tune JSON")
     ap.add_argument("--tag", default="", help="suffix of the output file names, e.g. _v4")
+    ap.add_argument("--pdl-ab", action="store_true",
+                    help="v5: the whole layer (Qwen3, Mixtral; --precisions; --layer-ms) and the Qwen3 FP8 w1 "
+                         "GEMM at M = 1, 4 with PDL off / wait / wait+trigger, interleaved; writes moe_pdl{--tag}.json")
+    ap.add_argument("--rounds", type=int, default=3, help="--pdl-ab: interleaved rounds per case")
+    ap.add_argument("--precompile-only", action="store_true",
+                    help="--pdl-ab: only compile the variants (into Triton's disk cache), time nothing")
+    ap.add_argument("--report-pdl", metavar="JSON", help="print the table of a moe_pdl JSON and exit")
     args = ap.parse_args(argv)
     if args.report:
         report(args.report)
         return
     if args.report_peer:
         report_peer(args.report_peer, args.report_tune)
+        return
+    if args.report_pdl:
+        report_pdl(args.report_pdl)
         return
     device = "cuda" if torch.cuda.is_available() else "cpu"
     ms = [int(v) for v in args.ms.split(",")]
@@ -1271,6 +1431,10 @@ def main(argv=None):
             table, recs = tune(device, args, cur, lambda r: dump("moe_tune", r))
             dump("moe_tune", dict(tune=recs, table=table))
             _install_table(table)
+    if args.pdl_ab:
+        pdl_res = pdl_ab(device, args, precisions, lambda r: dump("moe_pdl", r))
+        if pdl_res is not None:
+            dump("moe_pdl", pdl_res)
     if args.bench:
         if args.table:
             table = json.load(open(args.table))["table"]

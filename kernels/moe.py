@@ -35,6 +35,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ._launch import is_interpreted, pdl_options, pdl_supported
+
 __all__ = [
     "route",
     "moe_align_block_size",
@@ -47,6 +49,7 @@ __all__ = [
     "compiled_variant_count",
     "FP8_DTYPE",
     "FP8_MAX",
+    "PDL",
 ]
 
 FP8_DTYPE = torch.float8_e4m3fn
@@ -54,10 +57,27 @@ FP8_MAX = 448.0
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _CONFIG_KEYS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SWAP_AB"}
 
+# Programmatic dependent launch of every kernel of the layer (sm_90+, CUDA; never under the
+# interpreter): 0 off, 1 each program waits for the previous kernel (griddepcontrol.wait) before its
+# first global load or store, 2 wait and then let the next kernel be scheduled at once
+# (griddepcontrol.launch_dependents). The default of the ``pdl`` argument of every launcher.
+PDL = 1
+_PDL_MODES = (0, 1, 2)
+
 
 # --------------------------------------------------------------------------------------------------
 # Triton kernels
 # --------------------------------------------------------------------------------------------------
+@triton.jit
+def _pdl_enter(USE_PDL: tl.constexpr):
+    """First statement of every kernel here: with PDL, wait for the previous kernel in the stream
+    (its writes visible) before any global memory access; mode 2 then triggers the next kernel."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        if USE_PDL >= 2:
+            tl.extra.cuda.gdc_launch_dependents()
+
+
 @triton.jit(do_not_specialize=["num_slots", "EM"])
 def _moe_align_kernel(
     topk_ids_ptr,  # [num_slots] int32/int64, flattened [M, topk]
@@ -72,12 +92,14 @@ def _moe_align_kernel(
     CHUNK: tl.constexpr,  # slots handled per step
     BLOCKS: tl.constexpr,  # M-blocks labelled per step (BLOCKS x BLOCK_E compare tile)
     FILL: tl.constexpr,  # sentinel entries written per step
+    USE_PDL: tl.constexpr = 0,  # PDL mode (see PDL)
 ):
     """Single-program counting sort of the slots by expert, each expert padded to BLOCK_M.
 
     Counts and positions come from atomics on a per-expert counter, so the work per step is O(CHUNK),
     not O(CHUNK x E); the order of the slots within one expert's run is unspecified.
     """
+    _pdl_enter(USE_PDL)
     offs_e = tl.arange(0, BLOCK_E)
     offs_c = tl.arange(0, CHUNK)
     # 1. Fill with the sentinel; zero the counters.
@@ -153,12 +175,14 @@ def _moe_gemm_kernel(
     PER_TOKEN_A: tl.constexpr,
     PER_CHANNEL_W: tl.constexpr,
     EVEN_K: tl.constexpr,
+    USE_PDL: tl.constexpr = 0,  # PDL mode (see PDL)
 ):
     """C[slot, n] = (sum_k A[row(slot), k] * W[e, n, k]) * scales (* topk_weight[slot]).
 
     Grid: (EM // BLOCK_M, cdiv(N, BLOCK_N)); axis 0 (the fast one) walks the M-blocks so that the
     blocks of one expert that share a weight tile run together and hit L2.
     """
+    _pdl_enter(USE_PDL)
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
@@ -249,11 +273,13 @@ def _quant_rows_kernel(
     stride_q,
     STATIC: tl.constexpr,
     BLOCK: tl.constexpr,
+    USE_PDL: tl.constexpr = 0,  # PDL mode (see PDL)
 ):
     """One program per row: FP8 quantization with a static per-tensor or a dynamic per-row scale.
 
     IEEE division (div_rn) and round-to-nearest-even, as torch's (x / scale).to(fp8); on the H200 a
     bit-exact comparison with torch still showed differences (bench/NOTES_moe.md)."""
+    _pdl_enter(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     if STATIC:
@@ -282,8 +308,10 @@ def _silu_mul_kernel(
     QUANT: tl.constexpr,
     STATIC: tl.constexpr,
     BLOCK: tl.constexpr,
+    USE_PDL: tl.constexpr = 0,  # PDL mode (see PDL)
 ):
     """One program per row: the SiLU-and-mul activation, optionally quantized to FP8."""
+    _pdl_enter(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     h_row = h_ptr + row * stride_h
@@ -315,6 +343,17 @@ def _silu_mul_kernel(
 def _interpreting(kernel: Any = _moe_gemm_kernel) -> bool:
     """True when this module's kernels were built by TRITON_INTERPRET=1 (they then run on CPU)."""
     return type(kernel).__name__ == "InterpretedFunction"
+
+
+def _pdl_launch(pdl: Any, device: torch.device, kernel: Any) -> dict:
+    """Launch keywords for PDL mode ``pdl`` (None: the module's ``PDL``): nothing where PDL cannot
+    run (interpreter, CPU, ROCm, below sm_90), so those launches stay plain ones."""
+    mode = PDL if pdl is None else pdl
+    if not isinstance(mode, int) or isinstance(mode, bool) or mode not in _PDL_MODES:
+        raise ValueError(f"pdl: expected None, 0, 1 or 2, got {pdl!r}")
+    if not mode or is_interpreted(kernel) or not pdl_supported(device):
+        return {}
+    return pdl_options(mode)
 
 
 def compiled_variant_count(kernel: Any = _moe_gemm_kernel) -> int:
@@ -436,7 +475,7 @@ def route(
 
 
 def moe_align_block_size(
-    topk_ids: torch.Tensor, block_m: int, num_experts: int
+    topk_ids: torch.Tensor, block_m: int, num_experts: int, *, pdl: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Sort the ``M*topk`` slots by expert and pad each expert's run to a multiple of ``block_m``.
 
@@ -451,7 +490,8 @@ def moe_align_block_size(
             a bound on the padded total that depends only on the shapes (so CUDA graphs can capture it).
         expert_ids [EM // block_m] int32: the expert of each block, -1 for blocks past the padded total.
         num_tokens_post_padded [1] int32: the padded total (on the device; no host sync).
-    Experts with no slots take no blocks.
+    Experts with no slots take no blocks. ``pdl``: programmatic dependent launch mode (see
+    :data:`PDL`; None = the module default).
     """
     _check_tensor(topk_ids, "topk_ids", 2)
     if topk_ids.dtype not in (torch.int32, torch.int64):
@@ -463,11 +503,13 @@ def moe_align_block_size(
     num_slots = topk_ids.numel()
     EM = _cdiv(num_slots + min(num_experts, num_slots) * (block_m - 1), block_m) * block_m
     device = topk_ids.device
+    launch = _pdl_launch(pdl, device, _moe_align_kernel)
     sorted_ids = torch.empty(EM, dtype=torch.int32, device=device)
     expert_ids = torch.empty(EM // block_m, dtype=torch.int32, device=device)
-    total = torch.zeros(1, dtype=torch.int32, device=device)
     if num_slots == 0:
-        return sorted_ids, expert_ids, total
+        return sorted_ids, expert_ids, torch.zeros(1, dtype=torch.int32, device=device)
+    # The kernel writes the total: no memset launch (it would also break the chain of PDL launches).
+    total = torch.empty(1, dtype=torch.int32, device=device)
     # Constexprs from E only (never from M): one compile per (block_m, E) for any number of tokens.
     block_e = max(16, _next_pow2(num_experts))
     cursor = torch.empty(block_e, dtype=torch.int32, device=device)
@@ -475,7 +517,7 @@ def moe_align_block_size(
         topk_ids.contiguous(), sorted_ids, expert_ids, total, cursor,
         num_slots, EM,
         BLOCK_M=block_m, BLOCK_E=block_e, CHUNK=1024, BLOCKS=max(16, 4096 // block_e), FILL=1024,
-        num_warps=4,
+        num_warps=4, **launch,
     )
     return sorted_ids, expert_ids, total
 
@@ -495,6 +537,7 @@ def grouped_gemm(
     a_scale: torch.Tensor | None = None,
     w_scale: torch.Tensor | None = None,
     swap_ab: bool | None = None,
+    pdl: int | None = None,
 ) -> torch.Tensor:
     """The grouped GEMM: ``C[s, :] = W[e(s)] @ A[s // top_k]`` for every valid slot s.
 
@@ -511,6 +554,7 @@ def grouped_gemm(
         a_scale: fp32 activation scale, [1] per tensor or [rows of a, 1] per row (FP8 only);
         w_scale: [E] (per expert) or [E, N] (per channel) fp32 (FP8 only).
         swap_ab: force Swap-AB on/off; None = config's SWAP_AB if present, else :func:`choose_swap_ab`.
+        pdl: programmatic dependent launch mode (see :data:`PDL`); None = the module default.
     Returns:
         C [num_valid_tokens, N]; rows of padding slots are never written.
     """
@@ -529,6 +573,7 @@ def grouped_gemm(
         raise ValueError("a_scale/w_scale: both are required for FP8 operands")
     if not use_fp8 and (a_scale is not None or w_scale is not None):
         raise ValueError("a_scale/w_scale: scales are only meaningful for FP8 operands")
+    launch = _pdl_launch(pdl, a.device, _moe_gemm_kernel)
     if out is None:
         out_dtype = out_dtype or (torch.bfloat16 if use_fp8 else a.dtype)
         out = torch.empty(num_valid_tokens, N, dtype=out_dtype, device=a.device)
@@ -574,18 +619,21 @@ def grouped_gemm(
         PER_TOKEN_A=per_token,
         PER_CHANNEL_W=per_channel,
         EVEN_K=K % cfg["BLOCK_K"] == 0,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **launch,
     )
     return out
 
 
-def quantize_fp8(t: torch.Tensor, scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize_fp8(t: torch.Tensor, scale: torch.Tensor | None = None, *,
+                 pdl: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """FP8 e4m3 quantization of a [rows, K] tensor: returns (q, scale) with t ~= q * scale.
 
     ``scale`` given ([1] fp32): static per-tensor. None: dynamic per-row scales [rows, 1] = amax / 448
     of each row, computed on the device in the same kernel (no host sync, no global reduction).
     Values are clamped to +-448 before the cast (saturating, as the GPU's cvt.satfinite).
+    ``pdl``: programmatic dependent launch mode (see :data:`PDL`; None = the module default).
     """
+    launch = _pdl_launch(pdl, t.device, _quant_rows_kernel)
     rows, K = t.shape
     q = torch.empty(rows, K, dtype=FP8_DTYPE, device=t.device)
     static = scale is not None
@@ -593,16 +641,19 @@ def quantize_fp8(t: torch.Tensor, scale: torch.Tensor | None = None) -> tuple[to
         scale = torch.empty(rows, 1, dtype=torch.float32, device=t.device)
     if rows:
         _quant_rows_kernel[(rows,)](t, q, scale, K, t.stride(0), q.stride(0), STATIC=static,
-                                    BLOCK=min(2048, _next_pow2(K)), num_warps=4)
+                                    BLOCK=min(2048, _next_pow2(K)), num_warps=4, **launch)
     return q, scale
 
 
 def silu_and_mul(h: torch.Tensor, *, out_dtype: torch.dtype | None = None,
-                 scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+                 scale: torch.Tensor | None = None,
+                 pdl: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """silu(h[:, :I]) * h[:, I:] for h [rows, 2I]; returns (act [rows, I], scale).
 
     ``out_dtype`` FP8: quantized with ``scale`` ([1], static) or dynamic per-row scales [rows, 1].
+    ``pdl``: programmatic dependent launch mode (see :data:`PDL`; None = the module default).
     """
+    launch = _pdl_launch(pdl, h.device, _silu_mul_kernel)
     rows, two_i = h.shape
     inter = two_i // 2
     out_dtype = out_dtype or h.dtype
@@ -613,7 +664,8 @@ def silu_and_mul(h: torch.Tensor, *, out_dtype: torch.dtype | None = None,
         scale = torch.empty(rows, 1, dtype=torch.float32, device=h.device)
     if rows:
         _silu_mul_kernel[(rows,)](h, out, scale if quant else out, inter, h.stride(0), out.stride(0),
-                                  QUANT=quant, STATIC=static, BLOCK=min(2048, _next_pow2(inter)), num_warps=4)
+                                  QUANT=quant, STATIC=static, BLOCK=min(2048, _next_pow2(inter)), num_warps=4,
+                                  **launch)
     return out, scale if quant else None
 
 
@@ -630,6 +682,7 @@ def fused_moe(
     a2_scale: torch.Tensor | None = None,
     swap_ab: bool | None = None,
     config: Mapping[str, Any] | None = None,
+    pdl: int | None = None,
 ) -> torch.Tensor:
     """Fused MoE layer (see the module docstring for the operation).
 
@@ -643,6 +696,8 @@ def fused_moe(
             device inside the quantization kernels.
         swap_ab: force Swap-AB on/off for both GEMMs; None = the table's choice (or the rule).
         config: one config dict for both GEMMs; None = the committed table (kernels/moe_configs.py).
+        pdl: programmatic dependent launch of the layer's Triton kernels (sm_90+): 0 off, 1 wait,
+            2 wait and trigger (see :data:`PDL`); None = the module default ``PDL``.
     Returns:
         out [M, K] in x's dtype; M = 0 gives an empty [0, K].
     """
@@ -682,6 +737,7 @@ def fused_moe(
         raise ValueError(f"topk_ids: topk = {topk} must be in [1, E = {E}]")
     if swap_ab is not None and not isinstance(swap_ab, bool):
         raise ValueError(f"swap_ab: expected None, True or False, got {swap_ab!r}")
+    _pdl_launch(pdl, x.device, _moe_gemm_kernel)  # validates pdl before anything runs
     if use_fp8:
         if w1_scale is None or w2_scale is None:
             raise ValueError("w1_scale/w2_scale: required with FP8 weights")
@@ -719,27 +775,27 @@ def fused_moe(
 
     def _align(bm: int):
         if bm not in aligned:
-            aligned[bm] = moe_align_block_size(topk_ids, bm, E)
+            aligned[bm] = moe_align_block_size(topk_ids, bm, E, pdl=pdl)
         return aligned[bm]
 
     # Gate/up GEMM: [M*topk, 2I].
     if use_fp8:
-        a1, a1_scale = quantize_fp8(x, a1_scale)
+        a1, a1_scale = quantize_fp8(x, a1_scale, pdl=pdl)
     else:
         a1 = x
     sid, eid, _ = _align(cfg_w1["BLOCK_M"])
     h = torch.empty(num_slots, two_i, dtype=x.dtype, device=x.device)
     grouped_gemm(a1, w1, sid, eid, top_k=topk, num_valid_tokens=num_slots, config=cfg_w1, out=h,
                  a_scale=a1_scale if use_fp8 else None, w_scale=w1_scale if use_fp8 else None,
-                 swap_ab=swap_ab)
+                 swap_ab=swap_ab, pdl=pdl)
     # SiLU(gate) * up (fp32 math), quantized for the FP8 down GEMM.
     a2, a2_scale = silu_and_mul(h, out_dtype=FP8_DTYPE if use_fp8 else x.dtype,
-                                scale=a2_scale if use_fp8 else None)
+                                scale=a2_scale if use_fp8 else None, pdl=pdl)
     # Down GEMM with the routed weight: [M*topk, K], then the sum over topk.
     sid, eid, _ = _align(cfg_w2["BLOCK_M"])
     y = torch.empty(num_slots, K, dtype=x.dtype, device=x.device)
     grouped_gemm(a2, w2, sid, eid, top_k=1, num_valid_tokens=num_slots, config=cfg_w2, out=y,
                  topk_weights=flat_weights,
                  a_scale=a2_scale if use_fp8 else None, w_scale=w2_scale if use_fp8 else None,
-                 swap_ab=swap_ab)
+                 swap_ab=swap_ab, pdl=pdl)
     return y.view(M, topk, K).sum(dim=1)  # torch accumulates low-precision sums in fp32

@@ -39,6 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ._launch import _cuda_capability, _pdl_supported  # noqa: F401  (shared with moe; names kept)
 from .rope_fp8_reference import inv_rope_fp8_quant_reference  # noqa: F401  (re-exported)
 
 FP8_MAX = 448.0
@@ -485,20 +486,6 @@ def _accepts_host_tensors(kernel) -> bool:
         return True
     testing = sys.modules.get("jitguard.testing")  # never imported here for this question
     return testing is not None and testing.host_tensors_ok()
-
-
-def _pdl_supported(device: torch.device) -> bool:
-    """Programmatic dependent launch needs an NVIDIA GPU of compute capability 9.0 or later
-    (griddepcontrol is an sm_90 instruction)."""
-    if device.type != "cuda" or torch.version.hip is not None or not torch.cuda.is_available():
-        return False  # (not available: a stand-in driver compiling for sm_90 with no GPU)
-    return _cuda_capability(torch.cuda.current_device() if device.index is None
-                            else device.index) >= (9, 0)
-
-
-@functools.lru_cache(maxsize=None)
-def _cuda_capability(index: int) -> tuple:
-    return tuple(torch.cuda.get_device_capability(index))
 
 
 def _wave_programs(device: torch.device, config: LaunchConfig) -> int:

@@ -103,6 +103,144 @@ def test_one_compile_per_config_over_any_M_sm90():
     assert _warm_variants(fx.moe_gemm_kernel_uncorrected, uncorrected, Ms) == 3
 
 
+def _fresh_copy(kernel):
+    """A new JITFunction with the same source and decorator settings: an empty cache."""
+    return type(kernel)(kernel.fn, do_not_specialize=kernel.do_not_specialize)
+
+
+def _sm90_variants(kernel, make_args, Ms, pdl):
+    """Compiled variants of a fresh copy of ``kernel`` over ``Ms`` (stand-in driver, sm_90), launched
+    with the launch keywords the launchers pass for PDL mode ``pdl`` on an H200."""
+    from jitguard.kernels._launch import pdl_options
+    from jitguard.testing import stand_in_driver
+
+    kernel = _fresh_copy(kernel)
+    with stand_in_driver():
+        for M in Ms:
+            args, kwargs = make_args(M)
+            kernel.warmup(*args, grid=(1,), **kwargs, **pdl_options(pdl))
+    return [c for entry in kernel.device_caches.values()
+            for c in (entry[0] if isinstance(entry, tuple) else entry).values()]
+
+
+def _moe_kernel_launches():
+    """(kernel, make_args(M)) for each of the layer's four Triton kernels, with the per-call ints
+    derived from M as fused_moe derives them (Qwen3-like shapes, BLOCK_M 16)."""
+    from jitguard.kernels import moe
+    bf, i32, f32, f8 = torch.bfloat16, torch.int32, torch.float32, torch.float8_e4m3fn
+    N, K, BM, E, topk = 1536, 2048, 16, 128, 8
+
+    def em(slots):
+        return -(-(slots + min(E, slots) * (BM - 1)) // BM) * BM
+
+    def gemm(M):
+        slots = M * topk
+        return ((_Ptr(f8), _Ptr(f8), _Ptr(bf), _Ptr(f32), _Ptr(f32), _Ptr(f32), _Ptr(i32), _Ptr(i32),
+                 N, K, em(slots), slots, K, 1, N * K, K, 1, N, 1, 1, 0),
+                dict(top_k=topk, BLOCK_M=BM, BLOCK_N=64, BLOCK_K=128, SWAP_AB=True, MUL_ROUTED_WEIGHT=False,
+                     USE_FP8=True, PER_TOKEN_A=True, PER_CHANNEL_W=False, EVEN_K=True, num_warps=4,
+                     num_stages=3))
+
+    def align(M):
+        slots = M * topk
+        return ((_Ptr(i32), _Ptr(i32), _Ptr(i32), _Ptr(i32), _Ptr(i32), slots, em(slots)),
+                dict(BLOCK_M=BM, BLOCK_E=E, CHUNK=1024, BLOCKS=32, FILL=1024, num_warps=4))
+
+    def quant(M):
+        return ((_Ptr(bf), _Ptr(f8), _Ptr(f32), K, K, K), dict(STATIC=False, BLOCK=2048, num_warps=4))
+
+    def act(M):
+        return ((_Ptr(bf), _Ptr(f8), _Ptr(f32), N // 2, N, N // 2),
+                dict(QUANT=True, STATIC=False, BLOCK=1024, num_warps=4))
+
+    return {"gemm": (moe._moe_gemm_kernel, gemm), "align": (moe._moe_align_kernel, align),
+            "quant": (moe._quant_rows_kernel, quant), "silu_mul": (moe._silu_mul_kernel, act)}
+
+
+@pytest.mark.parametrize("pdl", [0, 1, 2])
+def test_pdl_one_compile_and_wait_before_memory_sm90(pdl):
+    """Every kernel of the layer, real sm_90 compiles (no GPU): one variant over M with PDL off, wait
+    and wait+trigger (launch_pdl is a compile option, USE_PDL a constexpr); with PDL the PTX has
+    griddepcontrol.wait before the first global load, store or atomic, and launch_dependents (mode 2
+    only) after it; without PDL neither, and the launch is a plain one."""
+    import re
+
+    from jitguard.kernels import moe
+    if moe._interpreting():
+        pytest.skip("this process imported the kernels under TRITON_INTERPRET=1")
+    Ms = [1, 2, 3, 16, 17, 100, 512]
+    for name, (kernel, make_args) in _moe_kernel_launches().items():
+        variants = _sm90_variants(kernel, make_args, Ms, pdl)
+        assert len(variants) == 1, (name, len(variants))
+        compiled = variants[0]
+        assert bool(compiled.metadata.launch_pdl) == bool(pdl), name
+        ptx = [line.strip() for line in compiled.asm["ptx"].splitlines()]
+
+        def first(pattern):
+            return next((i for i, line in enumerate(ptx) if re.search(pattern, line)), None)
+
+        wait, trigger = first(r"griddepcontrol\.wait"), first(r"griddepcontrol\.launch_dependents")
+        memory = first(r"^(@%p\d+\s+)?(ld\.global|st\.global|atom\.global|red\.global|cp\.async)")
+        assert memory is not None, name
+        if not pdl:
+            assert wait is None and trigger is None, name
+            continue
+        assert wait is not None and wait < memory, name
+        assert (trigger is not None and wait < trigger) if pdl == 2 else trigger is None, name
+
+
+def test_pdl_uncorrected_twin_still_compiles_per_value_class_sm90():
+    """The twin mirrors the launcher, PDL included: with PDL on it still compiles 3 times over M."""
+    from jitguard.kernels import moe
+    if moe._interpreting():
+        pytest.skip("this process imported the kernels under TRITON_INTERPRET=1")
+    spec = importlib.util.spec_from_file_location("moe_uncorrected_fixture", ROOT / "fixtures" / "moe_uncorrected.py")
+    fx = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fx)
+    bf, i32 = torch.bfloat16, torch.int32
+
+    def uncorrected(M):
+        slots = M
+        em = -(-(slots + min(128, slots) * 15) // 16) * 16
+        return ((_Ptr(bf), _Ptr(bf), _Ptr(bf), _Ptr(i32), _Ptr(i32), 1536, 2048, em, slots, 2048,
+                 1536 * 2048, 2048, 1536),
+                dict(top_k=1, BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, SWAP_AB=True))
+
+    variants = _sm90_variants(fx.moe_gemm_kernel_uncorrected, uncorrected, [1, 2, 3, 16, 17, 100, 512], 1)
+    assert len(variants) == 3
+    assert all(v.metadata.launch_pdl for v in variants)
+
+
+def test_pdl_argument_validated():
+    from jitguard.kernels import moe
+    for bad in (3, -1, True, "1", 1.0):
+        with pytest.raises(ValueError, match="pdl"):
+            moe.fused_moe(**_cpu_args(), pdl=bad)
+
+
+def test_interpreter_runs_pdl_modes_as_plain_launches():
+    """Under TRITON_INTERPRET=1 every PDL mode runs (as a plain launch) and gives the same result."""
+    env = dict(os.environ, TRITON_INTERPRET="1", TRITON_DEFAULT_FP_FUSION="1")
+    proc = subprocess.run([sys.executable, str(pathlib.Path(__file__)), "pdl-interpreter"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "pdl modes ok" in proc.stdout, (proc.stdout + proc.stderr)[-4000:]
+
+
+def _pdl_interpreter_child() -> None:
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    from jitguard.kernels import moe
+    assert moe._interpreting()
+    torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+    args = _cpu_args(M=5, E=4, topk=2, K=32, inter=16, dtype=torch.float32)
+    want = ref.fused_moe_reference(**args, dtype=torch.float64)
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}
+    outs = [moe.fused_moe(**args, config=cfg, pdl=p) for p in (0, 1, 2, None)]
+    for out in outs:
+        assert torch.equal(out, outs[0])
+    assert _relerr(outs[0], want) < 1e-4, _relerr(outs[0], want)
+    print("pdl modes ok")
+
+
 # --------------------------------------------------------------------------------------------------
 # GPU
 # --------------------------------------------------------------------------------------------------
@@ -142,6 +280,39 @@ def test_gpu_fused_moe_real_shapes(shape, fp8, M):
         # bf16: ~2.5e-3 measured. FP8: the intermediate is re-quantized, so rounding flips near fp8
         # boundaries (from bf16 rounding of h) give ~1-2% (measured on the H200); a wrong kernel gives ~1.
         assert _relerr(out, want) < (4e-2 if fp8 else 1e-2), (swap, _relerr(out, want))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fp8", [False, True])
+@pytest.mark.parametrize("shape", [(128, 8, 1536, 2048), (8, 2, 28672, 4096)])
+def test_gpu_pdl_modes_give_the_plain_launch_result(shape, fp8):
+    """PDL wait and wait+trigger give bit-for-bit the result of plain launches (each output row is
+    computed independently, in the same order), eagerly and in CUDA-graph replays, at several M."""
+    from jitguard.kernels import moe
+    if not moe.pdl_supported(torch.device("cuda")):
+        pytest.skip("programmatic dependent launch needs compute capability 9.0+")
+    E, topk, N, K = shape
+    x, w1, w2, logits, extra = _gpu_problem(E, topk, N, K, 64, fp8, seed=int.from_bytes(os.urandom(3), "little"))
+    for M in (1, 4, 64):
+        tw, ids = moe.route(logits[:M], topk, renormalize=True)
+        plain = moe.fused_moe(x[:M], w1, w2, tw, ids, pdl=0, **extra)
+        for mode in (1, 2):
+            for _ in range(2):
+                out = moe.fused_moe(x[:M], w1, w2, tw, ids, pdl=mode, **extra)
+                assert torch.equal(out, plain), (M, mode)
+            outs = []
+            g = torch.cuda.CUDAGraph()
+            moe.fused_moe(x[:M], w1, w2, tw, ids, pdl=mode, **extra)  # compiled before capture
+            torch.cuda.synchronize()
+            with torch.cuda.graph(g):
+                for _ in range(3):  # back-to-back layers: each waits for the previous one's last kernel
+                    outs.append(moe.fused_moe(x[:M], w1, w2, tw, ids, pdl=mode, **extra))
+            for _ in range(2):
+                for o in outs:
+                    o.fill_(float("nan"))
+                g.replay()
+                torch.cuda.synchronize()
+                assert all(torch.equal(o, plain) for o in outs), (M, mode, "graph")
 
 
 @pytest.mark.gpu
@@ -194,3 +365,8 @@ def _cpu_args(M=3, E=4, topk=2, K=32, inter=16, dtype=torch.float16):
         topk_weights=torch.rand(M, topk),
         topk_ids=torch.randint(0, E, (M, topk), dtype=torch.int32),
     )
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["pdl-interpreter"]:
+        _pdl_interpreter_child()
