@@ -39,7 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._launch import is_interpreted, pdl_options, pdl_supported
+from ._launch import accepts_host_tensors, is_interpreted, pdl_options, pdl_supported
 
 __all__ = [
     "route",
@@ -423,7 +423,7 @@ def _check_device(device: torch.device, **tensors: torch.Tensor | None) -> None:
     for name, t in tensors.items():
         if t is not None and t.device != device:
             raise ValueError(f"{name}: on {t.device}, expected {device} (the device of x)")
-    if device.type != "cuda" and not _interpreting():
+    if device.type != "cuda" and not accepts_host_tensors(_moe_gemm_kernel):
         raise ValueError(
             f"x: on {device}; the Triton kernels need CUDA tensors (or TRITON_INTERPRET=1 for CPU)"
         )

@@ -36,3 +36,25 @@ def test_nested_blocks_and_a_process_wide_stand_in(restore_driver):
     assert not host_tensors_ok()
     driver.set_active(StandInDriver())  # what a whole-process dry run does
     assert host_tensors_ok()
+
+
+def test_kernel_wrappers_take_cpu_tensors_only_under_an_active_stand_in(restore_driver):
+    torch = pytest.importorskip("torch")
+    from jitguard.kernels import _launch, moe, rope_fp8
+
+    if _launch.is_interpreted(rope_fp8._inv_rope_fp8_quant_kernel):
+        pytest.skip("this process imported the kernels under TRITON_INTERPRET=1")
+    T = int(torch.randint(1, 9, ()).item())
+    o = torch.randn(T, 8, 512).to(torch.bfloat16)
+    positions = torch.randint(0, 64, (T,))
+    angles = torch.rand(64, 32)
+    cache = torch.cat([angles.cos(), angles.sin()], dim=1)
+    with pytest.raises(ValueError, match="o is on cpu"):
+        rope_fp8.fused_inv_rope_fp8_quant(o, positions, cache, 1, 8)
+    assert not _launch.accepts_host_tensors(moe._moe_gemm_kernel)
+    with stand_in_driver():
+        assert _launch.accepts_host_tensors(moe._moe_gemm_kernel)
+        q, scales = rope_fp8.fused_inv_rope_fp8_quant(o, positions, cache, 1, 8)  # launch skipped
+        assert q.shape == (T, 1, 8 * 512) and scales.shape == (T, 1, 8 * 512 // 128)
+    with pytest.raises(ValueError, match="o is on cpu"):
+        rope_fp8.fused_inv_rope_fp8_quant(o, positions, cache, 1, 8)
