@@ -3,12 +3,12 @@ apply inline ``# jitguard: ignore[...]`` suppressions. Select/ignore filters are
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import replace
 
 from jitguard.findings import Finding
-from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, CallFacts, FileFacts, KernelFacts
+from jitguard.static.facts import STABLE, UNKNOWN, VARYING, CallFacts, FileFacts, KernelFacts
 from jitguard.static.program import BoundLaunch, Program
+from jitguard.static.provenance import _RANK, _WARMUP  # one class order, one warm-up test
 
 NON_OPTIONS = {"grid", "warmup"}
 
@@ -121,8 +121,6 @@ def _bind(launch, file: FileFacts, kernel: KernelFacts, kfile: FileFacts) -> Bou
     return BoundLaunch(launch=launch, file=file, kernel=kernel, kernel_file=kfile, args=args, options=options)
 
 
-_RANK = {VARYING: 3, BUCKETED: 2, UNKNOWN: 1, STABLE: 0}
-_WARMUP = re.compile(r"warm_?up", re.IGNORECASE)
 
 
 class _Callers:
