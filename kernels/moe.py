@@ -349,7 +349,7 @@ def _silu_mul_kernel(
 # --------------------------------------------------------------------------------------------------
 def _interpreting(kernel: Any = _moe_gemm_kernel) -> bool:
     """True when this module's kernels were built by TRITON_INTERPRET=1 (they then run on CPU)."""
-    return type(kernel).__name__ == "InterpretedFunction"
+    return is_interpreted(kernel)
 
 
 def _pdl_launch(pdl: Any, device: torch.device, kernel: Any) -> dict:

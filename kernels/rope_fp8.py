@@ -40,6 +40,8 @@ import triton.language as tl
 
 from ._launch import _cuda_capability, _pdl_supported  # noqa: F401  (shared with moe; names kept)
 from ._launch import accepts_host_tensors as _accepts_host_tensors
+from ._launch import is_interpreted as _is_interpreted
+from ._launch import pdl_options
 from .rope_fp8_reference import inv_rope_fp8_quant_reference  # noqa: F401  (re-exported)
 
 FP8_MAX = 448.0
@@ -474,9 +476,6 @@ def _rope_chunk(nope_dim: int, rope_dim: int, quant_group_size: int) -> int:
     return common & -common
 
 
-def _is_interpreted(kernel) -> bool:
-    return type(kernel).__name__ == "InterpretedFunction"
-
 
 
 def _wave_programs(device: torch.device, config: LaunchConfig) -> int:
@@ -495,8 +494,7 @@ def _launch_options(config: LaunchConfig, pdl: int) -> dict:
     options = dict(num_warps=config.num_warps, enable_fp_fusion=False)
     if config.maxnreg:
         options["maxnreg"] = config.maxnreg
-    if pdl:
-        options.update(USE_PDL=pdl, launch_pdl=True)
+    options.update(pdl_options(pdl))
     return options
 
 
