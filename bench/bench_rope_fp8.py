@@ -5,6 +5,7 @@
     python bench/bench_rope_fp8.py --pdl-ab   # v5: PDL off/on (pdl 0, 1, 2) at the target sizes,
                                               # graph-exact checks, copy probe, T scan, race control
     python bench/bench_rope_fp8.py --pdl-grid # v5: PDL off/on at every main-table size, 4 rounds
+    python bench/bench_rope_fp8.py --pdl-grid --variants 0,2,2p,3p  # v7: with L2 prefetch
 
 Each figure is the median over CUDA-graph replays of a graph holding many back-to-back calls of
 the public wrapper (allocation included), cycling over enough input sets that the inputs don't sit
@@ -651,11 +652,13 @@ def run_pdl_grid(args) -> dict:
                               "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
     except OSError:
         smi = None
-    configs = {pdl: dataclasses.replace(rope_fp8.CONFIG, pdl=pdl) for pdl in PDL_VARIANTS}
+    variants = list(args.variants)
+    configs = {v: variant_config(rope_fp8.CONFIG, v) for v in variants}
     rows, summary, errors = [], [], []
     result = {
         "benchmark": "fused inverse RoPE + FP8 block quant, PDL off/on over the main table's sizes "
                      "(bench/bench_rope_fp8.py --pdl-grid)",
+        "variants": {v: dataclasses.asdict(c) for v, c in configs.items()},
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"gpu": props.name, "sms": props.multi_processor_count,
                     "capability": list(torch.cuda.get_device_capability(0)),
@@ -688,7 +691,7 @@ def run_pdl_grid(args) -> dict:
         n_sets = max(1, min(64, -(-(256 << 20) // nbytes)))
         sets = [_inputs(T, G, hpg, cache) for _ in range(n_sets)]
         n_calls = max(4, min(200, int(4000 / max(floor_us * 1.3, 2.0))))
-        order = list(PDL_VARIANTS)
+        order = list(variants)
         for rnd in range(1, PDL_GRID_ROUNDS + 1):
             torch.cuda.empty_cache()
             spacer_mib = rng.randrange(0, 65)
@@ -709,7 +712,7 @@ def run_pdl_grid(args) -> dict:
             del spacer
             order = order[1:] + order[:1]
         line = []
-        for pdl in PDL_VARIANTS:
+        for pdl in variants:
             us = [r["us"] for r in rows if (r["G"], r["hpg"], r["T"], r["pdl"]) == (G, hpg, T, pdl)]
             if not us:
                 continue
@@ -729,10 +732,22 @@ def run_pdl_grid(args) -> dict:
     return result
 
 
+def variant_config(base, label):
+    """A --pdl-grid variant: ``pdl`` digits, then ``p`` for ``l2_prefetch`` (e.g. "2p")."""
+    return dataclasses.replace(base, pdl=int(str(label).rstrip("p")),
+                               l2_prefetch=str(label).endswith("p"))
+
+
 def print_pdl_grid_table(result: dict) -> None:
+    variants = []
+    for r in result["summary"]:
+        if r["pdl"] not in variants:
+            variants.append(r["pdl"])
+    last = variants[-1]
     print("\n| G x hpg | T | floor µs | " + " | ".join(
-        f"pdl={p}: median µs [min-max] (% floor)" for p in PDL_VARIANTS) + " | pdl=2 - pdl=0 |")
-    print("|---|---|---|" + "---|" * len(PDL_VARIANTS) + "---|")
+        f"pdl={p}: median µs [min-max] (% floor)" for p in variants)
+          + f" | pdl={last} - pdl={variants[0]} |")
+    print("|---|---|---|" + "---|" * len(variants) + "---|")
     sizes = []
     for r in result["summary"]:
         if (r["G"], r["hpg"], r["T"]) not in sizes:
@@ -740,14 +755,16 @@ def print_pdl_grid_table(result: dict) -> None:
     for G, hpg, T in sizes:
         m = {r["pdl"]: r for r in result["summary"] if (r["G"], r["hpg"], r["T"]) == (G, hpg, T)}
         cells = []
-        for p in PDL_VARIANTS:
+        for p in variants:
             if p not in m:
                 cells.append("–")
                 continue
             r = m[p]
             pct = "" if T < 128 else f" ({r['median_pct_floor']:.1f}%)"
             cells.append(f"{r['median_us']:.2f} [{r['min_us']:.2f}-{r['max_us']:.2f}]{pct}")
-        diff = f"{m[2]['median_us'] - m[0]['median_us']:+.2f} µs" if 0 in m and 2 in m else "–"
+        first = variants[0]
+        diff = (f"{m[last]['median_us'] - m[first]['median_us']:+.2f} µs"
+                if first in m and last in m else "–")
         floor = next(iter(m.values()))["floor_us"]
         print(f"| {G}x{hpg} | {T} | {floor:.2f} | " + " | ".join(cells) + f" | {diff} |")
 
@@ -874,6 +891,11 @@ def main() -> None:
     parser.add_argument("--pdl-grid", action="store_true",
                         help="only PDL off / on over the main table's sizes, several rounds "
                              "each (fresh graphs, rotated order, moved addresses)")
+    parser.add_argument("--variants", type=lambda s: s.split(","),
+                        default=[str(p) for p in PDL_VARIANTS],
+                        help="--pdl-grid: comma-separated launch variants of the default config, "
+                             "each LaunchConfig.pdl and a 'p' suffix for l2_prefetch "
+                             "(default: 0,1,2,3; e.g. 0,2,2p,3p)")
     args = parser.parse_args()
     if args.ptx:
         ptx_report()

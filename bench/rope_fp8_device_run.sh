@@ -6,6 +6,8 @@
 #   MODE=sweep bash bench/rope_fp8_device_run.sh   # the sweep and a T scan only, no main table
 #   MODE=pdl bash bench/rope_fp8_device_run.sh     # v5: the default config with programmatic
 #                                                  # dependent launch off / on (--pdl-ab) only
+#   MODE=pdl-grid VARIANTS=0,2,2p,3p TEST_L2=1 bash bench/rope_fp8_device_run.sh
+#        # v7: PDL variants with and without the L2 prefetch at every size; GPU tests with it on
 # (on the device, $OUT set by the runner; .whl carried for libcst)
 OUT=${OUT:-/tmp/rope_fp8_out}
 mkdir -p "$OUT"
@@ -20,7 +22,7 @@ if [ "${MODE:-full}" = sweep ]; then
 elif [ "${MODE:-full}" = pdl ]; then
   BENCH_ARGS="--pdl-ab"
 elif [ "${MODE:-full}" = pdl-grid ]; then
-  BENCH_ARGS="--pdl-grid"
+  BENCH_ARGS="--pdl-grid --variants ${VARIANTS:-0,1,2,3}"
 else
   BENCH_ARGS=""
 fi
@@ -32,6 +34,7 @@ echo "bench rc=$?"
 timeout "${TESTS_S:-120}" python3 -c "import dataclasses, sys, pytest
 from jitguard.kernels import rope_fp8
 if '${TEST_PDL:-}': rope_fp8.CONFIG = dataclasses.replace(rope_fp8.CONFIG, pdl=int('${TEST_PDL:-0}'))
+if '${TEST_L2:-}': rope_fp8.CONFIG = dataclasses.replace(rope_fp8.CONFIG, l2_prefetch=True)
 print('default config in the tests:', rope_fp8.CONFIG)
 sys.exit(pytest.main(['-q', '-m', 'gpu', '-p', 'no:cacheprovider', 'tests/test_kernels_rope_fp8.py',
                       '-s', '-k', 'not interpreter']))" > "$OUT/gpu_tests.log" 2>&1

@@ -66,6 +66,12 @@ class LaunchConfig:
     # 2: like 3 unless the grid is between 0.4 and 0.9 of one wave of programs
     # (_wave_programs), then like 1.
     pdl: int = 0
+    # With pdl >= 1 only: before it waits for the previous kernel, each program asks L2 to fetch
+    # its tile's rows of o and its positions (cp.async.bulk.prefetch.L2 / prefetch.global.L2),
+    # so that those reads overlap the previous kernel's tail instead of starting after it. A
+    # prefetch only moves data into L2, the point of coherence of the GPU's memory: the loads
+    # after the wait still read what the previous kernel wrote.
+    l2_prefetch: bool = False
 
     def grid(self, device: torch.device, num_tiles: int) -> tuple:
         if self.programs_per_sm <= 0:
@@ -141,6 +147,21 @@ def _pow2_scale(amax):
     return scale, inv_scale
 
 
+@triton.jit
+def _prefetch_l2(ptrs, nbytes, ok):
+    """Ask L2 to fetch ``nbytes[i]`` bytes from ``ptrs[i]`` where ``ok[i]`` (one bulk prefetch
+    per element, sm_90; nothing is loaded into registers, so nothing read here can be stale).
+    The range is widened to whole 16-byte chunks, as the instruction requires: a chunk never
+    crosses a page, so no page is touched that the bytes themselves do not touch."""
+    skip = (ptrs.to(tl.int64) % 16).to(tl.int32)
+    size = (skip + nbytes + 15) // 16 * 16
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.u32 p, $3, 0; "
+        "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r,r", [ptrs.to(tl.int64) - skip, size, ok.to(tl.int32)],
+        dtype=tl.int32, is_pure=False, pack=1)
+
+
 @triton.jit(do_not_specialize=["num_tokens", "scale_stride"])
 def _inv_rope_fp8_quant_kernel(
     o_ptr,  # [T, H, D], last dim contiguous
@@ -164,8 +185,26 @@ def _inv_rope_fp8_quant_kernel(
     ROPE_CHUNK: tl.constexpr,  # largest power of two dividing NOPE_DIM, ROPE_DIM and QUANT_GROUP
     NUM_STAGES: tl.constexpr,  # software-pipelining depth of the tile loop
     USE_PDL: tl.constexpr = 0,  # LaunchConfig.pdl: 1 wait for the previous kernel, 2/3 also trigger
+    L2_PREFETCH: tl.constexpr = False,  # LaunchConfig.l2_prefetch (with USE_PDL only)
 ):
     if USE_PDL:
+        if L2_PREFETCH:
+            # The first tile's rows of o (one bulk prefetch per token row, lanes 0..BLOCK_T-1)
+            # and its positions (the next lane), fetched into L2 while the previous kernel
+            # drains. Rows past the last token are clamped to it (T >= 1: no empty launch).
+            HEAD_BYTES: tl.constexpr = (
+                (NOPE_DIM + ROPE_DIM) * o_ptr.dtype.element_ty.primitive_bitwidth // 8)
+            POS_BYTES: tl.constexpr = positions_ptr.dtype.element_ty.primitive_bitwidth // 8
+            lane = tl.arange(0, 32)
+            tile_p = tl.program_id(0)
+            t0_p = (tile_p // (N_GROUPS * HEADS_PER_GROUP)) * BLOCK_T
+            tok_p = tl.minimum(t0_p + tl.minimum(lane, BLOCK_T - 1), num_tokens - 1)
+            row_p = (o_ptr + tok_p.to(tl.int64) * o_stride_t
+                     + (tile_p % (N_GROUPS * HEADS_PER_GROUP)) * o_stride_h)
+            is_pos = lane == BLOCK_T
+            ptr_p = tl.where(is_pos, (positions_ptr + t0_p).to(tl.int64), row_p.to(tl.int64))
+            n_p = tl.where(is_pos, tl.minimum(num_tokens - t0_p, BLOCK_T) * POS_BYTES, HEAD_BYTES)
+            _prefetch_l2(ptr_p, n_p, lane <= BLOCK_T)
         # Launched with programmatic dependent launch: this program may run while the previous
         # kernel in the stream is still running. Before any load or store (that kernel may
         # write o or positions, or still read what q and scales overwrite), wait until it has
@@ -495,6 +534,8 @@ def _launch_options(config: LaunchConfig, pdl: int) -> dict:
     if config.maxnreg:
         options["maxnreg"] = config.maxnreg
     options.update(pdl_options(pdl))
+    if pdl and config.l2_prefetch:
+        options["L2_PREFETCH"] = True
     return options
 
 

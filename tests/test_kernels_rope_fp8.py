@@ -457,12 +457,14 @@ def test_one_compile_for_any_T_sm90_without_gpu():
         assert ("griddepcontrol.wait" in compiled.asm["ptx"]) == bool(cfg.pdl)
 
 
-@pytest.mark.parametrize("pdl", [0, 1, 2, 3])
-def test_pdl_wait_precedes_every_memory_access_sm90(pdl):
+@pytest.mark.parametrize("pdl, l2_prefetch", [(0, False), (1, False), (2, False), (3, False),
+                                               (0, True), (2, True)])
+def test_pdl_wait_precedes_every_memory_access_sm90(pdl, l2_prefetch):
     """sm_90 PTX and SASS (no GPU): with PDL, griddepcontrol.wait (SASS ACQBULK) comes before
     the first global load or store, and launch_dependents (PREEXIT) only after it (pdl 2: under
     a run-time test of the grid size against pdl_wave; 3: always); without PDL neither is there
-    and the launch is a plain one."""
+    and the launch is a plain one. ``l2_prefetch``: before the wait only L2 prefetches (never a
+    load into registers), and only with PDL."""
     import re
 
     import triton
@@ -473,10 +475,11 @@ def test_pdl_wait_precedes_every_memory_access_sm90(pdl):
 
     if type(rope_fp8._inv_rope_fp8_quant_kernel).__name__ == "InterpretedFunction":
         pytest.skip("this process imported the kernel under TRITON_INTERPRET=1")
-    options = rope_fp8._launch_options(rope_fp8.LaunchConfig(maxnreg=80, pdl=pdl), pdl)
+    options = rope_fp8._launch_options(
+        rope_fp8.LaunchConfig(maxnreg=80, pdl=pdl, l2_prefetch=l2_prefetch), pdl)
     consts = dict(N_GROUPS=1, HEADS_PER_GROUP=8, NOPE_DIM=448, ROPE_DIM=64, QUANT_GROUP=128,
                   BLOCK_T=4, BLOCK_Q=4, ROPE_CHUNK=64, NUM_STAGES=1,
-                  USE_PDL=options.pop("USE_PDL", 0))
+                  USE_PDL=options.pop("USE_PDL", 0), L2_PREFETCH=options.pop("L2_PREFETCH", False))
     sig = {"o_ptr": "*bf16", "positions_ptr": "*i64", "cos_sin_ptr": "*fp32",
            "q_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "num_tokens": "i32", "scale_stride": "i32",
            "o_stride_t": "i32", "o_stride_h": "i32", "cos_sin_stride": "i32", "pdl_wave": "i32",
@@ -492,11 +495,13 @@ def test_pdl_wait_precedes_every_memory_access_sm90(pdl):
 
     wait, trigger = first(r"griddepcontrol\.wait"), first(r"griddepcontrol\.launch_dependents")
     memory = first(r"^(@%p\d+\s+)?(ld|st)\.global")
+    prefetch = first(r"cp\.async\.bulk\.prefetch\.L2")
     assert memory is not None
     if not pdl:
-        assert wait is None and trigger is None
+        assert wait is None and trigger is None and prefetch is None
         return
     assert wait is not None and wait < memory
+    assert (prefetch is not None and prefetch < wait) if l2_prefetch else prefetch is None
     assert (trigger is not None and wait < trigger) if pdl >= 2 else trigger is None
     if pdl == 2:  # the trigger sits behind a branch on the grid size (%nctaid.x vs pdl_wave)
         assert any("%nctaid.x" in line for line in ptx[wait:trigger])
