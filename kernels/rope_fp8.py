@@ -66,8 +66,8 @@ class LaunchConfig:
     # 2: like 3 unless the grid is between 0.4 and 0.9 of one wave of programs
     # (_wave_programs), then like 1.
     pdl: int = 0
-    # With pdl >= 1 only: before it waits for the previous kernel, each program asks L2 to fetch
-    # its tile's rows of o and its positions (cp.async.bulk.prefetch.L2 / prefetch.global.L2),
+    # With pdl >= 1 only: before it waits for the previous kernel, each program of the first wave
+    # asks L2 to fetch its tile's rows of o and its positions (prefetch.global.L2),
     # so that those reads overlap the previous kernel's tail instead of starting after it. A
     # prefetch only moves data into L2, the point of coherence of the GPU's memory: the loads
     # after the wait still read what the previous kernel wrote.
@@ -148,18 +148,11 @@ def _pow2_scale(amax):
 
 
 @triton.jit
-def _prefetch_l2(ptrs, nbytes, ok):
-    """Ask L2 to fetch ``nbytes[i]`` bytes from ``ptrs[i]`` where ``ok[i]`` (one bulk prefetch
-    per element, sm_90; nothing is loaded into registers, so nothing read here can be stale).
-    The range is widened to whole 16-byte chunks, as the instruction requires: a chunk never
-    crosses a page, so no page is touched that the bytes themselves do not touch."""
-    skip = (ptrs.to(tl.int64) % 16).to(tl.int32)
-    size = (skip + nbytes + 15) // 16 * 16
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.u32 p, $3, 0; "
-        "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-        "=r,l,r,r", [ptrs.to(tl.int64) - skip, size, ok.to(tl.int32)],
-        dtype=tl.int32, is_pure=False, pack=1)
+def _prefetch_l2(ptrs):
+    """Ask L2 to fetch the line holding each address in ``ptrs`` (``prefetch.global.L2``: nothing
+    is loaded into registers, so nothing read here can be stale)."""
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l",
+                              [ptrs.to(tl.int64)], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit(do_not_specialize=["num_tokens", "scale_stride"])
@@ -189,22 +182,23 @@ def _inv_rope_fp8_quant_kernel(
 ):
     if USE_PDL:
         if L2_PREFETCH:
-            # The first tile's rows of o (one bulk prefetch per token row, lanes 0..BLOCK_T-1)
-            # and its positions (the next lane), fetched into L2 while the previous kernel
-            # drains. Rows past the last token are clamped to it (T >= 1: no empty launch).
-            HEAD_BYTES: tl.constexpr = (
-                (NOPE_DIM + ROPE_DIM) * o_ptr.dtype.element_ty.primitive_bitwidth // 8)
-            POS_BYTES: tl.constexpr = positions_ptr.dtype.element_ty.primitive_bitwidth // 8
-            lane = tl.arange(0, 32)
-            tile_p = tl.program_id(0)
-            t0_p = (tile_p // (N_GROUPS * HEADS_PER_GROUP)) * BLOCK_T
-            tok_p = tl.minimum(t0_p + tl.minimum(lane, BLOCK_T - 1), num_tokens - 1)
-            row_p = (o_ptr + tok_p.to(tl.int64) * o_stride_t
-                     + (tile_p % (N_GROUPS * HEADS_PER_GROUP)) * o_stride_h)
-            is_pos = lane == BLOCK_T
-            ptr_p = tl.where(is_pos, (positions_ptr + t0_p).to(tl.int64), row_p.to(tl.int64))
-            n_p = tl.where(is_pos, tl.minimum(num_tokens - t0_p, BLOCK_T) * POS_BYTES, HEAD_BYTES)
-            _prefetch_l2(ptr_p, n_p, lane <= BLOCK_T)
+            # Programs of the first wave may start while the previous kernel drains: each asks
+            # L2 for its tile's lines of o and its positions now, so those reads overlap that
+            # kernel's tail. Later programs start after it has finished and skip this (v7: a
+            # prefetch in every program cost up to 3 µs per call at T = 32768).
+            if tl.program_id(0) < pdl_wave:
+                # Eight prefetches per row of o (one per 128-byte line of a bf16 row of 512),
+                # and the tile's positions.
+                ROW_BITS: tl.constexpr = (NOPE_DIM + ROPE_DIM) * o_ptr.dtype.element_ty.primitive_bitwidth
+                STEP: tl.constexpr = (ROW_BITS + 63) // 64  # bytes: an eighth of a row
+                tile_p = tl.program_id(0)
+                tok_p = tl.minimum((tile_p // (N_GROUPS * HEADS_PER_GROUP)) * BLOCK_T
+                                   + tl.arange(0, BLOCK_T),
+                                   num_tokens - 1)
+                row_p = (o_ptr + tok_p.to(tl.int64) * o_stride_t
+                         + (tile_p % (N_GROUPS * HEADS_PER_GROUP)) * o_stride_h)
+                _prefetch_l2(row_p.to(tl.int64)[:, None] + (tl.arange(0, 8) * STEP)[None, :])
+                _prefetch_l2(positions_ptr + tok_p)
         # Launched with programmatic dependent launch: this program may run while the previous
         # kernel in the stream is still running. Before any load or store (that kernel may
         # write o or positions, or still read what q and scales overwrite), wait until it has

@@ -495,7 +495,7 @@ def test_pdl_wait_precedes_every_memory_access_sm90(pdl, l2_prefetch):
 
     wait, trigger = first(r"griddepcontrol\.wait"), first(r"griddepcontrol\.launch_dependents")
     memory = first(r"^(@%p\d+\s+)?(ld|st)\.global")
-    prefetch = first(r"cp\.async\.bulk\.prefetch\.L2")
+    prefetch = first(r"prefetch\.global\.L2")
     assert memory is not None
     if not pdl:
         assert wait is None and trigger is None and prefetch is None
