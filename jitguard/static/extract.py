@@ -599,10 +599,12 @@ class _Extractor:
                 if isinstance(a, ast.Starred):
                     expanded = self.expand_star(a.value, fn, classifier, call)
                     if expanded is None:
-                        # a second unknown length: nothing after the first can be placed (the
-                        # positionals between are not the last ones, which placing from the end needs)
+                        # a second unknown length: the positionals between the two stars can't be
+                        # placed (they are not the last ones); those after the last star still are
+                        # the launch's last positionals, placed from the end as for one star
                         la.args = [x for x in la.args if x.after_star is None]
-                        break
+                        after = 0
+                        continue
                     for arg in expanded:
                         arg.after_star = after
                         la.args.append(arg)

@@ -208,6 +208,9 @@ _BUCKET = re.compile(r"next_power_of_2|next_pow2|power_of_2|pow2|bucket|next_pow
 _STABLE_CALLS = {"dim", "element_size", "get_device_capability", "is_contiguous", "get_num_sms", "num_sms",
                  "get_device_properties", "device_count", "current_device", "get_device", "data_ptr_alignment"}
 _DATA_DEP = {"item", "tolist"}
+# Reductions of a tensor's / array's contents: `int(lengths.max())`, `counts[:r].sum()`, `np.max(a)`.
+_REDUCE = {"sum", "max", "min", "amax", "amin", "prod", "count_nonzero", "nansum", "cumsum", "argmax", "argmin"}
+_ARRAY_MODULES = {"np", "numpy", "torch"}
 
 
 def int_literal(node: ast.AST | None) -> int | None:
@@ -358,9 +361,17 @@ class Classifier:
                 return Prov(UNKNOWN)
             self._busy.add(key)
             try:
-                out = join([self.entry(name, en, owner, depth) for en in owner.assigns[name]])
+                entries = owner.assigns[name]
+                # `x = f(x)` (x = min(x, cap)): the earlier values first; the reassignment sees them
+                own = [en for en in entries if en.kind in ("expr", "aug") and en.node is not None
+                       and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(en.node))]
+                first = [self.entry(name, en, owner, depth) for en in entries if all(en is not o for o in own)]
+                if own and first:
+                    self._memo[key] = join(first)
+                out = join(first + [self.entry(name, en, owner, depth) for en in own])
             finally:
                 self._busy.discard(key)
+                self._memo.pop(key, None)
             if out.cls == UNKNOWN:
                 out = self.apply_name(name, out)
             self._memo[key] = out
@@ -896,6 +907,10 @@ class Classifier:
             return inner._replace(vtype="int", div16=False)
         if name in _DATA_DEP and recv is not None:
             return Prov(VARYING, "unknown", (f"{self.code(e)}: value read from device data",))
+        if name in _REDUCE and recv is not None:
+            reduced = self.reduction(e, recv, args, fn, depth)
+            if reduced is not None:
+                return reduced
         if name in _STABLE_CALLS:
             return Prov(STABLE, "int", (f"{self.code(e)}: device/tensor property",))
         if name in ("float", "bool") and isinstance(e.func, ast.Name):
@@ -912,7 +927,10 @@ class Classifier:
             if name in _ROUND_UP and len(parts) == 2:
                 out = out._replace(div16=parts[1].div16)
             elif name in ("min", "max"):
-                out = out._replace(div16=all(p.div16 for p in parts))
+                # min(round_up(v, 64), cap): a multiple of 16, or the one fixed cap: the parts fixed
+                # for the model add at most one value each, never a per-call class
+                moving = [p for p in parts if p.cls != STABLE]
+                out = out._replace(div16=all(p.div16 for p in (moving or parts)))
             else:
                 out = out._replace(div16=False)
             if out.cls == VARYING:
@@ -921,6 +939,34 @@ class Classifier:
         if name in _ALLOC or name in _LIKE:
             return Prov(UNKNOWN, "tensor")
         return Prov(UNKNOWN)
+
+
+    def reduction(self, e: ast.Call, recv: ast.AST, args: list, fn, depth) -> Prov | None:
+        """``lengths.max()``, ``counts[:r].sum()``, ``np.max(a)``: a value computed from the contents
+        of a tensor or array, like ``.item()``, unless those contents are fixed for the model (a
+        weight-like tensor, a module constant, an attribute of self/an imported module)."""
+        data = recv
+        if isinstance(recv, ast.Name) and recv.id in _ARRAY_MODULES and self.lookup(recv.id, fn)[1] in ("import", "free"):
+            if not args:
+                return None
+            data = args[0]
+        base = data
+        while isinstance(base, (ast.Subscript, ast.Attribute, ast.Call)):
+            if isinstance(base, ast.Call):
+                if not isinstance(base.func, ast.Attribute):
+                    break
+                base = base.func.value
+            else:
+                base = base.value
+        if isinstance(base, ast.Constant) or isinstance(data, (ast.Tuple, ast.List, ast.Set, ast.ListComp)):
+            return None  # (1, 2).count... / a literal: not an array's contents
+        if self.tensor(data, fn, depth)[2] or weight_like(data):
+            return Prov(STABLE, "unknown", (f"{self.code(e)}: reduction of a weight-like tensor",))
+        if isinstance(base, ast.Name):
+            where = self.lookup(base.id, fn)[1]
+            if base.id in ("self", "cls") or where in ("module", "import"):
+                return Prov(STABLE, "unknown", (f"{self.code(e)}: reduction of a value fixed for the model",))
+        return Prov(VARYING, "unknown", (f"{self.code(e)}: computed from the contents of {self.code(data)} (a reduction)",))
 
 
 def _contiguous(dims: list[Prov]) -> list[Prov]:
