@@ -78,7 +78,14 @@ def candidate_configs():
 
 def cfg_name(c):
     swap = c.get("SWAP_AB", moe.choose_swap_ab(c["BLOCK_M"], c["BLOCK_N"]))
-    return f"{'S' if swap else 'N'}{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']}w{c['num_warps']}s{c['num_stages']}"
+    name = f"{'S' if swap else 'N'}{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']}w{c['num_warps']}s{c['num_stages']}"
+    if c.get("SPLIT_K", 1) > 1:
+        name += f"k{c['SPLIT_K']}"
+    if c.get("IDS_FIRST"):
+        name += "+ids"
+    if c.get("N_FAST"):
+        name += "+nf"
+    return name
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1169,6 +1176,278 @@ def tune(device, args, table, save=lambda res: None):
     return new_table, recs
 
 
+# --------------------------------------------------------------------------------------------------
+# v6: a wider search and structural variants (split-K, slot ids loaded first, grid order) at the two
+# buckets that miss 90% of the floor (Qwen3 w1 FP8 M=4, Mixtral w1 FP8 M=256), then a check of every
+# w1 row (both shapes, bf16 and FP8) with the old and the new table interleaved
+# --------------------------------------------------------------------------------------------------
+V6_SMEM = 232448  # bytes per block on the H200 (the limit in Triton's out-of-resources message)
+
+
+def _smem_ok(c, fp8):
+    eb = 1 if fp8 else 2
+    stage = (c["BLOCK_N"] * c["BLOCK_K"] + c["BLOCK_K"] * c["BLOCK_M"]) * eb
+    return stage * max(1, c["num_stages"] - 1) <= V6_SMEM
+
+
+def _v(bm, bn, bk, w, st, swap, **flags):
+    c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": st, "SWAP_AB": swap}
+    c.update({k: v for k, v in flags.items() if v})
+    return c
+
+
+def v6_candidates(name, M):
+    """label -> config for one case of the v6 study (the table's own configs are added by the caller)."""
+    out = []
+    if name == "qwen3_w1" and M == 4:
+        for bn, bk, w, st in itertools.product((32, 64, 128), (128, 256, 512), (2, 4, 8), (2, 3, 4, 5, 6)):
+            out.append(_v(16, bn, bk, w, st, True))
+        for bn, bk, w, st in itertools.product((32, 64), (128, 256, 512), (2, 4), (2, 3, 4, 5, 6)):
+            out.append(_v(16, bn, bk, w, st, False))
+    if name == "qwen3_w1":  # structural variants on fixed bases, at every M studied (bucket edges)
+        bases = [_v(16, 64, 128, 4, 3, True), _v(16, 64, 128, 4, 4, True), _v(16, 128, 128, 4, 3, True),
+                 _v(16, 64, 256, 4, 3, True), _v(16, 32, 128, 4, 3, True), _v(16, 64, 128, 2, 3, True)]
+        for b in bases:
+            out.append(dict(b, IDS_FIRST=True))
+            out.append(dict(b, N_FAST=True, IDS_FIRST=True))
+            for sk in (2, 4):
+                out.append(dict(b, SPLIT_K=sk))
+                out.append(dict(b, SPLIT_K=sk, IDS_FIRST=True))
+            if b["BLOCK_K"] == 128:
+                out.append(dict(b, SPLIT_K=8, IDS_FIRST=True))
+    if name == "mixtral_w1" and M == 256:
+        for (bm, bn), bk, w, st in itertools.product(((128, 256), (128, 128), (64, 256), (64, 128), (256, 128)),
+                                                     (64, 128), (4, 8), (2, 3, 4, 5)):
+            if w == 4 and bm * bn >= 128 * 256:
+                continue  # a 128x256 fp32 accumulator in 4 warps spills (1.2 ms in v4)
+            out.append(_v(bm, bn, bk, w, st, False))
+        for bm, bn in ((64, 128), (64, 256), (128, 128)):
+            out.append(_v(bm, bn, 128, 8, 3, True))
+        bases = [_v(128, 256, 128, 8, 4, False), _v(128, 256, 128, 8, 3, False), _v(128, 128, 128, 4, 3, False),
+                 _v(64, 256, 128, 8, 4, False)]
+        for b in bases:
+            out.append(dict(b, IDS_FIRST=True))
+            out.append(dict(b, N_FAST=True))
+            out.append(dict(b, N_FAST=True, IDS_FIRST=True))
+        out.append(dict(bases[0], SPLIT_K=2, IDS_FIRST=True))
+        out.append(dict(bases[0], SPLIT_K=2, N_FAST=True, IDS_FIRST=True))
+    res = {}
+    for c in out:
+        if _smem_ok(c, True):
+            res.setdefault(cfg_name(c), c)
+    return res
+
+
+V6_CASES = [("qwen3_w1", 4), ("mixtral_w1", 256), ("qwen3_w1", 1), ("qwen3_w1", 8), ("qwen3_w1", 16)]
+
+
+def _compile_worker_v6(job):
+    """Compile (one launch each) the given configs of one FP8 w1 GEMM with a static activation scale,
+    as the study launches them. Returns {config name: error or None}."""
+    name, cfgs, device = job
+    E, topk, N, K = GEMMS[name]
+    w = torch.empty(E, N, K, device=device, dtype=FP8)
+    p = GemmProblem(name, 4, True, device, weights=(w, torch.ones(E, device=device)), rot=1)
+    res = {}
+    for c in cfgs:
+        try:
+            p.launch_fns(c)[0]()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            res[cfg_name(c)] = None
+        except Exception as exc:  # noqa: BLE001 - out of shared memory etc.: recorded, not fatal
+            res[cfg_name(c)] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return res
+
+
+def _precompile_v6(per_name, workers, device):
+    import multiprocessing as mp
+    jobs = []
+    for name, cfgs in per_name.items():
+        cfgs = list(cfgs)
+        for start in range(0, len(cfgs), 6):
+            jobs.append((name, cfgs[start:start + 6], device))
+    errors = {}
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
+        for res in ex.map(_compile_worker_v6, jobs):
+            errors.update(res)
+    return errors
+
+
+def _spread(vals):
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return None, None, None
+    return statistics.median(vals), min(vals), max(vals)
+
+
+def study_v6(device, args, table, save=lambda res: None):
+    """Every candidate of each case: checked against the fp32 reference (output poisoned first), timed
+    HBM-cold (args.rot routings per graph) twice interleaved; then the best 6 and the table's config
+    re-timed in args.rounds interleaved rounds (median, min, max)."""
+    res = {"cases": []}
+    cases = [(n, m) for n, m in V6_CASES if m in args.v6_ms or (n, m) in (("qwen3_w1", 4), ("mixtral_w1", 256))]
+    if args.tiny:
+        cases = [("qwen3_w1", 4), ("mixtral_w1", 256)]
+    per_name = {}
+    for name, M in cases:
+        per_name.setdefault(name, {}).update(v6_candidates(name, M))
+    if args.workers > 0 and device == "cuda":
+        t0 = time.time()
+        errs = _precompile_v6({n: c.values() for n, c in per_name.items()}, args.workers, device)
+        print(f"v6: precompiled {len(errs)} variants in {time.time() - t0:.1f}s "
+              f"({sum(e is not None for e in errs.values())} failed)", flush=True)
+    weights = {}
+    for name, M in cases:
+        t0 = time.time()
+        E, topk, N, K = GEMMS[name]
+        if name not in weights:
+            weights.clear()
+            if device == "cuda":
+                torch.cuda.empty_cache()
+            weights[name] = make_weights(E, N, K, True, device)
+        p = GemmProblem(name, M, True, device, weights=weights[name], rot=args.rot)
+        want = p.reference(0)
+        entry = lookup_entry(name, True, M, table)
+        if entry:
+            cands = {"table_" + o: dict(entry[o], SWAP_AB=o == "swap") for o in ("swap", "noswap") if o in entry}
+            cands["table_auto"] = dict(entry[entry["auto"]], SWAP_AB=entry["auto"] == "swap")
+        else:  # --tiny: shapes outside the table
+            cands = {"table_auto": moe.get_config(E, N, K, topk, M, FP8)}
+        extra = v6_candidates(name, M)
+        if args.tiny:  # CPU smoke test: a few of each kind
+            extra = dict(list(extra.items())[:2] + [(k, c) for k, c in extra.items() if c.get("SPLIT_K", 1) > 1][:2]
+                         + [(k, c) for k, c in extra.items() if c.get("N_FAST")][:1])
+            extra = {k: dict(c, BLOCK_K=min(c["BLOCK_K"], 32), BLOCK_N=min(c["BLOCK_N"], 32),
+                             BLOCK_M=min(c["BLOCK_M"], 32)) for k, c in extra.items()}
+        cands.update(extra)
+        rec = dict(gemm=name, fp8=True, M=M, floor_us=p.floor_bytes() / (args.read_bw * 1e3),
+                   bytes=p.floor_bytes(), experts=touched(p.ids), rows=[])
+        errs = {}
+        for label, c in cands.items():
+            p.out[0].fill_(float("nan"))
+            try:
+                p.launch_fns(c)[0]()
+                errs[label] = relerr(p.out[0], want)
+                if p.out[0].isnan().any():
+                    errs[label] = "unwritten rows (NaN)"
+            except Exception as exc:  # noqa: BLE001
+                errs[label] = f"{type(exc).__name__}: {str(exc)[:120]}"
+        ok = {k: c for k, c in cands.items() if isinstance(errs[k], float) and errs[k] < 2e-2}
+        timed = time_variants({k: (lambda c=c: p.launch_fns(c)) for k, c in ok.items()}, args.reps)
+        for label, c in cands.items():
+            rec["rows"].append(dict(label=label, config=cfg_name(c), cfg=c, us=timed.get(label, (None,))[0],
+                                    relerr=errs[label]))
+        good = sorted((r for r in rec["rows"] if r["us"]), key=lambda r: r["us"])
+        finals = {r["label"]: ok[r["label"]] for r in good[:6]}
+        finals["table_auto"] = cands["table_auto"]
+        runs = {k: [] for k in finals}
+        for _ in range(args.rounds):
+            for label, c in finals.items():
+                us, _ = _try_time(lambda c=c: p.launch_fns(c), args.reps)
+                runs[label].append(us)
+        rec["final"] = []
+        for label, vals in runs.items():
+            med, lo, hi = _spread(vals)
+            rec["final"].append(dict(label=label, config=cfg_name(finals[label]), cfg=finals[label], runs=vals,
+                                     median_us=med, min_us=lo, max_us=hi,
+                                     pct_floor=100 * rec["floor_us"] / med if med else None))
+        rec["final"].sort(key=lambda r: r["median_us"] or 1e9)
+        rec["wrong"] = {k: v for k, v in errs.items() if not (isinstance(v, float) and v < 2e-2)}
+        res["cases"].append(rec)
+        save(res)
+        top = ", ".join(f"{r['config']} {r['us']:.2f}" for r in good[:8])
+        print(f"v6 {name} fp8 M={M}: floor {rec['floor_us']:.2f}; {len(cands)} candidates, {len(rec['wrong'])} "
+              f"failed/wrong; best: {top}", flush=True)
+        for r in rec["final"]:
+            print(f"   final {r['label']:22s} {r['config']:24s} median {_f(r['median_us'], 7, 2)} "
+                  f"[{_f(r['min_us'], 6, 2)}-{_f(r['max_us'], 6, 2)}] {_f(r['pct_floor'], 5, 1)}% of floor", flush=True)
+        # diagnostic: the effect of each structural flag on the table's config, same rounds
+        print(f"   ({time.time() - t0:.1f}s)", flush=True)
+        del p
+    return res
+
+
+def check_v6(device, args, old_table, new_table, save=lambda res: None):
+    """Every w1 row of the bench (both shapes, --precisions, --ms): the old and the new table's auto config,
+    interleaved in args.rounds rounds (rows whose config did not change are timed once per round as one
+    variant); and the layer (--check-layers) where the w1 config changed."""
+    res = {"gemm": [], "layer": []}
+    for name in ("mixtral_w1", "qwen3_w1"):
+        E, topk, N, K = GEMMS[name]
+        for fp8 in args.precisions_list:
+            weights = make_weights(E, N, K, fp8, device)
+            dt = FP8 if fp8 else torch.bfloat16
+            for M in args.ms_list:
+                p = GemmProblem(name, M, fp8, device, weights=weights, rot=args.rot)
+                want = p.reference(0)
+                cfgs = {}
+                for label, tab in (("old", old_table), ("new", new_table)):
+                    _install_table(tab)
+                    cfgs[label] = moe.get_config(E, N, K, topk, M, dt)
+                same = cfg_name(cfgs["old"]) == cfg_name(cfgs["new"])
+                variants = {"old": cfgs["old"]} if same else cfgs
+                rec = dict(gemm=name, fp8=fp8, M=M, floor_us=p.floor_bytes() / (args.read_bw * 1e3),
+                           old_cfg=cfg_name(cfgs["old"]), new_cfg=cfg_name(cfgs["new"]), changed=not same)
+                for label, c in variants.items():
+                    p.out[0].fill_(float("nan"))
+                    p.launch_fns(c)[0]()
+                    rec[f"{label}_relerr"] = relerr(p.out[0], want)
+                runs = {k: [] for k in variants}
+                for _ in range(args.rounds if not same else 2):
+                    for label, c in variants.items():
+                        runs[label].append(_try_time(lambda c=c: p.launch_fns(c), args.reps)[0])
+                for label, vals in runs.items():
+                    rec[f"{label}_runs"] = vals
+                    rec[f"{label}_us"], rec[f"{label}_min"], rec[f"{label}_max"] = _spread(vals)
+                if same:
+                    rec.update(new_us=rec["old_us"], new_min=rec["old_min"], new_max=rec["old_max"],
+                               new_relerr=rec["old_relerr"])
+                res["gemm"].append(rec)
+                save(res)
+                print(f"check {name:10s} {'fp8 ' if fp8 else 'bf16'} M={M:<4d} floor {rec['floor_us']:7.2f} "
+                      f"old {rec['old_cfg']:22s} {_f(rec['old_us'], 7, 2)} [{_f(rec['old_min'], 6, 2)}-{_f(rec['old_max'], 6, 2)}] "
+                      + ("(unchanged)" if same else
+                         f"new {rec['new_cfg']:22s} {_f(rec['new_us'], 7, 2)} [{_f(rec['new_min'], 6, 2)}-{_f(rec['new_max'], 6, 2)}]")
+                      + f" {100 * rec['floor_us'] / rec['new_us']:.1f}% err {rec['new_relerr']:.1e}", flush=True)
+                del p
+            del weights
+            if device == "cuda":
+                torch.cuda.empty_cache()
+    for layer, fp8, M in args.check_layers:
+        n1, n2 = LAYERS[layer]
+        ws = (make_weights(*_enk(n1), fp8, device, seed=1), make_weights(*_enk(n2), fp8, device, seed=2))
+        lp = LayerProblem(layer, M, fp8, device, ws, rot=args.layer_rot)
+        want = _layer_reference(lp, 0)
+        rec = dict(layer=layer, fp8=fp8, M=M, floor_us=lp.floor_bytes() / (args.read_bw * 1e3))
+        tabs = {"old": old_table, "new": new_table}
+
+        def fac(label):
+            _install_table(tabs[label])
+            return lp.fused_fns()
+        runs = {"old": [], "new": []}
+        for label in runs:
+            fac(label)[0]()
+            rec[f"{label}_relerr"] = relerr(lp.out[0], want)
+        for _ in range(args.rounds):
+            for label in runs:
+                runs[label].append(_try_time(lambda label=label: fac(label), args.reps)[0])
+        for label, vals in runs.items():
+            rec[f"{label}_runs"] = vals
+            rec[f"{label}_us"], rec[f"{label}_min"], rec[f"{label}_max"] = _spread(vals)
+        res["layer"].append(rec)
+        save(res)
+        print(f"check layer {layer} {'fp8 ' if fp8 else 'bf16'} M={M}: old {_f(rec['old_us'], 7, 2)} "
+              f"[{_f(rec['old_min'], 6, 2)}-{_f(rec['old_max'], 6, 2)}] new {_f(rec['new_us'], 7, 2)} "
+              f"[{_f(rec['new_min'], 6, 2)}-{_f(rec['new_max'], 6, 2)}] err old {rec['old_relerr']:.1e} "
+              f"new {rec['new_relerr']:.1e}", flush=True)
+        del lp, ws
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    _install_table(new_table)
+    return res
+
+
 def moe_shape_class(name, fp8):
     E, topk, N, K = GEMMS[name]
     return f"E{E}_N{N}_K{K}_top{topk}_{'fp8' if fp8 else 'bf16'}"
@@ -1360,6 +1639,16 @@ def main(argv=None):
     ap.add_argument("--precompile-only", action="store_true",
                     help="--pdl-ab: only compile the variants (into Triton's disk cache), time nothing")
     ap.add_argument("--report-pdl", metavar="JSON", help="print the table of a moe_pdl JSON and exit")
+    ap.add_argument("--v6-study", action="store_true",
+                    help="v6: wider config search and structural variants (split-K, ids first, grid order) at "
+                         "Qwen3 w1 FP8 M=4 and Mixtral w1 FP8 M=256 (plus --v6-ms of Qwen3), with the read "
+                         "ceiling at M=4; writes moe_study{--tag}.json")
+    ap.add_argument("--v6-ms", default="1,8,16", help="--v6-study: other Qwen3 M values for the structural variants")
+    ap.add_argument("--check-old", metavar="JSON",
+                    help="v6: time every w1 row with this JSON's 'table' (old) and the installed table (new, or "
+                         "--table), interleaved in --rounds rounds; writes moe_check{--tag}.json")
+    ap.add_argument("--check-layers", default="",
+                    help="--check-old: layer cases too, e.g. qwen3:fp8:4,mixtral:fp8:256")
     args = ap.parse_args(argv)
     if args.report:
         report(args.report)
@@ -1407,6 +1696,37 @@ def main(argv=None):
         with open(os.path.join(args.out, fname + args.tag + ".json"), "w") as fh:
             json.dump(dict(obj, machine=info), fh, indent=1, default=str)
 
+    args.v6_ms = [int(v) for v in args.v6_ms.split(",") if v]
+    args.ms_list, args.precisions_list = ms, precisions
+    args.check_layers = [(c.split(":")[0], c.split(":")[1] == "fp8", int(c.split(":")[2]))
+                         for c in args.check_layers.split(",") if c]
+    if args.v6_study or args.check_old:
+        gpu_warmup(device)
+        copy_bw, args.read_bw = copy_bandwidth(device)
+        if args.read_bw != args.read_bw:  # CPU smoke test: no bandwidth
+            args.read_bw = 1.0
+        print(f"copy bandwidth {copy_bw:.0f} GB/s (read+write), read {args.read_bw:.0f} GB/s", flush=True)
+        import copy
+        from importlib import import_module
+        cur = copy.deepcopy(import_module(moe.__package__ + ".moe_configs").TABLE)
+        if args.table:
+            cur = {cls: {int(m): e for m, e in b.items()} for cls, b in json.load(open(args.table))["table"].items()}
+        base = dict(copy_bandwidth_GBps=copy_bw, read_bandwidth_GBps=args.read_bw,
+                    method=f"CUDA-graph replays, {args.rot} routings per graph (HBM-cold), median of {args.reps} "
+                           f"replays; candidates timed twice interleaved (best kept), finalists and checks in "
+                           f"{args.rounds} interleaved rounds (median, min, max)")
+        if args.v6_study:
+            study = dict(base)
+            if not args.tiny:
+                args.read_ms = [4]
+                study["read_ceiling"] = read_ceiling(device, args)
+            study.update(study_v6(device, args, cur, lambda r: dump("moe_study", dict(study, **r))))
+            dump("moe_study", study)
+        if args.check_old:
+            old = {cls: {int(m): e for m, e in b.items()} for cls, b in json.load(open(args.check_old))["table"].items()}
+            chk = dict(base, old_table_file=args.check_old, new_table=cur)
+            chk.update(check_v6(device, args, old, cur, lambda r: dump("moe_check", dict(chk, **r))))
+            dump("moe_check", chk)
     if args.vllm or args.read_ceiling or args.tune:
         gpu_warmup(device)
         copy_bw, args.read_bw = copy_bandwidth(device)

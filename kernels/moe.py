@@ -59,7 +59,11 @@ __all__ = [
 FP8_DTYPE = torch.float8_e4m3fn
 FP8_MAX = 448.0
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-_CONFIG_KEYS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SWAP_AB"}
+_CONFIG_KEYS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SWAP_AB", "SPLIT_K", "N_FAST",
+                "IDS_FIRST"}
+_MAX_SPLIT_K = 16
+# Split-K arrival counters, one zeroed buffer per (device, stream), reset by the kernel itself after use.
+_SPLIT_K_LOCKS: dict[tuple, torch.Tensor] = {}
 
 # Programmatic dependent launch of every kernel of the layer (sm_90+, CUDA; never under the
 # interpreter): 0 off, 1 each program waits for the previous kernel (griddepcontrol.wait) before its
@@ -172,6 +176,8 @@ def _moe_gemm_kernel(
     stride_cn,
     stride_bse,
     stride_bsn,
+    ws_ptr,  # SPLIT_K > 1: [SPLIT_K, num_valid_tokens, N] fp32 partial sums (else unused)
+    lock_ptr,  # SPLIT_K > 1: int32 arrival counter per output tile, all zero between launches (else unused)
     top_k: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -183,26 +189,55 @@ def _moe_gemm_kernel(
     PER_CHANNEL_W: tl.constexpr,
     EVEN_K: tl.constexpr,
     USE_PDL: tl.constexpr = 0,  # PDL mode (see PDL)
+    SPLIT_K: tl.constexpr = 1,  # programs per output tile, each over a slice of K (see below)
+    N_FAST: tl.constexpr = False,  # grid order: N-tiles on the fast axis (one expert's tiles together)
+    IDS_FIRST: tl.constexpr = False,  # load the tile's slot ids together with its expert id
 ):
     """C[slot, n] = (sum_k A[row(slot), k] * W[e, n, k]) * scales (* topk_weight[slot]).
 
-    Grid: (EM // BLOCK_M, cdiv(N, BLOCK_N)); axis 0 (the fast one) walks the M-blocks so that the
-    blocks of one expert that share a weight tile run together and hit L2.
+    Grid: (EM // BLOCK_M, cdiv(N, BLOCK_N) * SPLIT_K); axis 0 (the fast one) walks the M-blocks so that
+    the blocks of one expert that share a weight tile run together and hit L2. N_FAST swaps the two axes
+    (the M-blocks past the padded total, which exit at once, then come last).
+
+    SPLIT_K > 1: the SPLIT_K programs of one output tile each read 1/SPLIT_K of K (finer work units for
+    small M); each stores its fp32 partial of the valid rows in ``ws`` and counts itself in the tile's
+    ``lock``; the last to arrive sums the partials, applies the epilogue, stores C, and resets the lock
+    to 0 (so the counters need zeroing only once, when allocated: no memset per launch).
     """
     _pdl_enter(USE_PDL)
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
+    if N_FAST:
+        pid_m = tl.program_id(1)
+        pid_nk = tl.program_id(0)
+    else:
+        pid_m = tl.program_id(0)
+        pid_nk = tl.program_id(1)
+    if SPLIT_K > 1:
+        pid_n = pid_nk // SPLIT_K
+        pid_k = pid_nk % SPLIT_K
+    else:
+        pid_n = pid_nk
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    if IDS_FIRST:  # the slot ids do not depend on the expert id: both loads in flight at once
+        offs_token = tl.load(sorted_token_ids_ptr + offs_m, mask=offs_m < EM, other=num_valid_tokens)
     expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
     if expert == -1:
         return
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_token = tl.load(sorted_token_ids_ptr + offs_m, mask=offs_m < EM, other=num_valid_tokens)
+    if not IDS_FIRST:
+        offs_token = tl.load(sorted_token_ids_ptr + offs_m, mask=offs_m < EM, other=num_valid_tokens)
     token_mask = offs_token < num_valid_tokens
     a_rows = (offs_token // top_k).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # Wrap the N index so weight loads need no mask (the store masks the tail).
     offs_bn = offs_n % N
     offs_k = tl.arange(0, BLOCK_K)
+    num_k = tl.cdiv(K, BLOCK_K)
+    if SPLIT_K > 1:
+        k_per = tl.cdiv(num_k, SPLIT_K)
+        k_lo = pid_k * k_per
+        k_hi = tl.minimum(k_lo + k_per, num_k)
+    else:
+        k_lo = 0
+        k_hi = num_k
     b_base = b_ptr + expert * stride_be
     if SWAP_AB:
         # W tile [BLOCK_N, BLOCK_K] is the wide MMA operand, A^T tile [BLOCK_K, BLOCK_M] the narrow one.
@@ -213,7 +248,10 @@ def _moe_gemm_kernel(
         a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak
         b_ptrs = b_base + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kb in range(0, tl.cdiv(K, BLOCK_K)):
+    if SPLIT_K > 1:  # start at this program's slice of K
+        a_ptrs += k_lo * BLOCK_K * stride_ak
+        b_ptrs += k_lo * BLOCK_K * stride_bk
+    for kb in range(k_lo, k_hi):
         if SWAP_AB:
             if EVEN_K:
                 b = tl.load(b_ptrs)
@@ -236,6 +274,20 @@ def _moe_gemm_kernel(
         b_ptrs += BLOCK_K * stride_bk
     if SWAP_AB:
         acc = tl.trans(acc)  # back to [BLOCK_M, BLOCK_N] in registers
+    c_mask = token_mask[:, None] & (offs_n[None, :] < N)
+    if SPLIT_K > 1:
+        ws_offs = offs_token[:, None].to(tl.int64) * N + offs_n[None, :]
+        split_stride = num_valid_tokens.to(tl.int64) * N
+        tl.store(ws_ptr + pid_k * split_stride + ws_offs, acc, mask=c_mask)
+        tl.debug_barrier()  # every thread's partial is stored before the arrival is counted
+        lock = lock_ptr + pid_m * tl.cdiv(N, BLOCK_N) + pid_n
+        arrived = tl.atomic_add(lock, 1, sem="acq_rel", scope="gpu")
+        last = arrived == SPLIT_K - 1
+        c_mask = tl.where(last, c_mask, False)  # (not `c_mask & last`: the interpreter types that as int32)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for s in tl.static_range(SPLIT_K):  # fixed order: the result does not depend on arrival order
+            acc += tl.load(ws_ptr + s * split_stride + ws_offs, mask=c_mask, other=0.0, cache_modifier=".cg")
+        tl.atomic_xchg(lock, 0, mask=last)  # ready for the next launch
     if USE_FP8:
         if PER_TOKEN_A:
             a_scale = tl.load(a_scale_ptr + a_rows, mask=token_mask, other=0.0)[:, None]
@@ -250,7 +302,7 @@ def _moe_gemm_kernel(
         moe_weight = tl.load(topk_weights_ptr + offs_token, mask=token_mask, other=0.0)
         acc = acc * moe_weight[:, None].to(tl.float32)
     c_ptrs = c_ptr + offs_token[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=token_mask[:, None] & (offs_n[None, :] < N))
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
 @triton.jit
@@ -396,9 +448,46 @@ def _check_config(config: Mapping[str, Any], arg: str = "config") -> dict:
     for key in ("num_warps", "num_stages"):
         if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 1:
             raise ValueError(f"{arg}: {key} must be a positive int, got {out[key]!r}")
-    if "SWAP_AB" in out and not isinstance(out["SWAP_AB"], bool):
-        raise ValueError(f"{arg}: SWAP_AB must be a bool, got {out['SWAP_AB']!r}")
+    for key in ("SWAP_AB", "N_FAST", "IDS_FIRST"):
+        if key in out and not isinstance(out[key], bool):
+            raise ValueError(f"{arg}: {key} must be a bool, got {out[key]!r}")
+    split = out.setdefault("SPLIT_K", 1)
+    if not isinstance(split, int) or isinstance(split, bool) or not 1 <= split <= _MAX_SPLIT_K:
+        raise ValueError(f"{arg}: SPLIT_K must be an int in [1, {_MAX_SPLIT_K}], got {split!r}")
     return out
+
+
+def _layout_flags(cfg: Mapping[str, Any], n_fast: bool) -> dict:
+    """The optional constexprs of the GEMM kernel, passed only when not at their defaults (so a
+    config without them keeps its compiled variant and launch key)."""
+    flags = {}
+    if cfg["SPLIT_K"] > 1:
+        flags["SPLIT_K"] = cfg["SPLIT_K"]
+    if n_fast:
+        flags["N_FAST"] = True
+    if cfg.get("IDS_FIRST", False):
+        flags["IDS_FIRST"] = True
+    return flags
+
+
+def _split_k_locks(device: torch.device, n: int) -> torch.Tensor:
+    """At least ``n`` int32 arrival counters, all zero, for a split-K launch on the current stream.
+
+    The kernel returns every counter it uses to zero, so one buffer per (device, stream) is zeroed once
+    and then reused by every launch in that stream (stream order keeps launches from overlapping). While
+    a CUDA graph is being captured and no buffer is large enough, a fresh zeroed one is made for this
+    launch alone (its memset becomes part of the graph) and is not kept.
+    """
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (str(device), stream)
+    buf = _SPLIT_K_LOCKS.get(key)
+    if buf is not None and buf.numel() >= n:
+        return buf
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return torch.zeros(n, dtype=torch.int32, device=device)
+    buf = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+    _SPLIT_K_LOCKS[key] = buf
+    return buf
 
 
 def get_config(E: int, N: int, K: int, topk: int, M: int, dtype: torch.dtype,
@@ -554,7 +643,10 @@ def grouped_gemm(
         sorted_token_ids, expert_ids: from :func:`moe_align_block_size` with ``config["BLOCK_M"]``.
         top_k: slots per row of ``a`` (topk for the w1 GEMM; 1 when ``a`` already has one row per slot).
         num_valid_tokens: M * topk.
-        config: BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, optional SWAP_AB.
+        config: BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages; optional SWAP_AB; optional SPLIT_K
+            (1..16: programs per output tile, each over 1/SPLIT_K of K, reduced in an fp32 workspace
+            by the last one to finish; default 1), N_FAST (grid with the N-tiles on the fast axis) and
+            IDS_FIRST (slot ids loaded together with the expert id); see ``_moe_gemm_kernel``.
         out: optional [num_valid_tokens, N] output buffer; else allocated with ``out_dtype``
             (default: ``a``'s dtype, or bfloat16 for FP8).
         topk_weights: [num_valid_tokens] (or [M, topk]) routing weights to multiply into each row.
@@ -606,7 +698,15 @@ def grouped_gemm(
     # A row stride: for a single row torch may report any stride; the kernel needs the real pitch.
     stride_am = a.stride(0) if a.shape[0] > 1 else K * a.stride(1)
     dummy = out  # stands in for absent optional pointers (never read: the constexpr flags say so)
-    grid = (EM // cfg["BLOCK_M"], _cdiv(N, cfg["BLOCK_N"]))
+    split_k = cfg["SPLIT_K"]
+    m_blocks, n_tiles = EM // cfg["BLOCK_M"], _cdiv(N, cfg["BLOCK_N"])
+    n_fast = cfg.get("N_FAST", False) and m_blocks <= 65535  # grid axis 1 is limited to 65535
+    grid = (n_tiles * split_k, m_blocks) if n_fast else (m_blocks, n_tiles * split_k)
+    if split_k > 1:
+        ws = torch.empty(split_k, num_valid_tokens, N, dtype=torch.float32, device=a.device)
+        locks = _split_k_locks(a.device, m_blocks * n_tiles)
+    else:
+        ws = locks = dummy
     _moe_gemm_kernel[grid](
         a, w, out,
         a_scale if use_fp8 else dummy,
@@ -618,6 +718,7 @@ def grouped_gemm(
         w.stride(0), w.stride(1), w.stride(2),
         out.stride(0), out.stride(1),
         stride_bse, stride_bsn,
+        ws, locks,
         top_k=top_k,
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         SWAP_AB=bool(swap_ab),
@@ -626,7 +727,7 @@ def grouped_gemm(
         PER_TOKEN_A=per_token,
         PER_CHANNEL_W=per_channel,
         EVEN_K=K % cfg["BLOCK_K"] == 0,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **launch,
+        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **launch, **_layout_flags(cfg, n_fast),
     )
     return out
 

@@ -89,7 +89,7 @@ def test_one_compile_per_config_over_any_M_sm90():
     def corrected(M):  # the w2-site launch: one A row per slot, routed weight, top_k = 1
         slots = M
         return ((_Ptr(bf), _Ptr(bf), _Ptr(bf), _Ptr(f32), _Ptr(f32), _Ptr(f32), _Ptr(i32), _Ptr(i32),
-                 N, K, em(slots), slots, K, 1, N * K, K, 1, N, 1, 0, 0),
+                 N, K, em(slots), slots, K, 1, N * K, K, 1, N, 1, 0, 0, _Ptr(f32), _Ptr(i32)),
                 dict(top_k=1, BLOCK_M=BM, BLOCK_N=64, BLOCK_K=128, SWAP_AB=True, MUL_ROUTED_WEIGHT=True,
                      USE_FP8=False, PER_TOKEN_A=False, PER_CHANNEL_W=False, EVEN_K=True, num_warps=4,
                      num_stages=3))
@@ -136,7 +136,7 @@ def _moe_kernel_launches():
     def gemm(M):
         slots = M * topk
         return ((_Ptr(f8), _Ptr(f8), _Ptr(bf), _Ptr(f32), _Ptr(f32), _Ptr(f32), _Ptr(i32), _Ptr(i32),
-                 N, K, em(slots), slots, K, 1, N * K, K, 1, N, 1, 1, 0),
+                 N, K, em(slots), slots, K, 1, N * K, K, 1, N, 1, 1, 0, _Ptr(f32), _Ptr(i32)),
                 dict(top_k=topk, BLOCK_M=BM, BLOCK_N=64, BLOCK_K=128, SWAP_AB=True, MUL_ROUTED_WEIGHT=False,
                      USE_FP8=True, PER_TOKEN_A=True, PER_CHANNEL_W=False, EVEN_K=True, num_warps=4,
                      num_stages=3))
