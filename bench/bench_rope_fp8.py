@@ -624,7 +624,8 @@ def _pdl_race_control(result, configs, cache, producer) -> None:
 # buffers' addresses moved between rounds (a spacer allocation of random size): is PDL slower
 # anywhere, beyond the spread of the same variant over rounds?
 PDL_GRID_SIZES = ([((1, 8), T) for T in (1, 16, 128, 512, 640, 704, 768, 1024, 1280, 1408, 1472,
-                                          1536, 1600, 1664, 2048, 4096, 8192, 16384, 32768)]
+                                          1536, 1600, 1664, 2048, 4096, 6144, 7168, 8192, 16384,
+                                          32768)]
                   + [((8, 8), T) for T in (1, 16, 128, 1024, 8192, 32768)])
 PDL_GRID_ROUNDS = 4
 

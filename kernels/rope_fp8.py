@@ -25,8 +25,11 @@ programs fit on an SM instead of 17. v4: the scale read off amax's bits with no 
 25 programs fit (+1-2 points at T >= 8192 over v3, -0.05 µs at T = 1). v5: programmatic
 dependent launch (``LaunchConfig.pdl``, sm_90+): each program waits for the previous kernel in
 the stream (``griddepcontrol.wait``) before its first load or store, so it can be scheduled
-while that kernel drains; the saving depends on that overlap. Measured figures, the configs and
-the layouts tried: bench/NOTES_rope_fp8.md.
+while that kernel drains; the saving depends on that overlap. v7: before that wait, the first
+wave's programs ask L2 to fetch their rows of o (``prefetch.global.L2``; no data reaches a
+register, so nothing stale is read), which overlaps the first reads with the previous kernel's
+tail (1x8 T = 8192: 89.8 -> 91.2% of the floor). Measured figures, the configs and the layouts
+tried: bench/NOTES_rope_fp8.md.
 """
 from __future__ import annotations
 
@@ -90,7 +93,12 @@ class LaunchConfig:
 # 24 sizes): 0.5-0.8 µs less per call at 17 sizes (T=1: 1.80 -> 1.29 µs; 1x8 T=8192: 26.64 ->
 # 25.94 µs), within +0.02-0.16 µs at the 7 sizes of that band. pdl=1 (wait only) and pdl=3
 # (always trigger) were slower than pdl=2 overall (v5: bench/results/rope_fp8_h200_v5_grid.json).
-CONFIG = LaunchConfig(maxnreg=80, pdl=2)
+# v7: and the first wave's programs of grids of <= 0.4 or >= 4 waves prefetch their o rows and
+# positions into L2 before that wait (l2_prefetch); against v6's default in the same run
+# (bench/results/rope_fp8_h200_v7c_grid.json, 27 sizes): 1x8 T = 8192 25.95 -> 25.56 µs (89.8 ->
+# 91.2% of the floor), 8x8 T = 1024 -0.50 µs, T = 1 -0.05 µs, T = 128 -0.25 µs; +0.01-0.08 µs
+# (the gate's test) at the 9 sizes where it does not prefetch.
+CONFIG = LaunchConfig(maxnreg=80, pdl=2, l2_prefetch=True)
 
 # What bench/bench_rope_fp8.py times (and the GPU tests check) before one is made the default.
 # num_stages >= 2 with a persistent grid: each program loops over tiles and prefetches the next
@@ -184,13 +192,17 @@ def _inv_rope_fp8_quant_kernel(
         if L2_PREFETCH:
             # Programs of the first wave may start while the previous kernel drains: each asks
             # L2 for its tile's lines of o and its positions now, so those reads overlap that
-            # kernel's tail. Later programs start after it has finished and skip this (v7: a
-            # prefetch in every program cost up to 3 µs per call at T = 32768).
-            if tl.program_id(0) < pdl_wave:
+            # kernel's tail. Later programs start after it has finished and skip this. Only in
+            # grids of at most 0.4 or at least 4 waves of programs: in between it measured up
+            # to 0.9 µs slower on the H200 (bench/results/rope_fp8_h200_v7b_grid.json; cause
+            # not found), and a prefetch in every program up to 3 µs slower at T = 32768 (v7a).
+            n_prog = tl.num_programs(0)
+            if (tl.program_id(0) < pdl_wave) & (
+                    (n_prog * 10 <= pdl_wave * 4) | (n_prog >= pdl_wave * 4)):
                 # Eight prefetches per row of o (one per 128-byte line of a bf16 row of 512),
                 # and the tile's positions.
-                ROW_BITS: tl.constexpr = (NOPE_DIM + ROPE_DIM) * o_ptr.dtype.element_ty.primitive_bitwidth
-                STEP: tl.constexpr = (ROW_BITS + 63) // 64  # bytes: an eighth of a row
+                ELEM_BITS: tl.constexpr = o_ptr.dtype.element_ty.primitive_bitwidth
+                STEP: tl.constexpr = ((NOPE_DIM + ROPE_DIM) * ELEM_BITS + 63) // 64  # row / 8
                 tile_p = tl.program_id(0)
                 tok_p = tl.minimum((tile_p // (N_GROUPS * HEADS_PER_GROUP)) * BLOCK_T
                                    + tl.arange(0, BLOCK_T),
@@ -593,8 +605,10 @@ def fused_inv_rope_fp8_quant(o, positions, cos_sin_cache, n_groups, heads_per_gr
     depends on what ran before. Each program then lets the next kernel in the stream be
     scheduled early (``griddepcontrol.launch_dependents``; not for grids of 0.4-0.9 of a wave):
     a next kernel launched with PDL must wait for this one before reading q or scales, as any
-    PDL kernel must; a kernel launched without PDL is unaffected. Elsewhere (older GPUs, ROCm,
-    the interpreter) it is a plain launch.
+    PDL kernel must; a kernel launched without PDL is unaffected. Before its wait, a program of
+    the first wave may ask L2 to prefetch its rows of ``o`` (``CONFIG.l2_prefetch``): a hint
+    that loads nothing into registers. Elsewhere (older GPUs, ROCm, the interpreter) it is a
+    plain launch.
     """
     _validate(o, positions, cos_sin_cache, n_groups, heads_per_group, nope_dim, rope_dim,
               quant_group_size)

@@ -504,7 +504,8 @@ def test_pdl_wait_precedes_every_memory_access_sm90(pdl, l2_prefetch):
     assert (prefetch is not None and prefetch < wait) if l2_prefetch else prefetch is None
     assert (trigger is not None and wait < trigger) if pdl >= 2 else trigger is None
     if pdl == 2:  # the trigger sits behind a branch on the grid size (%nctaid.x vs pdl_wave)
-        assert any("%nctaid.x" in line for line in ptx[wait:trigger])
+        assert any("%nctaid.x" in line for line in ptx[:trigger])
+        assert any(re.match(r"@%p\d+ bra", line) for line in ptx[wait:trigger])
     try:  # Triton disassembles the cubin on first access (its cuobjdump / nvdisasm)
         sass = compiled.asm["sass"]
     except Exception:  # no disassembler in this Triton: the PTX order above is what is checked
@@ -669,24 +670,27 @@ def _load_probes():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("pdl", [1, 2])
-def test_gpu_pdl_waits_for_an_early_triggering_producer(pdl):
+@pytest.mark.parametrize("pdl, l2_prefetch, T", [(1, False, 4099), (2, False, 4099),
+                                                 (2, True, 61), (2, True, 32771)])
+def test_gpu_pdl_waits_for_an_early_triggering_producer(pdl, l2_prefetch, T):
     """The previous kernel in the stream lets its dependents start at once
     (griddepcontrol.launch_dependents) and then writes o slowly over poison (bf16 NaN); this
-    kernel, launched with PDL, must still see all of o (its griddepcontrol.wait), several times."""
+    kernel, launched with PDL, must still see all of o (its griddepcontrol.wait), several times.
+    With ``l2_prefetch`` (T = 61 and 32771: grids of under 0.4 and over 4 waves, where the first
+    wave prefetches o's lines into L2 before the wait, while the producer still writes them)."""
     from jitguard.kernels import rope_fp8
 
     if not rope_fp8._pdl_supported(torch.device("cuda")):
         pytest.skip("programmatic dependent launch needs compute capability 9.0+")
     producer = _load_probes()._pdl_early_trigger_copy_kernel
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
-    G, hpg, T = 1, 8, 4099
+    G, hpg = 1, 8
     o_src, positions, cache = _make_inputs(G, hpg, 448, 64, T, device="cuda")
     big_src = o_src._base
     big_dst = torch.empty_like(big_src)
     o_dst = big_dst.as_strided(o_src.shape, o_src.stride(), o_src.storage_offset())
     q_ref, s_ref = inv_rope_fp8_quant_reference(o_src, positions, cache, G, hpg)
-    cfg = rope_fp8.LaunchConfig(maxnreg=80, pdl=pdl)
+    cfg = rope_fp8.LaunchConfig(maxnreg=80, pdl=pdl, l2_prefetch=l2_prefetch)
     for _ in range(3):
         big_dst.view(torch.int16).fill_(-1)  # 0xFFFF: NaN in bfloat16
         q_buf, scale_buf = rope_fp8._allocate(o_dst, G, hpg, 128)
