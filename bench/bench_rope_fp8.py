@@ -1,6 +1,7 @@
 """Benchmark: fused inverse RoPE + FP8 block quantization on one GPU, against the HBM floor.
 
     python bench/bench_rope_fp8.py [--out bench/results/rope_fp8_h200.json] [--quick]
+    python bench/bench_rope_fp8.py --no-sweep # the main table with rope_fp8.CONFIG, peers included
     python bench/bench_rope_fp8.py --ptx      # no GPU: sm_90 registers/spills/memory ops per config
     python bench/bench_rope_fp8.py --pdl-ab   # v5: PDL off/on (pdl 0, 1, 2) at the target sizes,
                                               # graph-exact checks, copy probe, T scan, race control
@@ -228,7 +229,7 @@ def run(args) -> dict:
     candidates = [rope_fp8.CONFIG] + [c for c in rope_fp8.CANDIDATE_CONFIGS if c != rope_fp8.CONFIG]
     PREV_CONFIG = rope_fp8.LaunchConfig(**PREV_CONFIG_FIELDS)
     PROBE_CONFIG = rope_fp8.LaunchConfig(maxnreg=80)
-    if not args.quick:
+    if not (args.quick or args.no_sweep):
         seen_sizes = []
         for (G, hpg), T in SWEEP_SIZES:
             rnd = seen_sizes.count((G, hpg, T)) + 1
@@ -879,6 +880,8 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=150.0,
                         help="stop adding torch.compile peers after this many seconds")
     parser.add_argument("--ptx", action="store_true", help="no GPU: sm_90 resource usage per config")
+    parser.add_argument("--no-sweep", action="store_true",
+                        help="the main table (every T, peers) with the default config, no sweep")
     parser.add_argument("--sweep-only", action="store_true",
                         help="the config sweep (and --tscan) only, no main table")
     parser.add_argument("--probes", action="store_true",

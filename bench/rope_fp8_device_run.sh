@@ -4,6 +4,7 @@
 #   bash bench/rope_fp8_device_run.sh          # full: config sweep (v3 and v3+reorder as A/B),
 #                                              # then the main table with peers
 #   MODE=sweep bash bench/rope_fp8_device_run.sh   # the sweep and a T scan only, no main table
+#   MODE=table bash bench/rope_fp8_device_run.sh   # the main table and peers, default config only
 #   MODE=pdl bash bench/rope_fp8_device_run.sh     # v5: the default config with programmatic
 #                                                  # dependent launch off / on (--pdl-ab) only
 #   MODE=pdl-grid VARIANTS=0,2,2p,3p TEST_L2=1 bash bench/rope_fp8_device_run.sh
@@ -19,6 +20,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
   | tee "$OUT/nvidia_smi.txt"
 if [ "${MODE:-full}" = sweep ]; then
   BENCH_ARGS="--sweep-only --tscan --probes"
+elif [ "${MODE:-full}" = table ]; then
+  BENCH_ARGS="--no-sweep"
 elif [ "${MODE:-full}" = pdl ]; then
   BENCH_ARGS="--pdl-ab"
 elif [ "${MODE:-full}" = pdl-grid ]; then

@@ -122,6 +122,7 @@ CANDIDATE_CONFIGS = (
     LaunchConfig(4, 1, 1, 0, maxnreg=80, pdl=1),
     LaunchConfig(4, 1, 1, 0, maxnreg=80, pdl=2),
     LaunchConfig(4, 1, 1, 0, maxnreg=80, pdl=3),
+    LaunchConfig(4, 1, 1, 0, maxnreg=80, pdl=2, l2_prefetch=True),
 )
 
 
