@@ -85,6 +85,8 @@ def cfg_name(c):
         name += "+ids"
     if c.get("N_FAST"):
         name += "+nf"
+    if c.get("PRELOAD"):
+        name += "+pre"
     return name
 
 
@@ -1368,11 +1370,86 @@ def study_v6(device, args, table, save=lambda res: None):
     return res
 
 
+V5_FLAGS = {"IDS_FIRST": False, "PRELOAD": False}
+
+
+def study_v6b(device, args, save=lambda res: None):
+    """v6 second step: the table's config of each case with the v5 kernel (no flag), IDS_FIRST, IDS_FIRST +
+    PRELOAD, and the latter with PDL mode 3 (GEMM triggers after its K loop), GEMM alone and layer,
+    interleaved in args.rounds rounds."""
+    import copy
+    res = {"gemm": [], "layer": []}
+    base_flags = dict(moe.GEMM_DEFAULTS)
+    for name, M in (("qwen3_w1", 4), ("qwen3_w1", 1), ("qwen3_w1", 16), ("mixtral_w1", 256)):
+        E, topk, N, K = GEMMS[name]
+        weights = make_weights(E, N, K, True, device)
+        p = GemmProblem(name, M, True, device, weights=weights, rot=args.rot)
+        want = p.reference(0)
+        base = {k: v for k, v in moe.get_config(E, N, K, topk, M, FP8).items() if k not in base_flags}
+        variants = {"v5": (dict(base, **V5_FLAGS), None), "ids": (dict(base, IDS_FIRST=True, PRELOAD=False), None),
+                    "ids+pre": (dict(base, IDS_FIRST=True, PRELOAD=True), None),
+                    "ids+pre pdl3": (dict(base, IDS_FIRST=True, PRELOAD=True), 3)}
+        rec = dict(gemm=name, fp8=True, M=M, config=cfg_name(base), floor_us=p.floor_bytes() / (args.read_bw * 1e3))
+        for label, (c, pdl) in variants.items():
+            p.out[0].fill_(float("nan"))
+            p.launch_fns(c, pdl=pdl)[0]()
+            rec[f"{label}_relerr"] = relerr(p.out[0], want)
+        runs = {k: [] for k in variants}
+        for _ in range(args.rounds):
+            for label, (c, pdl) in variants.items():
+                runs[label].append(_try_time(lambda c=c, pdl=pdl: p.launch_fns(c, pdl=pdl), args.reps)[0])
+        for label, vals in runs.items():
+            rec[f"{label}_runs"] = vals
+            rec[f"{label}_us"], rec[f"{label}_min"], rec[f"{label}_max"] = _spread(vals)
+        res["gemm"].append(rec)
+        save(res)
+        print(f"v6b {name} fp8 M={M} {rec['config']} floor {rec['floor_us']:.2f}: " + "; ".join(
+            f"{k} {_f(rec[k + '_us'], 6, 2)} [{_f(rec[k + '_min'], 6, 2)}-{_f(rec[k + '_max'], 6, 2)}] "
+            f"{100 * rec['floor_us'] / rec[k + '_us']:.1f}%" for k in variants), flush=True)
+        del p, weights
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    for layer, M in (("qwen3", 1), ("qwen3", 4), ("mixtral", 256)):
+        n1, n2 = LAYERS[layer]
+        ws = (make_weights(*_enk(n1), True, device, seed=1), make_weights(*_enk(n2), True, device, seed=2))
+        lp = LayerProblem(layer, M, True, device, ws, rot=args.layer_rot)
+        want = _layer_reference(lp, 0)
+        rec = dict(layer=layer, fp8=True, M=M, floor_us=lp.floor_bytes() / (args.read_bw * 1e3))
+        modes = {"v5 pdl1": (V5_FLAGS, 1), "new pdl1": (base_flags, 1), "new pdl2": (base_flags, 2),
+                 "new pdl3": (base_flags, 3)}
+
+        def fac(label):
+            flags, pdl = modes[label]
+            moe.GEMM_DEFAULTS.update(flags)
+            return lp.fused_fns(pdl=pdl)
+        for label in modes:
+            fac(label)[0]()
+            rec[f"{label}_relerr"] = relerr(lp.out[0], want)
+        runs = {k: [] for k in modes}
+        for _ in range(args.rounds):
+            for label in modes:
+                runs[label].append(_try_time(lambda label=label: fac(label), args.reps)[0])
+        for label, vals in runs.items():
+            rec[f"{label}_runs"] = vals
+            rec[f"{label}_us"], rec[f"{label}_min"], rec[f"{label}_max"] = _spread(vals)
+        res["layer"].append(rec)
+        save(res)
+        print(f"v6b layer {layer} fp8 M={M} floor {rec['floor_us']:.2f}: " + "; ".join(
+            f"{k} {_f(rec[k + '_us'], 6, 2)} [{_f(rec[k + '_min'], 6, 2)}-{_f(rec[k + '_max'], 6, 2)}] "
+            f"err {rec[k + '_relerr']:.1e}" for k in modes), flush=True)
+        del lp, ws
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    moe.GEMM_DEFAULTS.update(base_flags)
+    return res
+
+
 def check_v6(device, args, old_table, new_table, save=lambda res: None):
     """Every w1 row of the bench (both shapes, --precisions, --ms): the old and the new table's auto config,
     interleaved in args.rounds rounds (rows whose config did not change are timed once per round as one
     variant); and the layer (--check-layers) where the w1 config changed."""
     res = {"gemm": [], "layer": []}
+    new_flags = dict(moe.GEMM_DEFAULTS)
     for name in ("mixtral_w1", "qwen3_w1"):
         E, topk, N, K = GEMMS[name]
         for fp8 in args.precisions_list:
@@ -1385,6 +1462,8 @@ def check_v6(device, args, old_table, new_table, save=lambda res: None):
                 for label, tab in (("old", old_table), ("new", new_table)):
                     _install_table(tab)
                     cfgs[label] = moe.get_config(E, N, K, topk, M, dt)
+                cfgs["old"].update(V5_FLAGS)  # the v5 kernel: no optional flag
+                cfgs["new"] = dict(moe.GEMM_DEFAULTS, **cfgs["new"])
                 same = cfg_name(cfgs["old"]) == cfg_name(cfgs["new"])
                 variants = {"old": cfgs["old"]} if same else cfgs
                 rec = dict(gemm=name, fp8=fp8, M=M, floor_us=p.floor_bytes() / (args.read_bw * 1e3),
@@ -1424,6 +1503,7 @@ def check_v6(device, args, old_table, new_table, save=lambda res: None):
 
         def fac(label):
             _install_table(tabs[label])
+            moe.GEMM_DEFAULTS.update(V5_FLAGS if label == "old" else new_flags)
             return lp.fused_fns()
         runs = {"old": [], "new": []}
         for label in runs:
@@ -1445,6 +1525,7 @@ def check_v6(device, args, old_table, new_table, save=lambda res: None):
         if device == "cuda":
             torch.cuda.empty_cache()
     _install_table(new_table)
+    moe.GEMM_DEFAULTS.update(new_flags)
     return res
 
 
@@ -1647,6 +1728,9 @@ def main(argv=None):
     ap.add_argument("--check-old", metavar="JSON",
                     help="v6: time every w1 row with this JSON's 'table' (old) and the installed table (new, or "
                          "--table), interleaved in --rounds rounds; writes moe_check{--tag}.json")
+    ap.add_argument("--v6b", action="store_true",
+                    help="v6 step 2: v5 kernel vs IDS_FIRST vs IDS_FIRST+PRELOAD (and PDL mode 3) at the table's "
+                         "configs, GEMM alone and layer; writes moe_study6b{--tag}.json")
     ap.add_argument("--check-layers", default="",
                     help="--check-old: layer cases too, e.g. qwen3:fp8:4,mixtral:fp8:256")
     args = ap.parse_args(argv)
@@ -1700,7 +1784,7 @@ def main(argv=None):
     args.ms_list, args.precisions_list = ms, precisions
     args.check_layers = [(c.split(":")[0], c.split(":")[1] == "fp8", int(c.split(":")[2]))
                          for c in args.check_layers.split(",") if c]
-    if args.v6_study or args.check_old:
+    if args.v6_study or args.check_old or args.v6b:
         gpu_warmup(device)
         copy_bw, args.read_bw = copy_bandwidth(device)
         if args.read_bw != args.read_bw:  # CPU smoke test: no bandwidth
@@ -1722,6 +1806,10 @@ def main(argv=None):
                 study["read_ceiling"] = read_ceiling(device, args)
             study.update(study_v6(device, args, cur, lambda r: dump("moe_study", dict(study, **r))))
             dump("moe_study", study)
+        if args.v6b:
+            s6b = dict(base)
+            s6b.update(study_v6b(device, args, lambda r: dump("moe_study6b", dict(s6b, **r))))
+            dump("moe_study6b", s6b)
         if args.check_old:
             old = {cls: {int(m): e for m, e in b.items()} for cls, b in json.load(open(args.check_old))["table"].items()}
             chk = dict(base, old_table_file=args.check_old, new_table=cur)

@@ -54,14 +54,18 @@ __all__ = [
     "FP8_DTYPE",
     "FP8_MAX",
     "PDL",
+    "GEMM_DEFAULTS",
 ]
 
 FP8_DTYPE = torch.float8_e4m3fn
 FP8_MAX = 448.0
 _FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _CONFIG_KEYS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "SWAP_AB", "SPLIT_K", "N_FAST",
-                "IDS_FIRST"}
+                "IDS_FIRST", "PRELOAD"}
 _MAX_SPLIT_K = 16
+# v6: the GEMM's optional flags for configs that do not set them (bench/results/moe_check_v6.json):
+# the slot ids loaded with the expert id, the epilogue's scales before the K loop.
+GEMM_DEFAULTS = {"IDS_FIRST": True, "PRELOAD": True}
 # Split-K arrival counters, one zeroed buffer per (device, stream), reset by the kernel itself after use.
 _SPLIT_K_LOCKS: dict[tuple, torch.Tensor] = {}
 
@@ -72,20 +76,23 @@ _SPLIT_K_LOCKS: dict[tuple, torch.Tensor] = {}
 # Measured (bench/results/moe_pdl_v5.json, H200): 1 never slower than 0 beyond the rounds' spread, 0 to
 # 1.2 µs faster; 2 faster at decode (Qwen3 FP8 M=1 30.45 -> 28.55 µs) but +25 µs (+5.8%) at Mixtral FP8
 # M=256 and +2 µs on the w1 GEMM alone at M=4, so it is opt-in.
+# 3 (v6): as 2 in the small kernels, but the grouped GEMM triggers only after its K loop (so the next
+# kernel's programs become resident during the GEMM's epilogue, not while its waves still need the SMs).
 PDL = 1
-_PDL_MODES = (0, 1, 2)
+_PDL_MODES = (0, 1, 2, 3)
 
 
 # --------------------------------------------------------------------------------------------------
 # Triton kernels
 # --------------------------------------------------------------------------------------------------
 @triton.jit
-def _pdl_enter(USE_PDL: tl.constexpr):
+def _pdl_enter(USE_PDL: tl.constexpr, LATE_TRIGGER: tl.constexpr = False):
     """First statement of every kernel here: with PDL, wait for the previous kernel in the stream
-    (its writes visible) before any global memory access; mode 2 then triggers the next kernel."""
+    (its writes visible) before any global memory access; mode 2 then triggers the next kernel, and so
+    does mode 3 except in kernels that trigger late themselves (LATE_TRIGGER: the GEMM, after its K loop)."""
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
-        if USE_PDL >= 2:
+        if USE_PDL == 2 or (USE_PDL == 3 and not LATE_TRIGGER):
             tl.extra.cuda.gdc_launch_dependents()
 
 
@@ -192,6 +199,7 @@ def _moe_gemm_kernel(
     SPLIT_K: tl.constexpr = 1,  # programs per output tile, each over a slice of K (see below)
     N_FAST: tl.constexpr = False,  # grid order: N-tiles on the fast axis (one expert's tiles together)
     IDS_FIRST: tl.constexpr = False,  # load the tile's slot ids together with its expert id
+    PRELOAD: tl.constexpr = False,  # load the epilogue's scales and routed weights before the K loop
 ):
     """C[slot, n] = (sum_k A[row(slot), k] * W[e, n, k]) * scales (* topk_weight[slot]).
 
@@ -204,7 +212,7 @@ def _moe_gemm_kernel(
     ``lock``; the last to arrive sums the partials, applies the epilogue, stores C, and resets the lock
     to 0 (so the counters need zeroing only once, when allocated: no memset per launch).
     """
-    _pdl_enter(USE_PDL)
+    _pdl_enter(USE_PDL, True)
     if N_FAST:
         pid_m = tl.program_id(1)
         pid_nk = tl.program_id(0)
@@ -248,6 +256,10 @@ def _moe_gemm_kernel(
         a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak
         b_ptrs = b_base + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if PRELOAD:  # independent of the loop: in flight during it, not one more latency at the end
+        a_scale, b_scale, moe_weight = _gemm_epilogue_loads(
+            a_scale_ptr, b_scale_ptr, topk_weights_ptr, a_rows, offs_token, token_mask, expert, offs_bn,
+            stride_bse, stride_bsn, MUL_ROUTED_WEIGHT, USE_FP8, PER_TOKEN_A, PER_CHANNEL_W)
     if SPLIT_K > 1:  # start at this program's slice of K
         a_ptrs += k_lo * BLOCK_K * stride_ak
         b_ptrs += k_lo * BLOCK_K * stride_bk
@@ -272,6 +284,8 @@ def _moe_gemm_kernel(
             acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+    if USE_PDL == 3:  # the next kernel may be scheduled now (it still waits for this one to finish)
+        tl.extra.cuda.gdc_launch_dependents()
     if SWAP_AB:
         acc = tl.trans(acc)  # back to [BLOCK_M, BLOCK_N] in registers
     c_mask = token_mask[:, None] & (offs_n[None, :] < N)
@@ -288,21 +302,43 @@ def _moe_gemm_kernel(
         for s in tl.static_range(SPLIT_K):  # fixed order: the result does not depend on arrival order
             acc += tl.load(ws_ptr + s * split_stride + ws_offs, mask=c_mask, other=0.0, cache_modifier=".cg")
         tl.atomic_xchg(lock, 0, mask=last)  # ready for the next launch
+    if not PRELOAD:
+        a_scale, b_scale, moe_weight = _gemm_epilogue_loads(
+            a_scale_ptr, b_scale_ptr, topk_weights_ptr, a_rows, offs_token, token_mask, expert, offs_bn,
+            stride_bse, stride_bsn, MUL_ROUTED_WEIGHT, USE_FP8, PER_TOKEN_A, PER_CHANNEL_W)
     if USE_FP8:
         if PER_TOKEN_A:
-            a_scale = tl.load(a_scale_ptr + a_rows, mask=token_mask, other=0.0)[:, None]
+            a_scale = a_scale[:, None]
+        if PER_CHANNEL_W:
+            acc = acc * (a_scale * b_scale[None, :])
+        else:
+            acc = acc * (a_scale * b_scale)
+    if MUL_ROUTED_WEIGHT:
+        acc = acc * moe_weight[:, None].to(tl.float32)
+    c_ptrs = c_ptr + offs_token[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+@triton.jit
+def _gemm_epilogue_loads(a_scale_ptr, b_scale_ptr, topk_weights_ptr, a_rows, offs_token, token_mask, expert,
+                         offs_bn, stride_bse, stride_bsn, MUL_ROUTED_WEIGHT: tl.constexpr,
+                         USE_FP8: tl.constexpr, PER_TOKEN_A: tl.constexpr, PER_CHANNEL_W: tl.constexpr):
+    """The GEMM epilogue's loads: (activation scale, weight scale, routed weight); 0.0 where unused."""
+    a_scale = 0.0
+    b_scale = 0.0
+    moe_weight = 0.0
+    if USE_FP8:
+        if PER_TOKEN_A:
+            a_scale = tl.load(a_scale_ptr + a_rows, mask=token_mask, other=0.0)
         else:
             a_scale = tl.load(a_scale_ptr)
         if PER_CHANNEL_W:
             b_scale = tl.load(b_scale_ptr + expert * stride_bse + offs_bn * stride_bsn)
-            acc = acc * (a_scale * b_scale[None, :])
         else:
-            acc = acc * (a_scale * tl.load(b_scale_ptr + expert * stride_bse))
+            b_scale = tl.load(b_scale_ptr + expert * stride_bse)
     if MUL_ROUTED_WEIGHT:
         moe_weight = tl.load(topk_weights_ptr + offs_token, mask=token_mask, other=0.0)
-        acc = acc * moe_weight[:, None].to(tl.float32)
-    c_ptrs = c_ptr + offs_token[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+    return a_scale, b_scale, moe_weight
 
 
 @triton.jit
@@ -448,9 +484,11 @@ def _check_config(config: Mapping[str, Any], arg: str = "config") -> dict:
     for key in ("num_warps", "num_stages"):
         if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 1:
             raise ValueError(f"{arg}: {key} must be a positive int, got {out[key]!r}")
-    for key in ("SWAP_AB", "N_FAST", "IDS_FIRST"):
+    for key in ("SWAP_AB", "N_FAST", "IDS_FIRST", "PRELOAD"):
         if key in out and not isinstance(out[key], bool):
             raise ValueError(f"{arg}: {key} must be a bool, got {out[key]!r}")
+    for key, val in GEMM_DEFAULTS.items():
+        out.setdefault(key, val)
     split = out.setdefault("SPLIT_K", 1)
     if not isinstance(split, int) or isinstance(split, bool) or not 1 <= split <= _MAX_SPLIT_K:
         raise ValueError(f"{arg}: SPLIT_K must be an int in [1, {_MAX_SPLIT_K}], got {split!r}")
@@ -465,8 +503,9 @@ def _layout_flags(cfg: Mapping[str, Any], n_fast: bool) -> dict:
         flags["SPLIT_K"] = cfg["SPLIT_K"]
     if n_fast:
         flags["N_FAST"] = True
-    if cfg.get("IDS_FIRST", False):
-        flags["IDS_FIRST"] = True
+    for key in ("IDS_FIRST", "PRELOAD"):
+        if cfg.get(key, False):
+            flags[key] = True
     return flags
 
 
@@ -646,7 +685,8 @@ def grouped_gemm(
         config: BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages; optional SWAP_AB; optional SPLIT_K
             (1..16: programs per output tile, each over 1/SPLIT_K of K, reduced in an fp32 workspace
             by the last one to finish; default 1), N_FAST (grid with the N-tiles on the fast axis) and
-            IDS_FIRST (slot ids loaded together with the expert id); see ``_moe_gemm_kernel``.
+            IDS_FIRST (slot ids loaded together with the expert id) and PRELOAD (the epilogue's scales
+            loaded before the K loop), both default :data:`GEMM_DEFAULTS`; see ``_moe_gemm_kernel``.
         out: optional [num_valid_tokens, N] output buffer; else allocated with ``out_dtype``
             (default: ``a``'s dtype, or bfloat16 for FP8).
         topk_weights: [num_valid_tokens] (or [M, topk]) routing weights to multiply into each row.

@@ -336,6 +336,49 @@ def test_gpu_fp8_quantization_matches_torch():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fp8", [False, True])
+def test_gpu_split_k_and_layout_flags_match_plain_gemm(fp8):
+    """SPLIT_K (2, 4), N_FAST, IDS_FIRST, PRELOAD: the same C as the plain kernel on the Qwen3 w1 shape, in
+    eager launches and graph replays, and every split-K arrival counter back at zero afterwards."""
+    from jitguard.kernels import moe
+    E, topk, N, K = 128, 8, 1536, 2048
+    gen = torch.Generator(device="cuda").manual_seed(int.from_bytes(os.urandom(3), "little"))
+    w = torch.randn(E, N, K, device="cuda", generator=gen, dtype=torch.bfloat16) / K**0.5
+    ws = None
+    if fp8:
+        ws = (w.float().abs().amax(dim=(1, 2)) / 448).float()
+        w = (w.float() / ws[:, None, None]).to(torch.float8_e4m3fn)
+    for M in (1, 4, 37):
+        a = torch.randn(M, K, device="cuda", generator=gen, dtype=torch.bfloat16)
+        a_scale = None
+        if fp8:
+            a_scale = torch.tensor([4.0 / 448], device="cuda")
+            a = (a.float() / a_scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+        ids = torch.stack([torch.randperm(E, device="cuda", generator=gen)[:topk] for _ in range(M)]).int()
+        sid, eid, _ = moe.moe_align_block_size(ids, 16, E)
+        base = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "SWAP_AB": True}
+        kw = dict(top_k=topk, num_valid_tokens=M * topk, a_scale=a_scale, w_scale=ws, out_dtype=torch.float32)
+        plain = moe.grouped_gemm(a, w, sid, eid, config=dict(base, IDS_FIRST=False, PRELOAD=False), **kw)
+        for flags in ({"SPLIT_K": 2}, {"SPLIT_K": 4, "IDS_FIRST": True, "PRELOAD": True},
+                      {"SPLIT_K": 2, "N_FAST": True, "SWAP_AB": False}, {"N_FAST": True, "PRELOAD": True}):
+            cfg = dict(base, **flags)
+            for _ in range(3):
+                out = moe.grouped_gemm(a, w, sid, eid, config=cfg, **kw)
+                assert _relerr(out, plain) < 1e-5, (M, flags)
+            out = torch.full_like(plain, float("nan"))
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                moe.grouped_gemm(a, w, sid, eid, config=cfg, out=out, **kw)
+            for _ in range(3):
+                out.fill_(float("nan"))
+                g.replay()
+                torch.cuda.synchronize()
+                assert _relerr(out, plain) < 1e-5, (M, flags, "graph")
+    torch.cuda.synchronize()
+    assert all(int(buf.abs().sum()) == 0 for buf in moe._SPLIT_K_LOCKS.values())
+
+
+@pytest.mark.gpu
 def test_gpu_one_compile_per_config_for_M_1_to_512():
     from jitguard.kernels import moe
     E, topk, N, K = 128, 8, 1536, 2048
