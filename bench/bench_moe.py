@@ -697,7 +697,7 @@ def layer_breakdown(device, args, res, save):
 # --------------------------------------------------------------------------------------------------
 # v5: programmatic dependent launch A/B (PDL off / wait / wait + trigger), interleaved
 # --------------------------------------------------------------------------------------------------
-PDL_MODES = {0: "off", 1: "wait", 2: "wait+trigger"}
+PDL_MODES = {0: "off", 1: "wait", 2: "wait+trigger", 3: "wait, GEMM triggers after its K loop"}
 
 
 def _pdl_layer_weights(layer, fp8, device, empty=False):
@@ -724,9 +724,8 @@ def _pdl_compile_worker(job):
         for mode in modes:
             try:
                 lp.fused_fns(pdl=mode)[0]()
-                if layer == "qwen3" and fp8 and M in (1, 4):
-                    p = GemmProblem("qwen3_w1", M, True, device, weights=ws[0], rot=1)
-                    p.launch_fns(moe.get_config(p.E, p.N, p.K, p.topk, M, FP8), pdl=mode)[0]()
+                p = GemmProblem(layer + "_w1", M, fp8, device, weights=ws[0], rot=1)
+                p.launch_fns(moe.get_config(p.E, p.N, p.K, p.topk, M, FP8 if fp8 else torch.bfloat16), pdl=mode)[0]()
                 if device == "cuda":
                     torch.cuda.synchronize()
             except Exception as exc:  # noqa: BLE001 - recorded, the timing run reports it again
@@ -739,7 +738,7 @@ def pdl_ab(device, args, precisions, save=lambda res: None):
     CUDA-graph replays of --layer-rot back-to-back layers over different routings; the three modes
     interleaved within each of --rounds rounds; the median over rounds kept, with min and max. Each mode's
     output of the last replay must equal the plain launches' bit for bit."""
-    modes = list(PDL_MODES)
+    modes = args.pdl_modes
     ms = args.layer_ms
     if args.workers and device == "cuda":
         import multiprocessing as mp
@@ -777,19 +776,19 @@ def pdl_ab(device, args, precisions, save=lambda res: None):
                     rec[f"us_{mode}"] = statistics.median(t) if t else None
                     rec[f"us_{mode}_min"], rec[f"us_{mode}_max"] = (min(t), max(t)) if t else (None, None)
                     rec[f"rounds_{mode}"] = t
-                    rec[f"equal_to_off_{mode}"] = all(
-                        a is not None and b is not None and torch.equal(a, b) for a, b in zip(outs[mode], outs[0]))
+                    rec[f"equal_to_off_{mode}"] = all(  # (to the first mode listed)
+                        a is not None and b is not None and torch.equal(a, b) for a, b in zip(outs[mode], outs[modes[0]]))
                 res["layer"].append(rec)
                 print("pdl-ab layer " + " ".join(
                     f"{k}={_f(v, 6, 2) if isinstance(v, float) else v}" for k, v in rec.items()
                     if not k.startswith("rounds_")), flush=True)
                 save(res)
                 del lp
-            if layer == "qwen3" and fp8:
-                for M in (1, 4):
-                    p = GemmProblem("qwen3_w1", M, True, device, weights=ws[0], rot=args.rot)
-                    cfg = moe.get_config(p.E, p.N, p.K, p.topk, M, FP8)
-                    rec = dict(gemm="qwen3_w1", fp8=True, M=M, config=cfg)
+            if (layer == "qwen3" and fp8) or args.pdl_all_gemms:
+                for M in ((1, 4) if not args.pdl_all_gemms else ms):
+                    p = GemmProblem(layer + "_w1", M, fp8, device, weights=ws[0], rot=args.rot)
+                    cfg = moe.get_config(p.E, p.N, p.K, p.topk, M, FP8 if fp8 else torch.bfloat16)
+                    rec = dict(gemm=layer + "_w1", fp8=fp8, M=M, config=cfg)
                     times = {m: [] for m in modes}
                     for _ in range(args.rounds):
                         for mode in modes:
@@ -1716,6 +1715,9 @@ def main(argv=None):
     ap.add_argument("--pdl-ab", action="store_true",
                     help="v5: the whole layer (Qwen3, Mixtral; --precisions; --layer-ms) and the Qwen3 FP8 w1 "
                          "GEMM at M = 1, 4 with PDL off / wait / wait+trigger, interleaved; writes moe_pdl{--tag}.json")
+    ap.add_argument("--pdl-modes", default="0,1,2", help="--pdl-ab: the modes compared (v6: 1,3)")
+    ap.add_argument("--pdl-all-gemms", action="store_true",
+                    help="--pdl-ab: the w1 GEMM alone at every --layer-ms of both shapes and --precisions")
     ap.add_argument("--rounds", type=int, default=3, help="--pdl-ab: interleaved rounds per case")
     ap.add_argument("--precompile-only", action="store_true",
                     help="--pdl-ab: only compile the variants (into Triton's disk cache), time nothing")
@@ -1781,6 +1783,7 @@ def main(argv=None):
             json.dump(dict(obj, machine=info), fh, indent=1, default=str)
 
     args.v6_ms = [int(v) for v in args.v6_ms.split(",") if v]
+    args.pdl_modes = [int(v) for v in args.pdl_modes.split(",")]
     args.ms_list, args.precisions_list = ms, precisions
     args.check_layers = [(c.split(":")[0], c.split(":")[1] == "fp8", int(c.split(":")[2]))
                          for c in args.check_layers.split(",") if c]

@@ -445,7 +445,7 @@ def _pdl_launch(pdl: Any, device: torch.device, kernel: Any) -> dict:
     run (interpreter, CPU, ROCm, below sm_90), so those launches stay plain ones."""
     mode = PDL if pdl is None else pdl
     if not isinstance(mode, int) or isinstance(mode, bool) or mode not in _PDL_MODES:
-        raise ValueError(f"pdl: expected None, 0, 1 or 2, got {pdl!r}")
+        raise ValueError(f"pdl: expected None, 0, 1, 2 or 3, got {pdl!r}")
     if not mode or is_interpreted(kernel) or not pdl_supported(device):
         return {}
     return pdl_options(mode)

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 # Measured on an H200 (Triton 3.6.0), bench/results/moe_sweep.json, 2026-11-29T08:56:25+00:00; one bucket
 # (E8_N28672_K4096_top2_fp8, M >= 256) re-chosen by bench/results/moe_tune_v4.json (marked below).
+# v6: the GEMM's IDS_FIRST / PRELOAD flags are on (moe.GEMM_DEFAULTS) except in the three buckets where
+# bench/results/moe_check_v6.json measured them slower (Qwen3 w1 FP8 M=1: 9.03 -> 9.30 µs; bf16 M=1, 4).
 TABLE: dict[str, dict[int, dict]] = {
     'E128_N1536_K2048_top8_bf16': {
-        1: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}},
-        4: {'auto': 'swap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
+        1: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4, 'IDS_FIRST': False, 'PRELOAD': False}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4, 'IDS_FIRST': False, 'PRELOAD': False}},
+        4: {'auto': 'swap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3, 'IDS_FIRST': False, 'PRELOAD': False}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3, 'IDS_FIRST': False, 'PRELOAD': False}},
         16: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
         32: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 4}},
         64: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 32, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
         256: {'auto': 'noswap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 32, 'BLOCK_N': 128, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
     },
     'E128_N1536_K2048_top8_fp8': {
-        1: {'auto': 'swap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4}},
+        1: {'auto': 'swap', 'swap': {'BLOCK_M': 32, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3, 'IDS_FIRST': False, 'PRELOAD': False}, 'noswap': {'BLOCK_M': 64, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 4, 'IDS_FIRST': False, 'PRELOAD': False}},
         4: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 128, 'num_warps': 4, 'num_stages': 3}},
         16: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},
         32: {'auto': 'swap', 'swap': {'BLOCK_M': 16, 'BLOCK_N': 64, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}, 'noswap': {'BLOCK_M': 16, 'BLOCK_N': 128, 'BLOCK_K': 256, 'num_warps': 4, 'num_stages': 3}},

@@ -213,7 +213,7 @@ def test_pdl_uncorrected_twin_still_compiles_per_value_class_sm90():
 
 def test_pdl_argument_validated():
     from jitguard.kernels import moe
-    for bad in (3, -1, True, "1", 1.0):
+    for bad in (4, -1, True, "1", 1.0):
         with pytest.raises(ValueError, match="pdl"):
             moe.fused_moe(**_cpu_args(), pdl=bad)
 
@@ -359,12 +359,16 @@ def test_gpu_split_k_and_layout_flags_match_plain_gemm(fp8):
         base = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "num_stages": 3, "SWAP_AB": True}
         kw = dict(top_k=topk, num_valid_tokens=M * topk, a_scale=a_scale, w_scale=ws, out_dtype=torch.float32)
         plain = moe.grouped_gemm(a, w, sid, eid, config=dict(base, IDS_FIRST=False, PRELOAD=False), **kw)
+        # bf16: the same products in another order (fp32 sums). FP8: Hopper's fp8 MMA accumulates K with
+        # fewer bits than fp32 (measured: split-K vs plain 6.9e-4 at M=1), and each split starts afresh;
+        # a wrong split (a slice lost or counted twice) is off by ~0.3-1.
+        tol = 3e-3 if fp8 else 1e-5
         for flags in ({"SPLIT_K": 2}, {"SPLIT_K": 4, "IDS_FIRST": True, "PRELOAD": True},
                       {"SPLIT_K": 2, "N_FAST": True, "SWAP_AB": False}, {"N_FAST": True, "PRELOAD": True}):
             cfg = dict(base, **flags)
             for _ in range(3):
                 out = moe.grouped_gemm(a, w, sid, eid, config=cfg, **kw)
-                assert _relerr(out, plain) < 1e-5, (M, flags)
+                assert _relerr(out, plain) < tol, (M, flags, _relerr(out, plain))
             out = torch.full_like(plain, float("nan"))
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g):
@@ -373,7 +377,7 @@ def test_gpu_split_k_and_layout_flags_match_plain_gemm(fp8):
                 out.fill_(float("nan"))
                 g.replay()
                 torch.cuda.synchronize()
-                assert _relerr(out, plain) < 1e-5, (M, flags, "graph")
+                assert _relerr(out, plain) < tol, (M, flags, "graph")
     torch.cuda.synchronize()
     assert all(int(buf.abs().sum()) == 0 for buf in moe._SPLIT_K_LOCKS.values())
 
