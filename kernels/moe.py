@@ -78,7 +78,10 @@ _SPLIT_K_LOCKS: dict[tuple, torch.Tensor] = {}
 # M=256 and +2 µs on the w1 GEMM alone at M=4, so it is opt-in.
 # 3 (v6): as 2 in the small kernels, but the grouped GEMM triggers only after its K loop (so the next
 # kernel's programs become resident during the GEMM's epilogue, not while its waves still need the SMs).
-PDL = 1
+# Measured (bench/results/moe_pdl_v6.json, every layer and w1 row of both shapes, bf16 and FP8): 3 is
+# never slower than 1 beyond the rounds' spread and 0-2.7 µs faster per layer (Qwen3 FP8 M=1 29.97 ->
+# 27.93 µs, M=256 206.0 -> 200.8), and fixes mode 2's +6% at Mixtral FP8 M=256: the default since v6.
+PDL = 3
 _PDL_MODES = (0, 1, 2, 3)
 
 

@@ -226,3 +226,29 @@ def test_fp8_scale_validation(imoe):
         imoe.fused_moe(**args, w1_scale=torch.ones(4), w2_scale=torch.ones(3))
     with pytest.raises(ValueError, match="a1_scale"):
         imoe.fused_moe(**args, w1_scale=torch.ones(4), w2_scale=torch.ones(4), a1_scale=torch.ones(2))
+
+
+@pytest.mark.parametrize("swap", [False, True])
+@pytest.mark.parametrize("split_k", [2, 3])
+def test_split_k_and_flags_match_reference(imoe, swap, split_k):
+    """SPLIT_K (K tail masked, one split possibly empty), N_FAST, IDS_FIRST, PRELOAD: the reference result,
+    twice in a row (the arrival counters reset themselves), every counter back at zero."""
+    gen = torch.Generator().manual_seed(40 + split_k + swap)
+    M, E, topk, N, K = 7, 6, 2, 40, 80
+    a = torch.randn(M, K, generator=gen, dtype=torch.float16)
+    w = torch.randn(E, N, K, generator=gen, dtype=torch.float16)
+    ids = _skewed_ids(M, E, topk, gen, empty=1)
+    tw = torch.rand(M, topk, generator=gen)
+    sid, eid, _ = imoe.moe_align_block_size(ids, 16, E)
+    want = ref.grouped_gemm_reference(a, w, ids, topk, topk_weights=tw, dtype=torch.float64)
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "SPLIT_K": split_k, "N_FAST": swap, "IDS_FIRST": True,
+           "PRELOAD": not swap}
+    for _ in range(2):
+        out = torch.full((M * topk, N), float("nan"), dtype=torch.float32)
+        imoe.grouped_gemm(a, w, sid, eid, top_k=topk, num_valid_tokens=M * topk, config=cfg, out=out,
+                          topk_weights=tw, swap_ab=swap)
+        assert not out.isnan().any()
+        assert _relerr(out, want) < 2e-3
+    assert all(int(b.abs().sum()) == 0 for b in imoe._SPLIT_K_LOCKS.values())
+    with pytest.raises(ValueError, match="SPLIT_K"):
+        imoe.grouped_gemm(a, w, sid, eid, top_k=topk, num_valid_tokens=M * topk, config=dict(cfg, SPLIT_K=0))

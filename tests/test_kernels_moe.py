@@ -157,7 +157,7 @@ def _moe_kernel_launches():
             "quant": (moe._quant_rows_kernel, quant), "silu_mul": (moe._silu_mul_kernel, act)}
 
 
-@pytest.mark.parametrize("pdl", [0, 1, 2])
+@pytest.mark.parametrize("pdl", [0, 1, 2, 3])
 def test_pdl_one_compile_and_wait_before_memory_sm90(pdl):
     """Every kernel of the layer, real sm_90 compiles (no GPU): one variant over M with PDL off, wait
     and wait+trigger (launch_pdl is a compile option, USE_PDL a constexpr); with PDL the PTX has
