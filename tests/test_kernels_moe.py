@@ -161,8 +161,9 @@ def _moe_kernel_launches():
 def test_pdl_one_compile_and_wait_before_memory_sm90(pdl):
     """Every kernel of the layer, real sm_90 compiles (no GPU): one variant over M with PDL off, wait
     and wait+trigger (launch_pdl is a compile option, USE_PDL a constexpr); with PDL the PTX has
-    griddepcontrol.wait before the first global load, store or atomic, and launch_dependents (mode 2
-    only) after it; without PDL neither, and the launch is a plain one."""
+    griddepcontrol.wait before the first global load, store or atomic, and launch_dependents (modes 2
+    and 3) after it, in mode 3 after the GEMM's last MMA; without PDL neither, and the launch is a
+    plain one."""
     import re
 
     from jitguard.kernels import moe
@@ -186,7 +187,11 @@ def test_pdl_one_compile_and_wait_before_memory_sm90(pdl):
             assert wait is None and trigger is None, name
             continue
         assert wait is not None and wait < memory, name
-        assert (trigger is not None and wait < trigger) if pdl == 2 else trigger is None, name
+        if pdl == 3 and name == "gemm":  # mode 3: the GEMM triggers after its K loop (its last MMA)
+            last_mma = max(i for i, line in enumerate(ptx) if re.search(r"wgmma|mma\.sync", line))
+            assert trigger is not None and trigger > last_mma, name
+        else:
+            assert (trigger is not None and wait < trigger) if pdl >= 2 else trigger is None, name
 
 
 def test_pdl_uncorrected_twin_still_compiles_per_value_class_sm90():
