@@ -754,7 +754,7 @@ def pdl_ab(device, args, precisions, save=lambda res: None):
     res = dict(method=f"CUDA-graph replays of {args.layer_rot} back-to-back layers (different routings) per "
                       f"graph, median of {args.reps} replays per timing, PDL modes interleaved, "
                       f"{args.rounds} rounds; median (min, max) over rounds",
-               modes=PDL_MODES, default_pdl=moe.PDL, layer=[], w1_gemm=[])
+               modes=PDL_MODES, compared=modes, default_pdl=moe.PDL, layer=[], w1_gemm=[])
     for layer in ("qwen3", "mixtral"):
         for fp8 in precisions:
             ws = _pdl_layer_weights(layer, fp8, device)
@@ -1730,6 +1730,8 @@ def main(argv=None):
     ap.add_argument("--check-old", metavar="JSON",
                     help="v6: time every w1 row with this JSON's 'table' (old) and the installed table (new, or "
                          "--table), interleaved in --rounds rounds; writes moe_check{--tag}.json")
+    ap.add_argument("--report-v6", action="store_true",
+                    help="print the markdown tables of the v6 files (--out, --tag) and exit")
     ap.add_argument("--v6b", action="store_true",
                     help="v6 step 2: v5 kernel vs IDS_FIRST vs IDS_FIRST+PRELOAD (and PDL mode 3) at the table's "
                          "configs, GEMM alone and layer; writes moe_study6b{--tag}.json")
@@ -1744,6 +1746,9 @@ def main(argv=None):
         return
     if args.report_pdl:
         report_pdl(args.report_pdl)
+        return
+    if args.report_v6:
+        report_v6(args.tag or "_v6", args.out)
         return
     device = "cuda" if torch.cuda.is_available() else "cpu"
     ms = [int(v) for v in args.ms.split(",")]
@@ -1949,6 +1954,82 @@ def report_peer(path, tune_path=None):
         for r in t["tune"]:
             print(f"| {r['gemm']} fp8 M={r['M']} | {r['floor_us']:.1f} | {_f(r['table_auto_us'])} | "
                   f"{_f(r['best_us'])} | {r['best']} | {r['changed'] or 'none (within 2%)'} |")
+
+
+def report_v6(tag="_v6", out="bench/results"):
+    """Markdown tables of the v6 files (moe_study, moe_study6b, moe_check, moe_pdl with modes 1 and 3)."""
+    def load(name):
+        path = os.path.join(out, name + tag + ".json")
+        return json.load(open(path)) if os.path.exists(path) else None
+
+    def rng(r, k):
+        return f"{_f(r[k + '_us'], 6, 2)} ({_f(r[k + '_min'], 6, 2)}-{_f(r[k + '_max'], 6, 2)})"
+
+    st = load("moe_study")
+    if st:
+        m = st["machine"]
+        print(f"Call 1: {m.get('gpu')}, torch {m['torch']}, triton {m['triton']}, {m['date']}; read "
+              f"{st['read_bandwidth_GBps']:.0f} GB/s. {st['method']}.\n")
+        print("| plain read, Qwen3 w1 M=4 experts | MB | cold µs | % of floor |")
+        print("|---|---|---|---|")
+        for r in st.get("read_ceiling", []):
+            print(f"| {r['label']} | {r['bytes'] / 1e6:.1f} | {_f(r['cold_us'], 6, 2)} | "
+                  f"{_ratio(100 * r['floor_us'], r['cold_us'], '{:.1f}%')} |")
+        print("\n| case | floor µs | candidates (failed) | finalists: median (min-max) µs over rounds, % of floor |")
+        print("|---|---|---|---|")
+        for c in st["cases"]:
+            fin = "; ".join(f"{r['config']}{' (table)' if r['label'] == 'table_auto' else ''} "
+                            f"{_f(r['median_us'], 6, 2)} ({_f(r['min_us'], 6, 2)}-{_f(r['max_us'], 6, 2)}) "
+                            f"{_f(r['pct_floor'], 4, 1)}%" for r in c["final"])
+            print(f"| {c['gemm']} fp8 M={c['M']} | {c['floor_us']:.2f} | {len(c['rows'])} ({len(c['wrong'])}) | {fin} |")
+        print("\n| case | best split-K variant µs (config) | table config µs |")
+        print("|---|---|---|")
+        for c in st["cases"]:
+            sk = [r for r in c["rows"] if r["us"] and r["cfg"].get("SPLIT_K", 1) > 1]
+            tab = next(r for r in c["rows"] if r["label"] == "table_auto")
+            if sk:
+                b = min(sk, key=lambda r: r["us"])
+                print(f"| {c['gemm']} fp8 M={c['M']} | {b['us']:.2f} ({b['config']}) | {_f(tab['us'], 6, 2)} ({tab['config']}) |")
+    b6 = load("moe_study6b")
+    if b6:
+        print(f"\nCall 2 ({b6['machine']['date']}, read {b6['read_bandwidth_GBps']:.0f} GB/s): the table's config "
+              f"with the v5 kernel, IDS_FIRST, IDS_FIRST + PRELOAD, and the latter with PDL mode 3; median (min-max) "
+              f"of {3} interleaved rounds.\n")
+        print("| w1 GEMM alone, FP8 | config | floor µs | v5 | ids | ids+pre | ids+pre, PDL 3 |")
+        print("|---|---|---|---|---|---|---|")
+        for r in b6["gemm"]:
+            print(f"| {r['gemm']} M={r['M']} | {r['config']} | {r['floor_us']:.2f} | " +
+                  " | ".join(rng(r, k) for k in ("v5", "ids", "ids+pre", "ids+pre pdl3")) + " |")
+        print("\n| layer, FP8 | v5 kernel, PDL 1 | new, PDL 1 | new, PDL 2 | new, PDL 3 |")
+        print("|---|---|---|---|---|")
+        for r in b6["layer"]:
+            print(f"| {r['layer']} M={r['M']} | " + " | ".join(rng(r, k) for k in ("v5 pdl1", "new pdl1", "new pdl2", "new pdl3")) + " |")
+    ck = load("moe_check")
+    if ck:
+        print(f"\nCall 2 check ({ck['machine']['date']}, read {ck['read_bandwidth_GBps']:.0f} GB/s): every w1 row, "
+              f"v5 kernel (old) and v6 flags (new), interleaved rounds; median (min-max) µs.\n")
+        print("| GEMM | prec | M | floor µs | old config | old µs | new config | new µs | new % floor | change |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for r in ck["gemm"]:
+            print(f"| {r['gemm']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {r['floor_us']:.2f} | {r['old_cfg']} | "
+                  f"{rng(r, 'old')} | {r['new_cfg']} | {rng(r, 'new')} | {100 * r['floor_us'] / r['new_us']:.1f}% | "
+                  f"{r['new_us'] - r['old_us']:+.2f} µs |")
+        for r in ck["layer"]:
+            print(f"| layer {r['layer']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {r['floor_us']:.2f} | table v5 | "
+                  f"{rng(r, 'old')} | table v6 | {rng(r, 'new')} | {100 * r['floor_us'] / r['new_us']:.1f}% | "
+                  f"{r['new_us'] - r['old_us']:+.2f} µs |")
+    pd = load("moe_pdl")
+    if pd and pd.get("layer") and "us_3" in pd["layer"][0]:
+        print(f"\nCall 3 ({pd['machine']['date']}): PDL 1 (wait) vs 3 (GEMM triggers after its K loop). {pd['method']}.\n")
+        print("| what | prec | M | PDL 1 µs | PDL 3 µs | 3 vs 1 | bit-equal |")
+        print("|---|---|---|---|---|---|---|")
+        for kind in ("layer", "w1_gemm"):
+            for r in pd[kind]:
+                a, b = r.get("us_1"), r.get("us_3")
+                print(f"| {r.get('layer', r.get('gemm'))}{' layer' if kind == 'layer' else ' alone'} | "
+                      f"{'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {_f(a, 6, 2)} ({_f(r['us_1_min'], 6, 2)}-"
+                      f"{_f(r['us_1_max'], 6, 2)}) | {_f(b, 6, 2)} ({_f(r['us_3_min'], 6, 2)}-{_f(r['us_3_max'], 6, 2)}) | "
+                      f"{b - a:+.2f} µs | {('yes' if r.get('equal_to_off_3') else 'NO') if kind == 'layer' else '-'} |")
 
 
 def _install_table(table):
