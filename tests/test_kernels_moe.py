@@ -291,7 +291,7 @@ def test_gpu_fused_moe_real_shapes(shape, fp8, M):
 @pytest.mark.parametrize("fp8", [False, True])
 @pytest.mark.parametrize("shape", [(128, 8, 1536, 2048), (8, 2, 28672, 4096)])
 def test_gpu_pdl_modes_give_the_plain_launch_result(shape, fp8):
-    """PDL wait and wait+trigger give bit-for-bit the result of plain launches (each output row is
+    """PDL wait, wait+trigger and late GEMM trigger (3) give bit-for-bit the result of plain launches (each output row is
     computed independently, in the same order), eagerly and in CUDA-graph replays, at several M."""
     from jitguard.kernels import moe
     if not moe.pdl_supported(torch.device("cuda")):
@@ -301,7 +301,7 @@ def test_gpu_pdl_modes_give_the_plain_launch_result(shape, fp8):
     for M in (1, 4, 64):
         tw, ids = moe.route(logits[:M], topk, renormalize=True)
         plain = moe.fused_moe(x[:M], w1, w2, tw, ids, pdl=0, **extra)
-        for mode in (1, 2):
+        for mode in (1, 2, 3):
             for _ in range(2):
                 out = moe.fused_moe(x[:M], w1, w2, tw, ids, pdl=mode, **extra)
                 assert torch.equal(out, plain), (M, mode)
