@@ -518,7 +518,8 @@ def _split_k_locks(device: torch.device, n: int) -> torch.Tensor:
     The kernel returns every counter it uses to zero, so one buffer per (device, stream) is zeroed once
     and then reused by every launch in that stream (stream order keeps launches from overlapping). While
     a CUDA graph is being captured and no buffer is large enough, a fresh zeroed one is made for this
-    launch alone (its memset becomes part of the graph) and is not kept.
+    launch alone (its memset becomes part of the graph) and is not kept. Launches that share a buffer
+    must not overlap: graphs captured on one stream with split-K must not be replayed concurrently.
     """
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
     key = (str(device), stream)
