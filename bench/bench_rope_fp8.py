@@ -324,7 +324,7 @@ def run(args) -> dict:
                 q_buf, scale_buf = rope_fp8._allocate(o, G, hpg, QG)
                 rope_fp8._inv_rope_fp8_quant_kernel[(T * G * hpg,)](
                     o, p, cache, q_buf, scale_buf, T, scale_buf.shape[2],
-                    o.stride(0), o.stride(1), cache.stride(0),
+                    o.stride(0), o.stride(1), cache.stride(0), 0,  # pdl_wave: no PDL here
                     N_GROUPS=G, HEADS_PER_GROUP=hpg, NOPE_DIM=NOPE, ROPE_DIM=ROPE,
                     QUANT_GROUP=QG, BLOCK_T=1, BLOCK_Q=4, ROPE_CHUNK=64, NUM_STAGES=1,
                     num_warps=1, enable_fp_fusion=False)
@@ -602,7 +602,7 @@ def _pdl_race_control(result, configs, cache, producer) -> None:
                 num_tiles = triton.cdiv(T, base.block_t) * G * hpg
                 rope_fp8._inv_rope_fp8_quant_kernel[(num_tiles,)](
                     o_dst, positions, cache, q_buf, scale_buf, T, scale_buf.shape[2],
-                    o_dst.stride(0), o_dst.stride(1), cache.stride(0),
+                    o_dst.stride(0), o_dst.stride(1), cache.stride(0), 0,  # pdl_wave (unused)
                     N_GROUPS=G, HEADS_PER_GROUP=hpg, NOPE_DIM=NOPE, ROPE_DIM=ROPE, QUANT_GROUP=QG,
                     BLOCK_T=base.block_t, BLOCK_Q=4, ROPE_CHUNK=64, NUM_STAGES=1, USE_PDL=0,
                     **dict(rope_fp8._launch_options(base, 0), launch_pdl=True))
