@@ -107,3 +107,100 @@ def go({x}, {cap}):
     # without the rounding the value takes every class as it varies
     varying = src.replace(f"round_up({x}.shape[0], 64)", f"{x}.shape[0] + 3")
     assert run_tree(tmp_path, {"pkg.ops": varying}) == {("JG001", k, cnt)}
+
+
+def method_tree(k: str, cnt: str, cls: str, meth: str, value: str) -> dict[str, str]:
+    """pkg.ops.kern launches k from a module-level wrapper; pkg.ops.adapter's method calls it;
+    pkg.ops.layer calls that method through an object of unknown class, passing ``value``."""
+    kern = KERNEL.format(k=k, cnt=cnt) + f"""
+def launch(x, n):
+    {k}[(1,)](x, n, BLOCK=64)
+"""
+    adapter = f"""
+from pkg.ops.kern import launch
+
+class {cls}:
+    def {meth}(self, x, regions, *, extra=None):
+        return launch(x, regions)
+"""
+    layer = f"""
+import torch
+
+class Layer:
+    def forward(self, x, lengths):
+        n = int(lengths.max())
+        return self.adapter.{meth}(x, {value})
+"""
+    return {"pkg.ops.__init__": "", "pkg.ops.kern": kern, "pkg.ops.adapter": adapter, "pkg.ops.layer": layer}
+
+
+def test_a_method_called_through_an_object_in_another_module(tmp_path):
+    k, cnt, cls, meth = idents(4)
+    cls = cls.capitalize()
+    assert run_tree(tmp_path, method_tree(k, cnt, cls, meth, "n")) == {("JG001", k, cnt)}
+    assert run_tree(tmp_path, method_tree(k, cnt, cls, meth, "regions=n")) == {("JG001", k, cnt)}
+    # near miss: the object's method is passed a fixed value
+    assert run_tree(tmp_path / "b", method_tree(k, cnt, cls, meth, "128")) == set()
+
+
+def test_a_method_call_binds_to_the_nearest_definition_of_that_name(tmp_path):
+    k, cnt, cls, meth = idents(4)
+    tree = method_tree(k, cnt, cls.capitalize(), meth, "n")
+    # the caller lives beside another class defining a method of the same name: the call is
+    # that one's, not the adapter's in pkg.ops
+    tree["pkg.ops.layer"] = tree["pkg.ops.layer"].replace("import torch", "import torch\n\nclass Local:\n"
+                                                          f"    def {meth}(self, x, regions):\n        return x\n")
+    tree["pkg.other.__init__"] = ""
+    tree["pkg.other.layer"] = tree.pop("pkg.ops.layer")
+    tree["pkg.other.local"] = f"class Local2:\n    def {meth}(self, x, regions):\n        return x\n"
+    assert run_tree(tmp_path, tree) == set()
+    # without the nearer definition the call binds to the adapter's method
+    del tree["pkg.other.local"]
+    tree["pkg.other.layer"] = tree["pkg.other.layer"].split("class Local:")[0] + "class Layer:" + \
+        tree["pkg.other.layer"].split("class Layer:")[1]
+    assert run_tree(tmp_path / "b", tree) == {("JG001", k, cnt)}
+
+
+def test_a_parameter_bucketed_before_the_launch_stays_bucketed_when_callers_elsewhere_vary(tmp_path):
+    k, cnt, x = idents(3)
+    kern = f"""
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(x_ptr, {cnt}: tl.constexpr, BLOCK: tl.constexpr):
+    pass
+
+def launch({x}, n):
+    {k}[(1,)]({x}, triton.next_power_of_2(n), BLOCK=64)
+"""
+    user = f"""
+from pkg.kern import launch
+
+def forward(t):
+    launch(t, t.shape[0])
+"""
+    # a constexpr bucketed from a varying size: a few compiles, by design: not JG002
+    assert run_tree(tmp_path, {"pkg.kern": kern, "pkg.user": user}) == set()
+    # the same parameter passed unbucketed: one compile per value
+    raw = kern.replace("triton.next_power_of_2(n)", "n")
+    assert run_tree(tmp_path / "b", {"pkg.kern": raw, "pkg.user": user}) == {("JG002", k, cnt)}
+
+
+def test_a_file_read_for_its_launches_is_read_again_for_its_calls(tmp_path):
+    # user.py launches a kernel of kern.py itself (so the scan reads it for launches, recording no
+    # calls), and calls kern.py's wrapper: what it passes there is read on a second pass
+    k, k2, cnt = idents(3)
+    kern = KERNEL.format(k=k, cnt=cnt) + KERNEL.format(k=k2, cnt=cnt).split("import triton.language as tl")[1] + """
+def launch(x, n):
+    {k}[(1,)](x, n, BLOCK=64)
+""".replace("{k}", k)
+    user = f"""
+from pkg.kern import {k2}, launch
+
+def forward(t):
+    {k2}[(1,)](t, 4, BLOCK=64)
+    launch(t, t.shape[0] + 1)
+"""
+    assert run_tree(tmp_path, {"pkg.kern": kern, "pkg.user": user}) == {("JG001", k, cnt)}
+    assert run_tree(tmp_path / "b", {"pkg.kern": kern, "pkg.user": user.replace("t.shape[0] + 1", "96 + 1")}) == set()

@@ -16,7 +16,7 @@ import tokenize
 import warnings
 
 from jitguard.static.errors import SourceError
-from jitguard.static.facts import ArgFacts, CallFacts, FileFacts, KernelFacts, LaunchFacts, ParamFacts
+from jitguard.static.facts import METHOD_CALL, ArgFacts, CallFacts, FileFacts, KernelFacts, LaunchFacts, ParamFacts
 from jitguard.static.names import IMPORT, LOCAL, Scope, add_import, dotted, is_triton_name, qualified, resolve_relative
 from jitguard.static.param_uses import analyze_uses
 from jitguard.static.provenance import Classifier, Entry, FunctionInfo, ModuleInfo, ParamInfo, int_literal
@@ -742,6 +742,7 @@ class _Extractor:
             by_name=prov.by_name,
             guess=prov.guess,
             entry=self.entry_ref(prov),
+            bucketed=prov.bucket and prov.entry is not None,
         )
 
     def entry_ref(self, prov) -> list | None:
@@ -1022,6 +1023,11 @@ class _Extractor:
                     elif target.split(".")[0] not in _LIBRARY_ROOTS and (
                             self.calls_of is None or target.rsplit(".", 1)[-1] in self.calls_of):
                         imported.append((call, fn, target))
+                elif isinstance(func, ast.Attribute) and self.calls_of and func.attr in self.calls_of \
+                        and (callee is None or callee not in info.functions):
+                    # obj.meth(...) on an object of unknown class: a call of some method named so
+                    # (link.py binds it to one definition, nearest in the tree)
+                    imported.append((call, fn, METHOD_CALL + func.attr))
             if callee is not None and callee in info.functions:
                 info.calls.setdefault(callee, []).append((call, fn))
         facts.custom_ops = self.op_registrations()

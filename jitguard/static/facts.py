@@ -160,6 +160,9 @@ class ArgFacts:
     # [module-qualified function, parameter, position] when the value rests on a parameter of a
     # module-level function that no caller in its module passes: link.py asks callers elsewhere
     entry: list | None = None
+    # the value buckets what the entry parameter holds (next_power_of_2(p), 1 << p.bit_length()):
+    # a varying parameter makes it BUCKETED, not VARYING
+    bucketed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -200,6 +203,10 @@ class LaunchFacts:
         obj = _load(cls, data)
         obj.args = [ArgFacts.from_dict(a) for a in data.get("args", [])]
         return obj
+
+
+# Target (in CallFacts.targets) of a call ``obj.meth(...)`` whose receiver's class is unknown.
+METHOD_CALL = "?."
 
 
 @dataclass

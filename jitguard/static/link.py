@@ -6,7 +6,7 @@ import os
 from dataclasses import replace
 
 from jitguard.findings import Finding
-from jitguard.static.facts import STABLE, UNKNOWN, VARYING, CallFacts, FileFacts, KernelFacts
+from jitguard.static.facts import BUCKETED, METHOD_CALL, STABLE, UNKNOWN, VARYING, CallFacts, FileFacts, KernelFacts
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.provenance import _RANK, _WARMUP  # one class order, one warm-up test
 
@@ -127,8 +127,11 @@ class _Callers:
     """Calls of module-level functions from other files (FileFacts.calls), for entry parameters:
     a parameter that no caller in its own module passes gets its class from the callers elsewhere."""
 
-    def __init__(self, facts: list[FileFacts], index: _Index):
+    def __init__(self, facts: list[FileFacts], index: _Index, method_defs: dict[str, list[str]] | None = None):
         self.index = index
+        self.method_defs = method_defs or {}
+        # obj.meth(...) calls on objects of unknown class, by method name
+        self.method_sites: dict[str, list[tuple[CallFacts, FileFacts]]] = {}
         self.sites: dict[str, list[tuple[CallFacts, FileFacts]]] = {}
         self.memo: dict[tuple, tuple | None] = {}
         self.ops = op_registry(facts)  # function -> [(namespace, op)] it is registered as
@@ -140,6 +143,9 @@ class _Callers:
                     self.op_sites.setdefault(op[1], []).append((op[0], c, f))
                     continue
                 for t in dict.fromkeys(self.canonical(t) for t in c.targets):
+                    if t.startswith(METHOD_CALL):
+                        self.method_sites.setdefault(t[len(METHOD_CALL):], []).append((c, f))
+                        continue
                     self.sites.setdefault(t, []).append((c, f))
         self.by_leaf: dict[str, list[str]] = {}
         for t in self.sites:
@@ -178,6 +184,9 @@ class _Callers:
                      for x in self.sites[k]]
         # torch.ops.<ns>.<op>(...) where this function is registered as custom op <op>
         via: dict[int, str] = {}
+        for c, f in self.method_callers(fq):
+            via[id(c)] = METHOD_CALL
+            sites = list(sites) + [(c, f)]
         for ns, op in self.ops.get(fq, ()):
             for cns, c, f in self.op_sites.get(op, ()):
                 if (not ns or ns == cns) and id(c) not in via:
@@ -196,13 +205,47 @@ class _Callers:
                 deeper = self.resolve(a.entry, depth + 1)
                 if deeper is not None and deeper[0] != UNKNOWN:
                     got = deeper
-            callee = f"{via[id(c)]} -> {short}" if id(c) in via else short
+                    if got[0] == VARYING and (a.provenance == BUCKETED or a.bucketed):
+                        got = (BUCKETED,) + got[1:]
+            if via.get(id(c)) == METHOD_CALL:  # obj.meth(...), the object's class unknown
+                callee = f"{fq.rsplit('.', 2)[-2]}.{short} (through an object)"
+            else:
+                callee = f"{via[id(c)]} -> {short}" if id(c) in via else short
             where = f"{callee}({pname}={a.text}) called in {c.function or f.module} ({f.path}:{c.line})"
             got = (got[0], (where,) + tuple(got[1]), got[2], got[3], got[4])
             if best is None or (_RANK[got[0]], not got[2]) > (_RANK[best[0]], not best[2]):
                 best = got
         self.memo[key] = best
         return best
+
+
+    def method_callers(self, fq: str) -> list[tuple[CallFacts, FileFacts]]:
+        """``obj.meth(...)`` calls that bind to the method ``fq`` = module.Class.meth: the tree defines
+        few functions named ``meth`` (the runner's ``method_defs``), and of those this one is the
+        nearest to the call (the longest common directory prefix, strictly)."""
+        parts = fq.split(".")
+        if len(parts) < 3 or ".".join(parts[:-1]) in self.index.modules:
+            return []
+        home = self.index.modules.get(".".join(parts[:-2]))
+        defs = self.method_defs.get(parts[-1])
+        if home is None or not defs or home.path not in defs:
+            return []
+        out = []
+        for c, f in self.method_sites.get(parts[-1], ()):
+            near = _shared_dirs(f.path, home.path)
+            if all(_shared_dirs(f.path, d) < near for d in defs if d != home.path):
+                out.append((c, f))
+        return out
+
+
+def _shared_dirs(a: str, b: str) -> int:
+    """How many leading directories two paths share."""
+    n = 0
+    for x, y in zip(a.replace(os.sep, "/").split("/")[:-1], b.replace(os.sep, "/").split("/")[:-1]):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _follow_entries(program: Program, callers: _Callers) -> None:
@@ -216,6 +259,8 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
             if got is None or got[0] == UNKNOWN:
                 continue
             cls, evidence, by_name, guess, vtype = got
+            if cls == VARYING and (arg.provenance == BUCKETED or arg.bucketed):
+                cls = BUCKETED  # bucketed here (next_power_of_2 of the parameter): still a few values
             if cls == STABLE and (by_name or not (arg.by_name or arg.provenance == UNKNOWN)):
                 continue  # only structure may overturn a class, and only one resting on a name
             if cls == arg.provenance and by_name:
@@ -292,7 +337,7 @@ def caller_entry_refs(facts: list[FileFacts], refs: set[tuple], registry=None) -
 
 
 def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=frozenset(),
-                  follow: bool = True) -> Program:
+                  follow: bool = True, method_defs: dict[str, list[str]] | None = None) -> Program:
     index = _Index(facts)
     program = Program(files=list(facts), kernels=index.kernels, all_kernels=index.all,
                       varying_names=frozenset(varying_names), stable_names=frozenset(stable_names))
@@ -317,7 +362,7 @@ def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_n
                 seen.add(id(hit[0]))
                 program.launches.append(_bind(la, f, hit[0], hit[1]))
     if follow and any(f.calls for f in facts):
-        _follow_entries(program, _Callers(facts, index))
+        _follow_entries(program, _Callers(facts, index, method_defs))
     return program
 
 
@@ -338,11 +383,13 @@ def _suppressed(finding: Finding, by_path: dict[str, FileFacts], kernel_lines: d
     return False
 
 
-def link(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=frozenset()) -> list[Finding]:
-    """Every finding over the files, sorted, with inline suppressions applied."""
+def link(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=frozenset(),
+         method_defs: dict[str, list[str]] | None = None) -> list[Finding]:
+    """Every finding over the files, sorted, with inline suppressions applied. ``method_defs``: the
+    files that define each method name whose calls through objects the runner recorded."""
     from jitguard.static.rules import RULES
 
-    program = build_program(facts, varying_names=varying_names, stable_names=stable_names)
+    program = build_program(facts, varying_names=varying_names, stable_names=stable_names, method_defs=method_defs)
     by_path = {f.path: f for f in facts}
     # launches on suppressed lines don't count
     program.launches = [

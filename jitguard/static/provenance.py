@@ -32,6 +32,7 @@ class Prov(NamedTuple):
     # (function qual, param name, position) of an entry parameter (no caller in this module) the value
     # rests on: callers in other modules may tell more (link.py follows them)
     entry: tuple | None = None
+    bucket: bool = False  # UNKNOWN resting on an entry parameter, bucketed here: BUCKETED if it varies
 
     def why(self, text: str) -> "Prov":
         return self._replace(evidence=(text,) + self.evidence)
@@ -61,7 +62,8 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
             vtype = "tensor"
         else:
             vtype = "unknown"
-    return Prov(best.cls, vtype, best.evidence, div16, best.by_name, best.guess, entry)
+    return Prov(best.cls, vtype, best.evidence, div16, best.by_name, best.guess, entry,
+                best.bucket if best.entry is not None else any(p.bucket and p.entry == entry for p in items))
 
 
 # ---- names as evidence -------------------------------------------------------------------------
@@ -324,8 +326,12 @@ class Classifier:
                 out = out._replace(div16=left.div16 or (shift is not None and shift >= 4))
                 if int_literal(e.left) == 1 and right.cls == VARYING:
                     return Prov(BUCKETED, "int", (f"{self.code(e)}: a power of two (few distinct values)",) + right.evidence)
+                if int_literal(e.left) == 1 and right.cls != VARYING and right.entry is not None:
+                    out = out._replace(bucket=True)
             elif isinstance(e.op, ast.Pow) and int_literal(e.left) == 2 and right.cls == VARYING:
                 return Prov(BUCKETED, "int", (f"{self.code(e)}: a power of two (few distinct values)",) + right.evidence)
+            elif isinstance(e.op, ast.Pow) and int_literal(e.left) == 2 and right.cls != VARYING and right.entry is not None:
+                out = out._replace(bucket=True)
             elif not isinstance(e.op, (ast.Add, ast.Sub)):
                 out = out._replace(div16=False)
             if out.cls == VARYING:
@@ -543,7 +549,10 @@ class Classifier:
                         out = Prov(STABLE, dflt.vtype, (f"{name} defaults to {self.code(p.default)} and no caller in this module passes it",))
             if vt != "unknown":
                 out = out.as_type(vt)
-            if not results and p.kind != "star" and fn.parent is None and fn.class_name is None:
+            if not results and p.kind != "star" and fn.parent is None and (fn.class_name is None or fn.is_method) \
+                    and "." not in (fn.class_name or ""):
+                # an entry parameter: a module-level function's, or a method's (called through
+                # objects elsewhere: link.py binds obj.meth(...) calls by name)
                 out = out._replace(entry=(fn.qual, name, p.index))
         finally:
             self._busy.discard(key)
@@ -920,7 +929,7 @@ class Classifier:
             inner = join([self._classify(a, fn, depth) for a in args]) if args else Prov(UNKNOWN)
             if inner.cls == VARYING:
                 return Prov(BUCKETED, "int", (f"{self.code(e)}: bucketed (a few distinct values)",) + inner.evidence)
-            return Prov(inner.cls, "int", inner.evidence)
+            return inner._replace(vtype="int", div16=False, bucket=inner.entry is not None)
         if name in _ARITH_FUNCS or (recv is not None and isinstance(recv, ast.Name) and recv.id == "math"):
             parts = [self._classify(a, fn, depth) for a in args]
             out = join(parts)

@@ -8,6 +8,7 @@ linking raises ``InternalError``.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 import traceback
@@ -319,6 +320,7 @@ def scan_paths(
     # Phase 1: files that may define kernels.
     phase1 = [d for d, (_, data, _) in contents.items() if prefilter.may_define_kernels(data)]
     extract(phase1, "analyzing", calls_of=frozenset())
+    phase1_set = set(phase1)
 
     # Phase 2: other files that launch a kernel found in phase 1 (cross-module launches).
     names = set()
@@ -374,10 +376,14 @@ def scan_paths(
     # x.shape[0]); then their callers, up to three levels. Files not analyzed yet that call such a
     # function (and packages' __init__.py that re-export one) are read, recording the calls of
     # those names (FileFacts.calls): what the parameter gets there. Phases 1-3 record no calls
-    # (recording every imported call there doubled the cold scan on vLLM for no finding).
+    # (recording every imported call there doubled the cold scan on vLLM for no finding). A method
+    # of a class is followed the same way through its calls obj.name(...) on objects of unknown
+    # class, when few files define and call that name (_Methods).
     from jitguard.static import link as _link
 
     follow = get_engine(full=False).follows_calls
+    methods = None
+    recorded: dict[str, frozenset[str]] = {}  # file -> the names whose calls its facts record
     asked: set[tuple] = set()
     refs = None
     fresh: list = list(facts_by_path.values())
@@ -395,18 +401,38 @@ def scan_paths(
         names = frozenset(str(r[0]).rsplit(".", 1)[-1] for r in refs)
         if not names:
             break
+        methods = methods or _Methods(contents, by_module)
+        plain = [r for r in refs if not methods.is_method(r)]
         # a call of f is "f(" (f imported) or "<its module's name>.f(" (ops.f), no object's method
-        quals = frozenset(str(r[0]).split(".")[-2].encode() for r in refs if str(r[0]).count(".") >= 1)
-        matcher = prefilter.NameMatcher(names)
+        quals = frozenset(str(r[0]).split(".")[-2].encode() for r in plain if str(r[0]).count(".") >= 1)
+        matcher = prefilter.NameMatcher(str(r[0]).rsplit(".", 1)[-1] for r in plain)
         # functions registered as PyTorch custom ops are called as torch.ops.<ns>.<op>(...)
         ops = prefilter.NameMatcher(op for r in refs for _, op in registry.get(str(r[0]), ()))
-        wanted = [d for d, (_, data, _) in contents.items()
-                  if d not in done_set and b"import" in data
+        # files that call them: not parsed yet, or parsed in phases 2-3 (for launches of kernels of
+        # other files, recording no calls then: such a file is parsed again, recording these calls
+        # and those asked of it before). Files that define kernels (phase 1) are parsed again only for
+        # calls of methods (below): re-reading them all for plain calls cost more than it found.
+        wanted = [] if not plain and not ops.names else [
+                  d for d, (_, data, _) in contents.items()
+                  if d not in phase1_set and d not in recorded and b"import" in data
                   and (matcher.calls_named(data, quals) or (d.endswith("__init__.py") and matcher(data))
                        or (b"ops." in data and ops(data)))]
+        # methods called through objects of unknown class (obj.meth(...)): the files calling a method
+        # of that name
+        chosen = set(wanted)
+        for meth in sorted(methods.follow(refs)):
+            for d in methods.callers[meth]:
+                if d not in chosen and not names <= recorded.get(d, frozenset()):
+                    chosen.add(d)
+                    wanted.append(d)
         if not wanted:
             break
-        extract(wanted, "analyzing callers in", calls_of=names)
+        groups: dict[frozenset, list[str]] = {}
+        for d in wanted:
+            recorded[d] = recorded.get(d, frozenset()) | names
+            groups.setdefault(recorded[d], []).append(d)
+        for calls_of, group in groups.items():
+            extract(group, "analyzing callers in", calls_of=calls_of)
         done_set.update(wanted)
         fresh = [facts_by_path[d] for d in wanted if d in facts_by_path]
     show.clear()
@@ -420,8 +446,9 @@ def scan_paths(
         result.kernels += len(_get(f, "kernels") or [])
         result.launches += len(_get(f, "launches") or [])
     try:
+        extra = {"method_defs": methods.defs} if methods is not None and methods.defs else {}
         findings = get_engine(full=False).link(
-            ordered, varying_names=config.varying_names, stable_names=config.stable_names
+            ordered, varying_names=config.varying_names, stable_names=config.stable_names, **extra
         )
     except InternalError:
         raise
@@ -442,6 +469,66 @@ def scan_paths(
     if keep_facts:
         result.facts = ordered
     return _finish(result, findings, config, t0)
+
+
+# A method name defined in more files than this, or called as obj.name( in more, is too common to
+# bind calls through objects of unknown class to one definition by name.
+_METHOD_MAX_DEFS = 3
+_METHOD_MAX_CALLERS = 10
+
+
+_DEF_NAME = re.compile(rb"\bdef[ \t]+([A-Za-z_]\w*)[ \t]*\(")
+_METHOD_CALL_NAME = re.compile(rb"\.[ \t]*([A-Za-z_]\w*)[ \t]*\(")
+
+
+class _Methods:
+    """Methods whose calls through objects of unknown class (``obj.name(...)``) phase 4 follows.
+    ``defs``: name -> the files defining a function of that name (link.py binds a call to the
+    definition nearest to it in the tree); ``callers``: name -> the files calling ``.name(``. A name
+    defined or called in too many files is too common to bind by name: it gets no entry."""
+
+    def __init__(self, contents: dict, by_module: dict) -> None:
+        self.contents = contents
+        self.by_module = by_module
+        self.defs: dict[str, list[str]] = {}
+        self.callers: dict[str, list[str]] = {}
+        self._index: tuple[dict, dict] | None = None
+
+    def _tree_index(self) -> tuple[dict, dict]:
+        if self._index is None:  # one pass over the tree, on the first method asked
+            defs: dict[str, list[str]] = {}
+            calls: dict[str, list[str]] = {}
+            for d, (_, data, _) in self.contents.items():
+                for m in set(_DEF_NAME.findall(data)):
+                    defs.setdefault(m.decode("ascii", "replace"), []).append(d)
+                for m in set(_METHOD_CALL_NAME.findall(data)):
+                    calls.setdefault(m.decode("ascii", "replace"), []).append(d)
+            self._index = (defs, calls)
+        return self._index
+
+    def is_method(self, ref) -> bool:
+        """``module.Class.name``: a method of a module-level class (not a module-level function)."""
+        parts = str(ref[0]).split(".")
+        return len(parts) >= 3 and ".".join(parts[:-1]) not in self.by_module and ".".join(parts[:-2]) in self.by_module
+
+    def follow(self, refs) -> set[str]:
+        """The names of the methods among ``refs`` (entry parameters [function, parameter,
+        position]: ``module.Class.name``) that can be followed."""
+        out: set[str] = set()
+        for ref in refs:
+            if not self.is_method(ref):
+                continue
+            name = str(ref[0]).rsplit(".", 1)[-1]
+            if name.startswith("__") or not name.isidentifier():
+                continue
+            if name not in self.defs:
+                defs, calls = self._tree_index()
+                d, c = defs.get(name, []), calls.get(name, [])
+                ok = len(d) <= _METHOD_MAX_DEFS and len(c) <= _METHOD_MAX_CALLERS
+                self.defs[name], self.callers[name] = (list(d), list(c)) if ok else ([], [])
+            if self.defs[name]:
+                out.add(name)
+        return out
 
 
 def _apply_tree(result: ScanResult, entry: dict) -> bool:
