@@ -204,3 +204,49 @@ def forward(t):
 """
     assert run_tree(tmp_path, {"pkg.kern": kern, "pkg.user": user}) == {("JG001", k, cnt)}
     assert run_tree(tmp_path / "b", {"pkg.kern": kern, "pkg.user": user.replace("t.shape[0] + 1", "96 + 1")}) == set()
+
+
+def test_a_field_of_a_record_built_in_the_module(tmp_path):
+    k, cnt, fld, rows, meta = idents(5)
+    for build in (f"Meta({rows}=x.shape[0], {fld}=int(lengths.max()))",  # keywords
+                  f"Meta(x.shape[0], int(lengths.max()))"):  # positionally, in the fields' order
+        src = KERNEL.format(k=k, cnt=cnt) + f"""
+from dataclasses import dataclass
+
+@dataclass
+class Meta:
+    {rows}: int
+    {fld}: int
+
+def build(x, lengths):
+    return {build}
+
+def run(x, {meta}: Meta):
+    {k}[(1,)](x, {meta}.{fld}, BLOCK=64)
+"""
+        assert run_tree(tmp_path, {"pkg.ops": src}) == {("JG001", k, cnt)}, build
+        # near miss: the field is always given a fixed value
+        fixed = src.replace("int(lengths.max())", "96")
+        assert run_tree(tmp_path / "b", {"pkg.ops": fixed}) == set(), build
+
+
+def test_a_tuple_stored_on_an_object_then_unpacked(tmp_path):
+    k, cnt, attr, meta = idents(4)
+    src = KERNEL.format(k=k, cnt=cnt) + f"""
+class Impl:
+    def plan(self, x, lengths):
+        if x is None:
+            return None
+        n = (int(lengths.max()) + 7) // 8
+        return x, n
+
+    def prepare(self, {meta}, x, lengths):
+        {meta}.{attr} = self.plan(x, lengths)
+
+    def forward(self, {meta}, x):
+        y, n = {meta}.{attr}
+        {k}[(1,)](y, n, BLOCK=64)
+"""
+    assert run_tree(tmp_path, {"pkg.ops": src}) == {("JG001", k, cnt)}
+    fixed = src.replace("(int(lengths.max()) + 7) // 8", "x.shape[1]")
+    assert run_tree(tmp_path / "b", {"pkg.ops": fixed}) == set()

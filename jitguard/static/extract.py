@@ -37,6 +37,17 @@ _OP_DECORATORS = frozenset({"custom_op", "triton_op", "impl", "register_kernel",
 DNSOA = "do_not_specialize_on_alignment"
 
 
+def _record_fields(cls: ast.ClassDef) -> list[str] | None:
+    """The annotated fields, in order, of a dataclass or NamedTuple (what positional arguments of
+    its constructor fill); None for another class."""
+    record = any(dotted(d.func if isinstance(d, ast.Call) else d) and
+                 dotted(d.func if isinstance(d, ast.Call) else d)[-1] == "dataclass" for d in cls.decorator_list) \
+        or any(dotted(b) and dotted(b)[-1] == "NamedTuple" for b in cls.bases)
+    if not record:
+        return None
+    return [st.target.id for st in cls.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)]
+
+
 def suppressions(text: str) -> dict[int, list[str]]:
     """line -> codes silenced by a ``# jitguard: ignore[...]`` comment there ([] = every code)."""
     out: dict[int, list[str]] = {}
@@ -151,11 +162,34 @@ class _Walker:
         self.functions: list[tuple[ast.AST, Scope, FunctionInfo]] = []
         self.assign_calls: list[tuple[ast.Assign, Scope]] = []
         self.defs: dict[tuple[int, str], ast.AST] = {}  # (id(scope), name) -> FunctionDef
+        self.classes: dict[str, ast.ClassDef] = {}  # module-level classes
 
     def run(self, tree: ast.Module) -> Scope:
         top = Scope("module", "", None)
         self.body(tree.body, top, None)
+        self.constructor_fields()
         return top
+
+    def constructor_fields(self) -> None:
+        """``Meta(step=value)`` (and positionally, for a dataclass or NamedTuple's annotated fields)
+        with ``Meta`` a class of this module: ``value`` is one of the values ``<obj>.step`` reads."""
+        fields: dict[str, list[str] | None] = {}
+        for call, scope, fn in self.calls:
+            name = call.func.id if isinstance(call.func, ast.Name) else None
+            cls = self.classes.get(name) if name else None
+            if cls is None or qualified(call.func, scope) != [(name, LOCAL)]:
+                continue
+            for kw in call.keywords:
+                if kw.arg is not None:
+                    self.info.attrs.setdefault(kw.arg, []).append((kw.value, fn, call.lineno))
+            if call.args:
+                if name not in fields:
+                    fields[name] = _record_fields(cls)
+                order = fields[name]
+                if order is None or any(isinstance(a, ast.Starred) for a in call.args):
+                    continue
+                for field_name, a in zip(order, call.args):
+                    self.info.attrs.setdefault(field_name, []).append((a, fn, call.lineno))
 
     def body(self, stmts, scope: Scope, fn: FunctionInfo | None) -> None:
         for st in stmts:
@@ -166,6 +200,8 @@ class _Walker:
         if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.function(st, scope, fn)
         elif isinstance(st, ast.ClassDef):
+            if scope.kind == "module":
+                self.classes[st.name] = st
             scope.defs.add(st.name)
             self.bind_plain(st.name, scope, fn)
             for node in st.decorator_list + st.bases + [k.value for k in st.keywords]:
@@ -338,6 +374,13 @@ class _Walker:
                 and value is not None and fn is not None and fn.class_name:
             cls_qual = fn.qual.rsplit(".", 1)[0]
             self.alias_values.append((f"{cls_qual}.{target.attr}", value, fn.scope))
+        elif isinstance(target, ast.Attribute) and value is not None:
+            root = target.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id not in ("self", "cls"):
+                # metadata.step = value: what `<obj>.step` reads elsewhere in this module
+                self.info.attrs.setdefault(target.attr, []).append((value, fn, line))
 
     @staticmethod
     def shape_alias(value: ast.AST, fn: FunctionInfo) -> ast.AST:

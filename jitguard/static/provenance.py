@@ -194,6 +194,9 @@ class ModuleInfo:
     imported: set[str] = field(default_factory=set)
     # callee qual -> [(call node, caller function or None)]
     calls: dict[str, list[tuple[ast.Call, FunctionInfo | None]]] = field(default_factory=dict)
+    # attribute name -> [(value, function it is assigned in, line)]: `obj.attr = value` on objects other
+    # than self/cls, and `Cls(attr=value)` for the dataclasses / NamedTuples / classes of this module
+    attrs: dict[str, list[tuple[ast.AST, FunctionInfo | None, int]]] = field(default_factory=dict)
 
 
 _ALLOC = {"empty", "zeros", "ones", "full", "randn", "rand", "randint", "new_empty", "new_zeros", "new_ones",
@@ -413,11 +416,15 @@ class Classifier:
         if en.kind == "item":
             # a, b = f(...) with f a function of this module returning a tuple: take element i
             call = en.node
-            if en.index is not None and isinstance(call, ast.Call) and isinstance(call.func, ast.Name) \
-                    and call.func.id in self.info.functions and not self.info.functions[call.func.id].is_method:
-                got = self.returns(self.info.functions[call.func.id], depth, item=en.index)
+            if en.index is not None and isinstance(call, ast.Call) and (callee := self.local_callee(call, fn)) is not None:
+                got = self.returns(callee, depth, item=en.index)
                 if got is not None and got.cls != UNKNOWN:
-                    return got.why(f"{name} = element {en.index} of what {call.func.id}() returns (line {en.line})")
+                    return got.why(f"{name} = element {en.index} of what {callee.name}() returns (line {en.line})")
+            if en.index is not None and isinstance(call, ast.Attribute) and call.attr in self.info.attrs:
+                # a, b = meta.plan: element i of the tuples assigned to .plan in this module
+                got = self.assigned_attr(call.attr, depth, item=en.index)
+                if got is not None and got.cls in (VARYING, BUCKETED):
+                    return got.why(f"{name} = element {en.index} of {self.code(call)} (line {en.line})")
             return self.apply_name(name, Prov(UNKNOWN))
         shape_dim = self._shape_dim(en.node)
         if shape_dim is not None:  # n = x.shape[i] / x.size(i): the target's name is evidence for i
@@ -487,6 +494,8 @@ class Classifier:
                 if isinstance(st, ast.Return):
                     value = st.value
                     if item is not None:
+                        if value is None or (isinstance(value, ast.Constant) and value.value is None):
+                            continue  # `return None`: nothing to unpack (the caller checks for it)
                         if not isinstance(value, (ast.Tuple, ast.List)) or item >= len(value.elts) \
                                 or any(isinstance(e, ast.Starred) for e in value.elts):
                             return None
@@ -590,6 +599,10 @@ class Classifier:
         named = self.by_name(attr)
         if root in ("self", "cls") or (root and ("config" in root.lower() or "cfg" in root.lower())):
             return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of {root} (fixed for the model)",))
+        if root is not None and attr in self.info.attrs and self.lookup(root, fn)[1] != "import":
+            got = self.assigned_attr(attr, depth)
+            if got is not None and got.cls in (VARYING, BUCKETED):
+                return got
         if named is not None:
             return Prov(named, "unknown", (f"{self.code(e)}: the attribute name suggests a {'per-call' if named == VARYING else 'fixed'} value",), False, True)
         if root is not None and self.lookup(root, fn)[1] == "import":
@@ -638,6 +651,51 @@ class Classifier:
                         return out.why(f"{self.code(e)}: an element of {v.id}, built by appending per-call values")
                     return out
         return Prov(UNKNOWN)
+
+    def assigned_attr(self, attr: str, depth: int, item: int | None = None) -> Prov | None:
+        """What ``<obj>.attr`` holds, from this module's ``<obj>.attr = value`` assignments and
+        constructor calls ``Cls(attr=value)``: the most varying of those values (with ``item``,
+        element ``item`` of the tuples assigned, or returned by the function called there)."""
+        key = (0, f"attr:{attr}:{item}")
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._busy or depth > 30:
+            return None
+        self._busy.add(key)
+        try:
+            results = []
+            for value, vfn, line in self.info.attrs.get(attr, [])[:20]:
+                where = vfn.qual if vfn is not None else "module level"
+                if item is None:
+                    got = self._classify(value, vfn, depth + 2)
+                elif isinstance(value, (ast.Tuple, ast.List)) and item < len(value.elts) \
+                        and not any(isinstance(x, ast.Starred) for x in value.elts):
+                    got = self._classify(value.elts[item], vfn, depth + 2)
+                elif isinstance(value, ast.Call) and (callee := self.local_callee(value, vfn)) is not None:
+                    got = self.returns(callee, depth + 2, item=item) or Prov(UNKNOWN)
+                else:
+                    continue
+                results.append(got.why(f".{attr} = {self.code(value)} in {where} (line {line})"))
+            out = join(results) if results else None
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = out
+        return out
+
+    def local_callee(self, call: ast.Call, fn: FunctionInfo | None) -> FunctionInfo | None:
+        """The function of this module a call runs: ``f(...)`` (a module-level function),
+        ``self.m(...)`` (a method of the caller's class), ``obj.m(...)`` (the one method named ``m``
+        in this module's classes)."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            f = self.info.functions.get(func.id)
+            return f if f is not None and not f.is_method and self.lookup(func.id, fn)[1] in ("free", "module") else None
+        if not isinstance(func, ast.Attribute):
+            return None
+        if isinstance(func.value, ast.Name) and func.value.id in ("self", "cls") and fn is not None and fn.class_name:
+            return self.info.functions.get(f"{fn.qual.rsplit('.', 1)[0]}.{func.attr}")
+        found = [f for f in self.info.functions.values() if f.name == func.attr and f.is_method and f.parent is None]
+        return found[0] if len(found) == 1 else None
 
     def tensor(self, t: ast.AST, fn, depth) -> tuple[list[Prov] | None, list[Prov] | None, bool, str]:
         """(dims, strides, weight_like, description) of a tensor expression; dims None if unknown."""
