@@ -250,3 +250,19 @@ class Impl:
     assert run_tree(tmp_path, {"pkg.ops": src}) == {("JG001", k, cnt)}
     fixed = src.replace("(int(lengths.max()) + 7) // 8", "x.shape[1]")
     assert run_tree(tmp_path / "b", {"pkg.ops": fixed}) == set()
+
+
+def test_an_allocation_with_attributes_among_its_dims(tmp_path):
+    k, cnt, buf, rows = idents(4)
+    src = KERNEL.format(k=k, cnt=cnt) + f"""
+class Packer:
+    def pack(self, lengths):
+        n = int(lengths.max()) + 2
+        {buf} = torch.empty(self.{rows}, n, dtype=torch.int64)
+        {k}[(1,)]({buf}, {buf}.stride(0), BLOCK=64)
+"""
+    # the row stride is n: it follows the batch
+    assert run_tree(tmp_path, {"pkg.ops": src}) == {("JG001", k, cnt)}
+    # one attribute holding a whole shape: the layout is unknown, a stride is a model dimension
+    whole = src.replace(f"torch.empty(self.{rows}, n, dtype=torch.int64)", f"torch.empty(self.{rows}, dtype=torch.int64)")
+    assert run_tree(tmp_path / "b", {"pkg.ops": whole}) == set()

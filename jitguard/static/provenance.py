@@ -900,7 +900,11 @@ class Classifier:
             return None if any(isinstance(x, ast.Starred) for x in els) else list(els)
         if _call_name(call.func) in ("full", "new_full"):
             return None
-        ints = [a for a in pos if not isinstance(a, ast.Attribute) and not (isinstance(a, ast.Constant) and isinstance(a.value, str))]
+        # torch.empty(n, m): each positional a dim. torch.empty(x.shape) / torch.empty(self.shape_tuple):
+        # a whole shape in one argument, not a dim
+        if any(isinstance(a, ast.Attribute) and (a.attr == "shape" or len(pos) == 1) for a in pos):
+            return None
+        ints = [a for a in pos if not (isinstance(a, ast.Constant) and isinstance(a.value, str))]
         return ints if len(ints) == len(pos) else None
 
     def dim(self, t, idx, fn, depth, target: str | None = None, ndim: int | None = None, line: int = 0) -> Prov:
