@@ -266,3 +266,25 @@ class Packer:
     # one attribute holding a whole shape: the layout is unknown, a stride is a model dimension
     whole = src.replace(f"torch.empty(self.{rows}, n, dtype=torch.int64)", f"torch.empty(self.{rows}, dtype=torch.int64)")
     assert run_tree(tmp_path / "b", {"pkg.ops": whole}) == set()
+
+
+def test_a_written_budget_shared_over_a_guessed_count_is_not_excused_by_a_name(tmp_path):
+    k, cnt, x, s, budget = idents(5)
+    budget = budget.upper()
+    # topk_target names a model dimension, but 512 // batch is no dimension: it follows the batch
+    src = KERNEL.format(k=k, cnt=cnt) + f"""
+def go({x}):
+    b, h = {x}.shape
+    {budget} = 512
+    topk_target = max(1, min(16, {budget} // max(1, b * h)))
+    n = 1 << (topk_target.bit_length() - 1)
+    {k}[(1,)]({x}, n, BLOCK=64)
+"""
+    assert run_tree(tmp_path, {"pkg.ops": src}) == {("JG001", k, cnt)}
+    # near miss: a ratio of two tensors' dims named like a model dimension keeps the name's word
+    ratio = KERNEL.format(k=k, cnt=cnt) + f"""
+def go({x}, weight, {s}):
+    group_size = weight.shape[0] // {s}.shape[0]
+    {k}[(1,)]({x}, group_size, BLOCK=64)
+"""
+    assert run_tree(tmp_path / "b", {"pkg.ops": ratio}) == set()

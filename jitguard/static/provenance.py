@@ -337,6 +337,10 @@ class Classifier:
                 out = out._replace(bucket=True)
             elif not isinstance(e.op, (ast.Add, ast.Sub)):
                 out = out._replace(div16=False)
+            if isinstance(e.op, (ast.FloorDiv, ast.Div)) and right.cls == VARYING and self.written_int(e.left, fn):
+                # 512 // n: a budget written in the code shared out over a count is no longer that
+                # count: a name saying "model dimension" does not describe the count the guess is about
+                out = out._replace(guess=False)
             if out.cls == VARYING:
                 return out.why(f"{self.code(e)}: arithmetic on a varying value")
             return out
@@ -452,6 +456,20 @@ class Classifier:
             return Prov(STABLE, prov.vtype, (f"{name}: the name says a fixed dimension, over the guess that "
                                             f"a leading dimension varies",) + prov.evidence[:1], prov.div16, True)
         return prov
+
+    def written_int(self, node: ast.AST, fn) -> bool:
+        """An int written in the code: a literal, or a name bound once to one (locally or at module
+        level)."""
+        if int_literal(node) is not None:
+            return True
+        if isinstance(node, ast.Name):
+            owner, where = self.lookup(node.id, fn)
+            if where == "module":
+                return int_literal(self.info.constants[node.id]) is not None
+            if where == "assign":
+                entries = owner.assigns[node.id]
+                return len(entries) == 1 and entries[0].kind == "expr" and int_literal(entries[0].node) is not None
+        return False
 
     def fixed_collection(self, node: ast.AST, fn, depth: int = 0) -> bool:
         """A literal list/tuple/set (or a module constant holding one), or zip/product/enumerate of
