@@ -218,7 +218,6 @@ class _Callers:
         self.memo[key] = best
         return best
 
-
     def method_callers(self, fq: str) -> list[tuple[CallFacts, FileFacts]]:
         """``obj.meth(...)`` calls that bind to the method ``fq`` = module.Class.meth: the tree defines
         few functions named ``meth`` (the runner's ``method_defs``), and of those this one is the

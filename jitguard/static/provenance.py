@@ -576,8 +576,7 @@ class Classifier:
                         out = Prov(STABLE, dflt.vtype, (f"{name} defaults to {self.code(p.default)} and no caller in this module passes it",))
             if vt != "unknown":
                 out = out.as_type(vt)
-            if not results and p.kind != "star" and fn.parent is None and (fn.class_name is None or fn.is_method) \
-                    and "." not in (fn.class_name or ""):
+            if not results and p.kind != "star" and fn.parent is None and (fn.class_name is None or fn.is_method):
                 # an entry parameter: a module-level function's, or a method's (called through
                 # objects elsewhere: link.py binds obj.meth(...) calls by name)
                 out = out._replace(entry=(fn.qual, name, p.index))

@@ -412,11 +412,12 @@ def scan_paths(
         # other files, recording no calls then: such a file is parsed again, recording these calls
         # and those asked of it before). Files that define kernels (phase 1) are parsed again only for
         # calls of methods (below): re-reading them all for plain calls cost more than it found.
-        wanted = [] if not plain and not ops.names else [
-                  d for d, (_, data, _) in contents.items()
-                  if d not in phase1_set and d not in recorded and b"import" in data
-                  and (matcher.calls_named(data, quals) or (d.endswith("__init__.py") and matcher(data))
-                       or (b"ops." in data and ops(data)))]
+        wanted = []
+        if plain or ops.names:
+            wanted = [d for d, (_, data, _) in contents.items()
+                      if d not in phase1_set and d not in recorded and b"import" in data
+                      and (matcher.calls_named(data, quals) or (d.endswith("__init__.py") and matcher(data))
+                           or (b"ops." in data and ops(data)))]
         # methods called through objects of unknown class (obj.meth(...)): the files calling a method
         # of that name
         chosen = set(wanted)
@@ -475,8 +476,6 @@ def scan_paths(
 # bind calls through objects of unknown class to one definition by name.
 _METHOD_MAX_DEFS = 3
 _METHOD_MAX_CALLERS = 10
-
-
 _DEF_NAME = re.compile(rb"\bdef[ \t]+([A-Za-z_]\w*)[ \t]*\(")
 _METHOD_CALL_NAME = re.compile(rb"\.[ \t]*([A-Za-z_]\w*)[ \t]*\(")
 
