@@ -1197,8 +1197,27 @@ def _v(bm, bn, bk, w, st, swap, **flags):
     return c
 
 
+def splitk_one_wave_candidates(name, M):
+    """--splitk-study (v7): split-K with tiles small enough in shared memory (BLOCK_K 64, or 128 with
+    2 stages) and 2 or 4 warps, so that the split grid still fits one wave; v6 tried split-K only on
+    30-40 KB tiles, 7 programs per SM, where it ran a second wave."""
+    out = []
+    if name == "qwen3_w1":
+        for sk, bk, w, st in itertools.product((1, 2, 4), (64, 128), (2, 4), (2, 3, 4)):
+            if bk == 128 and st > 2:
+                continue
+            out.append(_v(16, 64, bk, w, st, True, SPLIT_K=sk if sk > 1 else 0))
+    res = {}
+    for c in out:
+        if _smem_ok(c, True):
+            res.setdefault(cfg_name(c), c)
+    return res
+
+
 def v6_candidates(name, M):
     """label -> config for one case of the v6 study (the table's own configs are added by the caller)."""
+    if SPLITK_STUDY:
+        return splitk_one_wave_candidates(name, M)
     out = []
     if name == "qwen3_w1" and M == 4:
         for bn, bk, w, st in itertools.product((32, 64, 128), (128, 256, 512), (2, 4, 8), (2, 3, 4, 5, 6)):
@@ -1239,6 +1258,7 @@ def v6_candidates(name, M):
     return res
 
 
+SPLITK_STUDY = False  # set by --splitk-study
 V6_CASES = [("qwen3_w1", 4), ("mixtral_w1", 256), ("qwen3_w1", 1), ("qwen3_w1", 8), ("qwen3_w1", 16)]
 
 
@@ -1288,6 +1308,8 @@ def study_v6(device, args, table, save=lambda res: None):
     re-timed in args.rounds interleaved rounds (median, min, max)."""
     res = {"cases": []}
     cases = [(n, m) for n, m in V6_CASES if m in args.v6_ms or (n, m) in (("qwen3_w1", 4), ("mixtral_w1", 256))]
+    if SPLITK_STUDY:
+        cases = [(n, m) for n, m in cases if n == "qwen3_w1"]
     if args.tiny:
         cases = [("qwen3_w1", 4), ("mixtral_w1", 256)]
     per_name = {}
@@ -1726,6 +1748,8 @@ def main(argv=None):
                     help="v6: wider config search and structural variants (split-K, ids first, grid order) at "
                          "Qwen3 w1 FP8 M=4 and Mixtral w1 FP8 M=256 (plus --v6-ms of Qwen3), with the read "
                          "ceiling at M=4; writes moe_study{--tag}.json")
+    ap.add_argument("--splitk-study", action="store_true",
+                    help="with --v6-study: only split-K configs small enough to keep one wave (v7), Qwen3 w1")
     ap.add_argument("--v6-ms", default="1,8,16", help="--v6-study: other Qwen3 M values for the structural variants")
     ap.add_argument("--check-old", metavar="JSON",
                     help="v6: time every w1 row with this JSON's 'table' (old) and the installed table (new, or "
@@ -1788,6 +1812,8 @@ def main(argv=None):
             json.dump(dict(obj, machine=info), fh, indent=1, default=str)
 
     args.v6_ms = [int(v) for v in args.v6_ms.split(",") if v]
+    global SPLITK_STUDY
+    SPLITK_STUDY = args.splitk_study
     args.pdl_modes = [int(v) for v in args.pdl_modes.split(",")]
     args.ms_list, args.precisions_list = ms, precisions
     args.check_layers = [(c.split(":")[0], c.split(":")[1] == "fp8", int(c.split(":")[2]))
