@@ -288,3 +288,50 @@ def go({x}, weight, {s}):
     {k}[(1,)]({x}, group_size, BLOCK=64)
 """
     assert run_tree(tmp_path / "b", {"pkg.ops": ratio}) == set()
+
+
+# ---- precision guards (found on sglang 0.5.23, a codebase the analyses were not built on) ----
+def test_the_element_count_of_one_row_of_a_pool_is_fixed(tmp_path):
+    k, cnt, pool = idents(3)
+    src = KERNEL.format(k=k, cnt=cnt) + f"""
+def run({pool}):
+    {k}[(1,)]({pool}, {{idx}}.numel(), BLOCK=64)
+"""
+    # x[0].numel() and x[0, 0].numel(): the non-leading dimensions, fixed per model
+    for idx in (f"{pool}[0]", f"{pool}[0, 0]"):
+        assert run_tree(tmp_path, {"pkg.ops": src.replace("{idx}", idx)}) == set(), idx
+    # near miss: the whole tensor's count includes the leading (token) dimension
+    assert run_tree(tmp_path / "b", {"pkg.ops": src.replace("{idx}", pool)}) == {("JG001", k, cnt)}
+
+
+def test_a_field_filled_from_a_size_guess_is_not_evidence(tmp_path):
+    k, cnt, fld, layers = idents(4)
+    src = KERNEL.format(k=k, cnt=cnt) + f"""
+from dataclasses import dataclass
+
+@dataclass
+class Bundle:
+    {fld}: int
+
+def build({layers}):
+    return Bundle({fld}={{value}})
+
+def run(x, b: Bundle):
+    {k}[(1,)](x, b.{fld}, BLOCK=64)
+"""
+    # len() of a list, or the leading dim of a tensor nothing is known of: a plan built once
+    for value in (f"len({layers})", f"{layers}.shape[0]"):
+        assert run_tree(tmp_path, {"pkg.ops": src.replace("{value}", value)}) == set(), value
+    # near miss: a field filled from data read off the device does vary
+    assert run_tree(tmp_path / "b", {"pkg.ops": src.replace("{value}", f"int({layers}.max())")}) \
+        == {("JG001", k, cnt)}
+
+
+def test_a_method_bound_through_an_object_does_not_carry_a_size_guess(tmp_path):
+    k, cnt, cls, meth = idents(4)
+    cls = cls.capitalize()
+    # the object's method is passed len() of a list nothing is known of: no finding
+    tree = method_tree(k, cnt, cls, meth, "len(x)")
+    assert run_tree(tmp_path, tree) == set()
+    # near miss: the same binding with a value read off the device still reports
+    assert run_tree(tmp_path / "b", method_tree(k, cnt, cls, meth, "n")) == {("JG001", k, cnt)}

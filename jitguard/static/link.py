@@ -209,6 +209,11 @@ class _Callers:
                         got = (BUCKETED,) + got[1:]
             if via.get(id(c)) == METHOD_CALL:  # obj.meth(...), the object's class unknown
                 callee = f"{fq.rsplit('.', 2)[-2]}.{short} (through an object)"
+                if got[0] == VARYING and got[3]:
+                    # a binding by name and a structural guess (the size of a tensor or list
+                    # nothing is known of) do not add up to evidence: len(offsets) of a
+                    # LoRA stack in sglang
+                    got = (UNKNOWN, got[1], got[2], False, got[4])
             else:
                 callee = f"{via[id(c)]} -> {short}" if id(c) in via else short
             where = f"{callee}({pname}={a.text}) called in {c.function or f.module} ({f.path}:{c.line})"

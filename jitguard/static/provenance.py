@@ -22,6 +22,12 @@ _RANK = {VARYING: 3, BUCKETED: 2, UNKNOWN: 1, STABLE: 0}
 _WARMUP = re.compile(r"warm_?up", re.IGNORECASE)
 
 
+def _int_index(index: ast.AST) -> bool:
+    """``x[0]`` or ``x[0, 1]``: integer literals only, so the result drops leading dimensions."""
+    elts = index.elts if isinstance(index, ast.Tuple) else [index]
+    return bool(elts) and all(int_literal(e) is not None for e in elts)
+
+
 class Prov(NamedTuple):
     cls: str
     vtype: str = "unknown"
@@ -692,6 +698,11 @@ class Classifier:
                     got = self.returns(callee, depth + 2, item=item) or Prov(UNKNOWN)
                 else:
                     continue
+                if got.cls == VARYING and got.guess:
+                    # Objects hold plans, descriptors and bundles, mostly built once: that a field
+                    # was filled from the size of a tensor or list we know nothing about is not
+                    # evidence that it changes between calls (sglang: len(layers), t[0].shape[0]).
+                    got = got._replace(cls=UNKNOWN, guess=False)
                 results.append(got.why(f".{attr} = {self.code(value)} in {where} (line {line})"))
             out = join(results) if results else None
         finally:
@@ -973,7 +984,7 @@ class Classifier:
             if returned is not None:
                 return returned.why(f"{self.code(e)}: what {name}() returns")
         if recv is not None and name in ("numel", "nelement") and isinstance(recv, ast.Subscript) \
-                and int_literal(recv.slice) is not None and self.tensor(recv.value, fn, depth)[0] is None:
+                and _int_index(recv.slice) and self.tensor(recv.value, fn, depth)[0] is None:
             return Prov(STABLE, "int", (f"{self.code(e)}: size of one row (the non-leading dimensions)",))
         if recv is not None and name in ("numel", "nelement"):
             dims, _, w, desc = self.tensor(recv, fn, depth)
