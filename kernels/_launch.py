@@ -7,6 +7,19 @@ blocks until the previous kernel has completed and its writes are visible. A ker
 ``tl.extra.cuda.gdc_launch_dependents()`` to let the next PDL kernel be scheduled before it ends.
 ``launch_pdl`` is a compile option and the kernels' ``USE_PDL`` a constexpr: both are constant per
 config, so turning PDL on or off never makes a kernel compile per batch size.
+
+The modes of each kernel family (0: plain launch and 1: wait only mean the same in both; the
+trigger modes were measured per family, so their numbers differ; each family's default is its
+measured rule):
+
+=====  ==============================================  ===============================================
+mode   ``rope_fp8`` (``LaunchConfig.pdl``, default 2)  ``moe`` (``moe.PDL`` / ``pdl=``, default 3)
+=====  ==============================================  ===============================================
+2      wait, then trigger the next kernel at once,     wait, then trigger at once, in every kernel
+       except in grids of 0.4-0.9 of a wave
+3      wait, then trigger at once                      wait, then trigger at once in the small
+                                                       kernels, after the K loop in the GEMM
+=====  ==============================================  ===============================================
 """
 from __future__ import annotations
 
