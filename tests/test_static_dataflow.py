@@ -335,3 +335,61 @@ def test_a_method_bound_through_an_object_does_not_carry_a_size_guess(tmp_path):
     assert run_tree(tmp_path, tree) == set()
     # near miss: the same binding with a value read off the device still reports
     assert run_tree(tmp_path / "b", method_tree(k, cnt, cls, meth, "n")) == {("JG001", k, cnt)}
+
+
+def layout_tree(k: str, s0: str, w: str, cnt: str, alloc: str) -> dict[str, str]:
+    """pkg.ops.kern's module-level wrapper launches k with a dim and a stride of its tensor parameter;
+    pkg.ops.layer (another module) allocates that tensor as ``alloc`` and calls the wrapper."""
+    kern = f"""
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(x_ptr, {s0}, {w}, {cnt}, BLOCK: tl.constexpr):
+    pass
+
+def launch(t, n):
+    rows, width = t.shape
+    {k}[(rows,)](t, t.stride(0), width, n, BLOCK=64)
+"""
+    layer = f"""
+import torch
+from pkg.ops.kern import launch
+
+def forward(x, lengths, max_seqlen):
+    buf = {alloc}
+    launch(buf, 4)
+    return buf
+"""
+    return {"pkg.ops.__init__": "", "pkg.ops.kern": kern, "pkg.ops.layer": layer}
+
+
+def test_a_tensor_layout_made_by_callers_in_another_module(tmp_path):
+    k, s0, w, cnt = idents(4)
+    # the caller's buffer is [tokens, longest length of the batch]: its width and row stride vary
+    varying = "torch.empty(x.shape[0], int(lengths.max()))"
+    assert run_tree(tmp_path, layout_tree(k, s0, w, cnt, varying)) == {("JG001", k, s0), ("JG001", k, w)}
+    # near misses: a fixed width; only the leading dim varies; a fixed row broadcast over 8
+    # rows (expand's -1 keeps the source's dim, it does not absorb a leading one); a width that
+    # varies only by its name (an entry parameter called max_seqlen)
+    for i, alloc in enumerate(("torch.empty(x.shape[0], 128)", "torch.empty(int(lengths.sum()), 96)",
+                               "torch.arange(64).expand(8, -1).contiguous()",
+                               "torch.empty(x.shape[0], max_seqlen)")):
+        assert run_tree(tmp_path / str(i), layout_tree(k, s0, w, cnt, alloc)) == set(), alloc
+
+
+def test_a_layout_is_not_asked_of_callers_through_objects(tmp_path):
+    k, s0, w, cnt, cls = idents(5)
+    tree = layout_tree(k, s0, w, cnt, "torch.empty(x.shape[0], int(lengths.max()))")
+    # the wrapper is a method, called through an object whose class the caller never names: a
+    # binding by name only, so the caller's layout is not taken (docs/provenance.md)
+    tree["pkg.ops.kern"] = tree["pkg.ops.kern"].replace(
+        "def launch(t, n):\n    rows", f"class {cls.capitalize()}:\n  def launch(self, t, n):\n    rows").replace(
+        f"\n    {k}[(rows,)]", f"\n    {k}[(rows,)]")
+    tree["pkg.ops.layer"] = tree["pkg.ops.layer"].replace("from pkg.ops.kern import launch\n", "").replace(
+        "def forward(x, lengths, max_seqlen):", "def forward(ops, x, lengths, max_seqlen):").replace(
+        "launch(buf, 4)", "ops.launch(buf, 4)")
+    assert run_tree(tmp_path, tree) == set()
+    # the same wrapper at module level takes it
+    assert run_tree(tmp_path / "b", layout_tree(k, s0, w, cnt, "torch.empty(x.shape[0], int(lengths.max()))")) \
+        == {("JG001", k, s0), ("JG001", k, w)}

@@ -16,7 +16,7 @@ import tokenize
 import warnings
 
 from jitguard.static.errors import SourceError
-from jitguard.static.facts import METHOD_CALL, ArgFacts, CallFacts, FileFacts, KernelFacts, LaunchFacts, ParamFacts
+from jitguard.static.facts import BUCKETED, METHOD_CALL, UNKNOWN, VARYING, ArgFacts, CallFacts, FileFacts, KernelFacts, LaunchFacts, ParamFacts
 from jitguard.static.names import IMPORT, LOCAL, Scope, add_import, dotted, is_triton_name, qualified, resolve_relative
 from jitguard.static.param_uses import analyze_uses
 from jitguard.static.provenance import Classifier, Entry, FunctionInfo, ModuleInfo, ParamInfo, int_literal
@@ -804,6 +804,7 @@ class _Extractor:
                 break
             arg = self.arg(a, classifier, fn, position=position)
             del arg.evidence[4:]
+            arg.layout = self.layout(a, classifier, fn, arg)
             cf.args.append(arg)
             position += 1
         for kw in call.keywords:
@@ -812,8 +813,31 @@ class _Extractor:
                 continue
             arg = self.arg(kw.value, classifier, fn, keyword=kw.arg)
             del arg.evidence[4:]
+            arg.layout = self.layout(kw.value, classifier, fn, arg)
             cf.args.append(arg)
         return cf
+
+    @staticmethod
+    def layout(node: ast.AST, classifier: Classifier, fn, arg: ArgFacts) -> list | None:
+        """The dims and strides of a tensor argument whose layout this module knows (allocated here,
+        or a view of one), kept only when one of them varies: the callee's entry parameter takes them."""
+        if arg.value_type not in ("tensor", "unknown") or isinstance(node, (ast.Constant, ast.BinOp, ast.Compare)):
+            return None
+        dims, strides, weight, _ = classifier.tensor(node, fn, 0)
+        if dims is None or strides is None or weight or len(dims) != len(strides):
+            return None
+
+        def item(p, named: bool) -> list:
+            # a dim that varies only by its name is not evidence against the callee's rule
+            return [UNKNOWN if named and p.cls in (VARYING, BUCKETED) else p.cls, p.guess, list(p.evidence)[:3]]
+
+        # a stride varies by name when every varying dim after it does
+        named_after = [all(d.by_name for d in dims[i + 1:] if d.cls in (VARYING, BUCKETED)) for i in range(len(dims))]
+        out = [[item(p, p.by_name) for p in dims],
+               [item(p, p.by_name or named_after[i]) for i, p in enumerate(strides)]]
+        if not any(x[0] in (VARYING, BUCKETED) for x in out[0] + out[1]):
+            return None
+        return out
 
     # ---- launchers: functions that return a launch's grid and keyword arguments ----
     def instance_call(self, func: ast.AST, scope: Scope) -> str | None:

@@ -163,6 +163,10 @@ class ArgFacts:
     # the value buckets what the entry parameter holds (next_power_of_2(p), 1 << p.bit_length()):
     # a varying parameter makes it BUCKETED, not VARYING
     bucketed: bool = False
+    # at a call of another module's function: the tensor's layout when this module knows it and some
+    # dim or stride of it varies, [[dims], [strides]], each [class, guess, evidence]: an entry
+    # parameter's ``p.shape[i]`` / ``p.stride(i)`` there is taken from it (link.py)
+    layout: list | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

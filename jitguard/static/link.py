@@ -3,6 +3,7 @@ apply inline ``# jitguard: ignore[...]`` suppressions. Select/ignore filters are
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import replace
 
 from jitguard.findings import Finding
@@ -192,16 +193,27 @@ class _Callers:
                 if (not ns or ns == cns) and id(c) not in via:
                     via[id(c)] = f"torch.ops.{cns}.{op}"
                     sites = list(sites) + [(c, f)]
+        base, acc = split_accessor(pname)
         for c, f in sites[:50]:
             if _WARMUP.search(c.function or f.module or ""):
                 continue  # warm-up code enumerates variants on purpose: not evidence of serving
-            a = next((x for x in c.args if x.keyword == pname), None)
+            a = next((x for x in c.args if x.keyword == base), None)
             if a is None and isinstance(index, int) and index >= 0:
                 a = next((x for x in c.args if x.keyword is None and x.position == index), None)
             if a is None:
                 continue
-            got = (a.provenance, tuple(a.evidence), a.by_name, a.guess, a.value_type)
-            if a.entry and a.provenance != VARYING:
+            if acc is not None:
+                # p.shape[i] / p.stride(i) of the tensor this caller passes
+                got = layout_item(a, acc)
+                if got is None and _plain_entry(a, f):
+                    deeper = self.resolve((a.entry[0], f"{a.entry[1]}{acc}", a.entry[2]), depth + 1)
+                    if deeper is not None and deeper[0] != UNKNOWN:
+                        got = deeper
+                if got is None:
+                    continue
+            else:
+                got = (a.provenance, tuple(a.evidence), a.by_name, a.guess, a.value_type)
+            if acc is None and a.entry and a.provenance != VARYING:
                 deeper = self.resolve(a.entry, depth + 1)
                 if deeper is not None and deeper[0] != UNKNOWN:
                     got = deeper
@@ -216,7 +228,7 @@ class _Callers:
                     got = (UNKNOWN, got[1], got[2], False, got[4])
             else:
                 callee = f"{via[id(c)]} -> {short}" if id(c) in via else short
-            where = f"{callee}({pname}={a.text}) called in {c.function or f.module} ({f.path}:{c.line})"
+            where = f"{callee}({base}={a.text}) called in {c.function or f.module} ({f.path}:{c.line})"
             got = (got[0], (where,) + tuple(got[1]), got[2], got[3], got[4])
             if best is None or (_RANK[got[0]], not got[2]) > (_RANK[best[0]], not best[2]):
                 best = got
@@ -240,6 +252,42 @@ class _Callers:
             if all(_shared_dirs(f.path, d) < near for d in defs if d != home.path):
                 out.append((c, f))
         return out
+
+
+_ACCESSOR = re.compile(r"^(\w+)(\.shape\[(-?\d+)\]|\.stride\((-?\d+)\))$")
+
+
+def split_accessor(pname: str) -> tuple[str, str | None]:
+    """``"p.shape[1]"`` -> ("p", ".shape[1]"); a plain parameter name -> (name, None)."""
+    m = _ACCESSOR.match(pname)
+    return (m.group(1), m.group(2)) if m else (pname, None)
+
+
+def _plain_entry(a, f) -> bool:
+    """The argument is a parameter of a module-level function of its file, handed on as it is: a
+    layout asked of the callee is asked of that function's callers (not of methods: bound by name)."""
+    if not a.entry or len(a.entry) != 3 or split_accessor(str(a.entry[1]))[1] is not None:
+        return False
+    fq, module = str(a.entry[0]), getattr(f, "module", "") or ""
+    qual = fq[len(module) + 1:] if module and fq.startswith(module + ".") else fq
+    return "." not in qual
+
+
+def layout_item(a, acc: str) -> tuple | None:
+    """(class, evidence, by_name, guess, value type) of ``.shape[i]`` / ``.stride(i)`` of the tensor a
+    caller passes, from the layout its module recorded (ArgFacts.layout); None if not known."""
+    lay = getattr(a, "layout", None)
+    m = _ACCESSOR.match("x" + acc)
+    if not lay or m is None or len(lay) != 2:
+        return None
+    which, i = (0, int(m.group(3))) if m.group(3) is not None else (1, int(m.group(4)))
+    items = lay[which]
+    if not -len(items) <= i < len(items):
+        return None
+    cls, guess, evidence = items[i]
+    what = "dimension" if which == 0 else "stride"
+    return (cls, (f"{a.text}{acc}: {what} {i} of the tensor as the caller lays it out",) + tuple(evidence), False,
+            bool(guess), "int")
 
 
 def _shared_dirs(a: str, b: str) -> int:
@@ -332,10 +380,17 @@ def caller_entry_refs(facts: list[FileFacts], refs: set[tuple], registry=None) -
                 op = op_key(t)
                 leaf = "torch.ops:" + op[1] if op is not None else t.rsplit(".", 1)[-1]
                 for _, pname, index in by_leaf.get(leaf, ()):
-                    a = next((x for x in c.args if x.keyword == pname), None)
+                    base, acc = split_accessor(str(pname))
+                    a = next((x for x in c.args if x.keyword == base), None)
                     if a is None and isinstance(index, int) and index >= 0:
                         a = next((x for x in c.args if x.keyword is None and x.position == index), None)
-                    if a is not None and _unsettled(a) and len(a.entry) == 3:
+                    if a is None:
+                        continue
+                    if acc is not None:
+                        # the caller hands on a tensor parameter of its own: its callers' layout
+                        if a.layout is None and _plain_entry(a, f):
+                            out.add((a.entry[0], f"{a.entry[1]}{acc}", a.entry[2]))
+                    elif _unsettled(a) and len(a.entry) == 3:
                         out.add(tuple(a.entry))
     return out
 

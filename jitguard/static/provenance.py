@@ -837,8 +837,13 @@ class Classifier:
                 dims = []
                 others = [self._classify(x, fn, d) for x in shape if int_literal(x) != -1]
                 keeps_leading = any(o.cls == VARYING for o in others)
-                for x in shape:
-                    if int_literal(x) == -1:
+                for pos, x in enumerate(shape):
+                    if int_literal(x) == -1 and name == "expand":
+                        # expand(n, -1): -1 keeps the source's dim at that place (aligned from the right)
+                        at = pos - len(shape) + len(src_dims) if src_dims is not None else -1
+                        dims.append(src_dims[at] if src_dims is not None and at >= 0 else
+                                    Prov(UNKNOWN, "int", (f"-1 in {self.code(t)}: a dim of {desc}",)))
+                    elif int_literal(x) == -1:
                         if keeps_leading and src_dims is None:
                             dims.append(Prov(STABLE, "int", (f"-1 in {self.code(t)}: the rest of {desc} once its varying dimension is kept apart",)))
                         elif src_dims is not None:
@@ -958,7 +963,8 @@ class Classifier:
             return Prov(VARYING, "int", (f"{label}{at}: {target} names a per-call dimension",), False, True)
         if idx is None:
             return Prov(UNKNOWN, "int", (f"{label}{at}: index not a literal",))
-        return Prov(STABLE, "int", (f"{label}{at}: non-leading dimension (a model dimension)",))
+        return Prov(STABLE, "int", (f"{label}{at}: non-leading dimension (a model dimension)",),
+                    entry=self.layout_entry(t, fn, f".shape[{idx}]"))
 
     def stride(self, t, idx, fn, depth) -> Prov:
         dims, strides, weight, desc = self.tensor(t, fn, depth)
@@ -966,7 +972,22 @@ class Classifier:
         if strides is not None and idx is not None and -len(strides) <= idx < len(strides):
             s = strides[idx]
             return Prov(s.cls, "int", (f"{label}: stride of a tensor allocated as {desc}",) + s.evidence, s.div16, s.by_name)
-        return Prov(STABLE, "int", (f"{label}: stride of an existing tensor (product of trailing dimensions)",))
+        return Prov(STABLE, "int", (f"{label}: stride of an existing tensor (product of trailing dimensions)",),
+                    entry=self.layout_entry(t, fn, f".stride({idx})") if idx is not None else None)
+
+    def layout_entry(self, t, fn, accessor: str) -> tuple | None:
+        """``p.shape[i]`` / ``p.stride(i)`` of a tensor parameter of a module-level function that no
+        caller in this module passes (an entry parameter): callers elsewhere may pass a tensor whose
+        layout they know (link.py asks them; the entry's parameter is written ``p.shape[i]``)."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return None
+        owner, where = self.lookup(t.id, fn)
+        if where != "param" or owner is None or owner.parent is not None or owner.class_name is not None:
+            return None  # module-level functions only (methods bound by name: docs/provenance.md)
+        p = owner.params[t.id]
+        if p.kind == "star" or self.info.calls.get(owner.qual) or weight_like(t):
+            return None
+        return (owner.qual, t.id + accessor, p.index)
 
     # ---- calls ----
     def call(self, e: ast.Call, fn, depth) -> Prov:
