@@ -393,3 +393,32 @@ def test_a_layout_is_not_asked_of_callers_through_objects(tmp_path):
     # the same wrapper at module level takes it
     assert run_tree(tmp_path / "b", layout_tree(k, s0, w, cnt, "torch.empty(x.shape[0], int(lengths.max()))")) \
         == {("JG001", k, s0), ("JG001", k, w)}
+
+
+def test_a_parameter_with_a_float_default_that_no_caller_passes_is_a_float(tmp_path):
+    # A name that suggests a per-call value (``..._tokens``) on an entry parameter that no caller here
+    # passes: with a float literal default it is a float (never value-specialized), not a varying int.
+    rng = random.Random()
+    k, cnt, x, cls = idents(4, rng)
+    name = f"{idents(1, rng)[0]}_tokens"
+    tmpl = KERNEL.format(k=k, cnt=cnt) + f"""
+def launch({x}, {name}):
+    {k}[(1,)]({x}, {name}, BLOCK=64)
+
+
+class {cls}:
+    @staticmethod
+    def forward(ctx, {x}, {name}{{default}}):
+        return launch({x}, {name})
+"""
+    for default in ("=0.0", f"={rng.choice([1.0, 0.5, 1e-6, 2.5])!r}"):
+        assert run_tree(tmp_path, {"pkg.ops": tmpl.format(default=default)}) == set(), default
+    # near misses: an int default, no default, or a float default that a caller overrides with a varying int
+    for default in ("=0", f"={rng.randint(1, 9)}", ""):
+        assert run_tree(tmp_path, {"pkg.ops": tmpl.format(default=default)}) == {("JG001", k, cnt)}, default
+    caller = tmpl.format(default="=0.0") + f"""
+
+def go({x}):
+    return {cls}.forward(None, {x}, {x}.shape[0])
+"""
+    assert run_tree(tmp_path, {"pkg.ops": caller}) == {("JG001", k, cnt)}

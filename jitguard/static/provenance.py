@@ -580,6 +580,11 @@ class Classifier:
                     dflt = self._classify(p.default, None, depth)
                     if dflt.cls == STABLE:
                         out = Prov(STABLE, dflt.vtype, (f"{name} defaults to {self.code(p.default)} and no caller in this module passes it",))
+            if vt == "unknown" and not results and isinstance(p.default, ast.Constant) \
+                    and type(p.default.value) is float:
+                # no caller here passes it and its default is a float literal (``scale=1.0``): a
+                # float, which Triton never specializes, whatever its name suggests
+                vt = "float"
             if vt != "unknown":
                 out = out.as_type(vt)
             if not results and p.kind != "star" and fn.parent is None and (fn.class_name is None or fn.is_method):
