@@ -132,6 +132,23 @@ def measure_bandwidth() -> dict:
             "read_us_2GiB": read_us, "copy_us_2GiB": copy_us, "cast_us_1GiB_bf16": cast_us}
 
 
+def cos_sin_cache():
+    """A random [MAX_POS, ROPE] float32 cos | sin cache on the GPU, as the wrapper takes it."""
+    import torch
+
+    angles = torch.rand(MAX_POS, ROPE // 2, device="cuda") * 6.2832
+    return torch.cat([angles.cos(), angles.sin()], dim=1).contiguous()
+
+
+def nvidia_smi() -> str | None:
+    """Driver version and current clocks, recorded with every result (None without nvidia-smi)."""
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.mem",
+                               "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return None
+
+
 def _inputs(T, G, hpg, cache):
     import torch
 
@@ -163,14 +180,9 @@ def run(args) -> dict:
     print(f"# {props.name}: read {read_gbps:.0f} GB/s, copy {bw['copy_GBps']:.0f} GB/s, bf16->fp8 "
           f"cast {bw['cast_bf16_fp8_GBps']:.0f} GB/s = {bw['cast_bf16_fp8_pct_of_read_floor']:.0f}% "
           "of its read floor", flush=True)
-    angles = torch.rand(MAX_POS, ROPE // 2, device="cuda") * 6.2832
-    cache = torch.cat([angles.cos(), angles.sin()], dim=1).contiguous()
+    cache = cos_sin_cache()
     compiled_ref = torch.compile(inv_rope_fp8_quant_reference, dynamic=True)
-    try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.mem",
-                              "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        smi = None
+    smi = nvidia_smi()
     rows, sweep = [], []
     result = {
         "benchmark": "fused inverse RoPE + FP8 block quant (bench/bench_rope_fp8.py)",
@@ -395,13 +407,8 @@ def run_pdl_ab(args) -> dict:
     bw = measure_bandwidth()
     read_gbps = bw["read_GBps"]
     print(f"# {props.name}: read {read_gbps:.0f} GB/s, copy {bw['copy_GBps']:.0f} GB/s", flush=True)
-    angles = torch.rand(MAX_POS, ROPE // 2, device="cuda") * 6.2832
-    cache = torch.cat([angles.cos(), angles.sin()], dim=1).contiguous()
-    try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.mem",
-                              "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        smi = None
+    cache = cos_sin_cache()
+    smi = nvidia_smi()
     base = rope_fp8.CONFIG
     configs = {pdl: dataclasses.replace(base, pdl=pdl) for pdl in PDL_VARIANTS}
     ab, probes, scan, stream, race, errors = [], [], [], [], [], []
@@ -647,13 +654,8 @@ def run_pdl_grid(args) -> dict:
     bw = measure_bandwidth()
     read_gbps = bw["read_GBps"]
     print(f"# {props.name}: read {read_gbps:.0f} GB/s, copy {bw['copy_GBps']:.0f} GB/s", flush=True)
-    angles = torch.rand(MAX_POS, ROPE // 2, device="cuda") * 6.2832
-    cache = torch.cat([angles.cos(), angles.sin()], dim=1).contiguous()
-    try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.mem",
-                              "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        smi = None
+    cache = cos_sin_cache()
+    smi = nvidia_smi()
     variants = list(args.variants)
     configs = {v: variant_config(rope_fp8.CONFIG, v) for v in variants}
     rows, summary, errors = [], [], []
@@ -843,20 +845,21 @@ def ptx_report() -> None:
     ptxas = next((p for p in (ptxas / "ptxas-blackwell", ptxas / "ptxas") if p.exists()), None)
     sig = {"o_ptr": "*bf16", "positions_ptr": "*i64", "cos_sin_ptr": "*fp32",
            "q_ptr": "*fp8e4nv", "scale_ptr": "*fp32", "num_tokens": "i32", "scale_stride": "i32",
-           "o_stride_t": "i32", "o_stride_h": "i32", "cos_sin_stride": "i32"}
+           "o_stride_t": "i32", "o_stride_h": "i32", "cos_sin_stride": "i32", "pdl_wave": "i32"}
     div16 = [["tt.divisibility", 16]]
     attrs = {(i,): div16 for i in (0, 1, 2, 3, 4, 7, 8, 9)}
     vllm = rope_fp8.LaunchConfig(1, 1, 1, 0)
     for cfg in [rope_fp8.CONFIG, *rope_fp8.CANDIDATE_CONFIGS, vllm]:
-        block_t, num_warps = cfg.block_t, cfg.num_warps
+        # the launcher's own options (an H200 launch: PDL as configured); the kernel's
+        # constexpr flags among them go to the constants
+        options = rope_fp8._launch_options(cfg, cfg.pdl)
         consts = dict(N_GROUPS=1, HEADS_PER_GROUP=8, NOPE_DIM=NOPE, ROPE_DIM=ROPE,
-                      QUANT_GROUP=QG, BLOCK_T=block_t, BLOCK_Q=4, ROPE_CHUNK=64,
-                      NUM_STAGES=cfg.num_stages)
+                      QUANT_GROUP=QG, BLOCK_T=cfg.block_t, BLOCK_Q=4, ROPE_CHUNK=64,
+                      NUM_STAGES=cfg.num_stages,
+                      USE_PDL=options.pop("USE_PDL", 0), L2_PREFETCH=options.pop("L2_PREFETCH", False))
         full_sig = dict(sig, **{k: "constexpr" for k in consts})
         cc = triton.compile(ASTSource(rope_fp8._inv_rope_fp8_quant_kernel, full_sig, consts, attrs),
-                            target=GPUTarget("cuda", 90, 32),
-                            options=dict(num_warps=num_warps, enable_fp_fusion=False,
-                                         **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {})))
+                            target=GPUTarget("cuda", 90, 32), options=options)
         ptx = cc.asm["ptx"]
         ops = re.findall(r"^\s*(?:@%p\d+\s+)?((?:ld|st)\.(?:global|shared)[\w.]*|cp\.async\.c[ag][\w.]*|bar\.sync)",
                          ptx, re.M)
