@@ -197,9 +197,7 @@ class _Callers:
         for c, f in sites[:50]:
             if _WARMUP.search(c.function or f.module or ""):
                 continue  # warm-up code enumerates variants on purpose: not evidence of serving
-            a = next((x for x in c.args if x.keyword == base), None)
-            if a is None and isinstance(index, int) and index >= 0:
-                a = next((x for x in c.args if x.keyword is None and x.position == index), None)
+            a = _arg_at(c, base, index)
             if a is None:
                 continue
             if acc is not None:
@@ -288,6 +286,14 @@ def layout_item(a, acc: str) -> tuple | None:
     what = "dimension" if which == 0 else "stride"
     return (cls, (f"{a.text}{acc}: {what} {i} of the tensor as the caller lays it out",) + tuple(evidence), False,
             bool(guess), "int")
+
+
+def _arg_at(call: CallFacts, name: str, index):
+    """The argument a call passes for parameter ``name`` (at ``index`` when positional), or None."""
+    a = next((x for x in call.args if x.keyword == name), None)
+    if a is None and isinstance(index, int) and index >= 0:
+        a = next((x for x in call.args if x.keyword is None and x.position == index), None)
+    return a
 
 
 def _shared_dirs(a: str, b: str) -> int:
@@ -381,9 +387,7 @@ def caller_entry_refs(facts: list[FileFacts], refs: set[tuple], registry=None) -
                 leaf = "torch.ops:" + op[1] if op is not None else t.rsplit(".", 1)[-1]
                 for _, pname, index in by_leaf.get(leaf, ()):
                     base, acc = split_accessor(str(pname))
-                    a = next((x for x in c.args if x.keyword == base), None)
-                    if a is None and isinstance(index, int) and index >= 0:
-                        a = next((x for x in c.args if x.keyword is None and x.position == index), None)
+                    a = _arg_at(c, base, index)
                     if a is None:
                         continue
                     if acc is not None:
