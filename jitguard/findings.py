@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 FixSafety = Literal["safe", "unsafe", "manual"]
 Source = Literal["static", "runtime"]
+Confidence = Literal["high", "medium", "low"]
+CONFIDENCE_LEVELS: tuple[Confidence, ...] = ("high", "medium", "low")  # most to least sure
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,9 @@ class Finding:
     message: str  # one line, says what and the fix
     fix_safety: FixSafety
     source: Source = "static"
+    # how sure the finding is, from the evidence it rests on (docs/provenance.md); a runtime finding
+    # was observed, so it is "high"; the static analysis sets it per finding
+    confidence: Confidence = "medium"
     details: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def to_dict(self) -> dict[str, Any]:

@@ -113,6 +113,7 @@ def findings_from_trace(trace: Trace) -> list[Finding]:
             message=_message(code, param, g),
             fix_safety=g["safety"],
             source="runtime",
+            confidence="high",  # observed, not inferred
             details={
                 "kernel_path": e.kernel_path,
                 "kernel_line": e.kernel_line,
