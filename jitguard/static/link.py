@@ -9,7 +9,8 @@ from dataclasses import replace
 from jitguard.findings import Finding
 from jitguard.static.facts import BUCKETED, METHOD_CALL, STABLE, UNKNOWN, VARYING, CallFacts, FileFacts, KernelFacts
 from jitguard.static.program import BoundLaunch, Program
-from jitguard.static.provenance import _RANK, _WARMUP  # one class order, one warm-up test
+from jitguard.static.provenance.conventions import _WARMUP  # one warm-up test
+from jitguard.static.provenance.value import _RANK  # one class order
 
 NON_OPTIONS = {"grid", "warmup"}
 
