@@ -7,7 +7,7 @@ import ast
 import re
 import sys
 
-from jitguard.static.facts import BUCKETED, UNKNOWN, VARYING, ArgFacts, CallFacts
+from jitguard.static.facts import BUCKETED, UNKNOWN, VARYING, ArgFacts, CallFacts, LayoutItem, TensorLayout
 from jitguard.static.names import IMPORT, LOCAL, Scope, qualified, resolve_relative
 from jitguard.static.provenance import Classifier
 
@@ -52,7 +52,7 @@ class CallerFacts:
         return cf
 
     @staticmethod
-    def layout(node: ast.AST, classifier: Classifier, fn, arg: ArgFacts) -> list | None:
+    def layout(node: ast.AST, classifier: Classifier, fn, arg: ArgFacts) -> TensorLayout | None:
         """The dims and strides of a tensor argument whose layout this module knows (allocated here,
         or a view of one), kept only when one of them varies: the callee's entry parameter takes them."""
         if arg.value_type not in ("tensor", "unknown") or isinstance(node, (ast.Constant, ast.BinOp, ast.Compare)):
@@ -61,15 +61,15 @@ class CallerFacts:
         if dims is None or strides is None or weight or len(dims) != len(strides):
             return None
 
-        def item(p, named: bool) -> list:
+        def item(p, named: bool) -> LayoutItem:
             # a dim that varies only by its name is not evidence against the callee's rule
-            return [UNKNOWN if named and p.cls in (VARYING, BUCKETED) else p.cls, p.guess, list(p.evidence)[:3]]
+            return LayoutItem(UNKNOWN if named and p.cls in (VARYING, BUCKETED) else p.cls, p.guess, tuple(p.evidence)[:3])
 
         # a stride varies by name when every varying dim after it does
         named_after = [all(d.by_name for d in dims[i + 1:] if d.cls in (VARYING, BUCKETED)) for i in range(len(dims))]
-        out = [[item(p, p.by_name) for p in dims],
-               [item(p, p.by_name or named_after[i]) for i, p in enumerate(strides)]]
-        if not any(x[0] in (VARYING, BUCKETED) for x in out[0] + out[1]):
+        out = TensorLayout([item(p, p.by_name) for p in dims],
+                           [item(p, p.by_name or named_after[i]) for i, p in enumerate(strides)])
+        if not any(x.provenance in (VARYING, BUCKETED) for x in out.dims + out.strides):
             return None
         return out
 

@@ -4,8 +4,10 @@ provenance (provenance.Classifier)."""
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
+from typing import NamedTuple
 
-from jitguard.static.facts import ArgFacts, KernelFacts, LaunchFacts
+from jitguard.static.facts import ArgFacts, EntryRef, KernelFacts, LaunchFacts
 from jitguard.static.names import LOCAL, Scope, qualified
 from jitguard.static.provenance import Classifier, FunctionInfo, int_literal
 
@@ -22,6 +24,16 @@ def _unwrap_alias(value: ast.AST) -> ast.AST | None:
                 continue
         return None
     return None
+
+
+class LauncherReturn(NamedTuple):
+    """``return grid, dict(...)`` in a launcher function tied to kernels (``launchers``)."""
+
+    node: ast.AST  # the function's def
+    function: FunctionInfo
+    ret: ast.Return
+    spec: ast.AST  # the dict (display or dict(...) call)
+    targets: list[str]  # qualified names of the kernels it launches
 
 
 class LaunchExtraction:
@@ -220,11 +232,11 @@ class LaunchExtraction:
             bucketed=prov.bucket and prov.entry is not None,
         )
 
-    def entry_ref(self, prov) -> list | None:
-        if prov.entry is None:
-            return None
-        qual, name, index = prov.entry
-        return [f"{self.module}.{qual}" if self.module else qual, name, index]
+    def entry_ref(self, prov) -> EntryRef | None:
+        """The entry parameter a value rests on, its function qualified by this module."""
+        if prov.entry is None or not self.module:
+            return prov.entry
+        return replace(prov.entry, function=f"{self.module}.{prov.entry.function}")
 
     @staticmethod
     def _spec_dict(node: ast.AST) -> bool:
@@ -255,7 +267,7 @@ class LaunchExtraction:
                     stack.extend(h.body)
         return out
 
-    def launchers(self, kernels: list[KernelFacts]) -> list:
+    def launchers(self, kernels: list[KernelFacts]) -> list[LauncherReturn]:
         """Functions tied to a kernel that return ``grid, dict(...)``: a framework launches the kernel
         with the dict's entries and the function's own arguments, bound to the kernel's parameters
         by name. The tie is structural: the kernel is an argument of one of the function's
@@ -291,7 +303,7 @@ class LaunchExtraction:
             if not targets:
                 continue
             for ret, spec in returns:
-                out.append((st, info, ret, spec, list(dict.fromkeys(targets))))
+                out.append(LauncherReturn(st, info, ret, spec, list(dict.fromkeys(targets))))
         return out
 
     def spec_launch(self, st, fn: FunctionInfo, ret: ast.Return, spec: ast.AST, targets: list[str],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING
+from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef
 from jitguard.static.names import dotted
 from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo
 from jitguard.static.provenance.conventions import (
@@ -351,7 +351,7 @@ class Classifier(TensorLayouts):
             if not results and p.kind != "star" and fn.parent is None and (fn.class_name is None or fn.is_method):
                 # an entry parameter: a module-level function's, or a method's (called through
                 # objects elsewhere: link.py binds obj.meth(...) calls by name)
-                out = out._replace(entry=(fn.qual, name, p.index))
+                out = out._replace(entry=EntryRef(fn.qual, name, p.index))
         finally:
             self._busy.discard(key)
         self._memo[key] = out

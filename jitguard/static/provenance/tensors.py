@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from jitguard.static.facts import STABLE, UNKNOWN, VARYING
+from jitguard.static.facts import STABLE, UNKNOWN, VARYING, Accessor, EntryRef
 from jitguard.static.provenance.bindings import FunctionInfo
 from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, strong_stable, weight_like
 from jitguard.static.provenance.syntax import _call_name, int_literal
@@ -254,7 +254,7 @@ class TensorLayouts:
         if idx is None:
             return Prov(UNKNOWN, "int", (f"{label}{at}: index not a literal",))
         return Prov(STABLE, "int", (f"{label}{at}: non-leading dimension (a model dimension)",),
-                    entry=self.layout_entry(t, fn, f".shape[{idx}]"))
+                    entry=self.layout_entry(t, fn, Accessor("shape", idx)))
 
     def stride(self, t, idx, fn, depth) -> Prov:
         dims, strides, weight, desc = self.tensor(t, fn, depth)
@@ -263,12 +263,12 @@ class TensorLayouts:
             s = strides[idx]
             return Prov(s.cls, "int", (f"{label}: stride of a tensor allocated as {desc}",) + s.evidence, s.div16, s.by_name)
         return Prov(STABLE, "int", (f"{label}: stride of an existing tensor (product of trailing dimensions)",),
-                    entry=self.layout_entry(t, fn, f".stride({idx})") if idx is not None else None)
+                    entry=self.layout_entry(t, fn, Accessor("stride", idx)) if idx is not None else None)
 
-    def layout_entry(self, t, fn, accessor: str) -> tuple | None:
+    def layout_entry(self, t, fn, accessor: Accessor) -> EntryRef | None:
         """``p.shape[i]`` / ``p.stride(i)`` of a tensor parameter of a module-level function that no
         caller in this module passes (an entry parameter): callers elsewhere may pass a tensor whose
-        layout they know (link.py asks them; the entry's parameter is written ``p.shape[i]``)."""
+        layout they know (link.py asks them)."""
         if not isinstance(t, ast.Name) or fn is None:
             return None
         owner, where = self.lookup(t.id, fn)
@@ -277,7 +277,7 @@ class TensorLayouts:
         p = owner.params[t.id]
         if p.kind == "star" or self.info.calls.get(owner.qual) or weight_like(t):
             return None
-        return (owner.qual, t.id + accessor, p.index)
+        return EntryRef(owner.qual, t.id, p.index, accessor)
 
 
 def _contiguous(dims: list[Prov]) -> list[Prov]:

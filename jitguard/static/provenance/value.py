@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING
+from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef
 
 _RANK = {VARYING: 3, BUCKETED: 2, UNKNOWN: 1, STABLE: 0}
 
@@ -16,9 +16,9 @@ class Prov(NamedTuple):
     div16: bool = False  # always a multiple of 16 (so never == 1 and always in the %16 class)
     by_name: bool = False  # the class rests on a name alone, not on the code's structure
     guess: bool = False  # VARYING only because it is the leading dim / size of a tensor we know nothing about
-    # (function qual, param name, position) of an entry parameter (no caller in this module) the value
-    # rests on: callers in other modules may tell more (link.py follows them)
-    entry: tuple | None = None
+    # the entry parameter (no caller in this module) the value rests on, its function qualified
+    # within the module: callers in other modules may tell more (link.py follows them)
+    entry: EntryRef | None = None
     bucket: bool = False  # UNKNOWN resting on an entry parameter, bucketed here: BUCKETED if it varies
 
     def why(self, text: str) -> "Prov":
