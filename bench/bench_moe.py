@@ -9,7 +9,7 @@ Modes (combine freely):
             layer against peers in the same run: a per-expert PyTorch loop (bf16 matmul, FP8 via
             torch._scaled_mm), torch._grouped_mm / torch._scaled_grouped_mm where present; report % of
             the HBM floor (touched experts' weights + activations + output over the copy bandwidth
-            measured in this run), and vLLM 0.33.0's own fused_moe_kernel (bench/peers/) with vLLM's config
+            measured in this run), and vLLM 0.33.0's own fused_moe_kernel (from its wheel, bench/peers/vllm_wheel.py) with vLLM's config
             choice. Writes moe_bench{--tag}.json.
   --vllm    vLLM's kernel beside ours on FP8 w1 cases (--vllm-cases): its own config, the spec's 16-config
             grid with SWAP_AB forced on and off (--vllm-bm64: also BLOCK_M 64 without swap), each timed
@@ -52,7 +52,7 @@ except ImportError:  # running from a checkout without the package installed
     from kernels import moe  # type: ignore[no-redef]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peers import vllm_launch  # noqa: E402  vLLM 0.33.0's fused_moe_kernel, vendored (bench/peers/)
+from peers import vllm_launch  # noqa: E402  vLLM 0.33.0's fused_moe_kernel, loaded from its wheel
 
 FP8 = torch.float8_e4m3fn
 MS = [1, 4, 16, 32, 64, 256]
@@ -250,10 +250,11 @@ class GemmProblem:
         """vLLM 0.33.0's fused_moe_kernel on the same routings and buffers, launched as vLLM launches it
         (naive one-slot blocks when M*topk*4 <= E, else the aligned order); swap_ab None = vLLM's rule."""
         assert not self.is_w2
+        vllm_launch.peer(moe.moe_align_block_size)
         bm = cfg["BLOCK_SIZE_M"]
         key = ("vllm", bm)
         if key not in self._aligned:
-            self._aligned[key] = [vllm_launch.prepare(ids, bm, self.E, moe.moe_align_block_size) for ids in self.ids]
+            self._aligned[key] = [vllm_launch.prepare(ids, cfg, self.E) for ids in self.ids]
         fns = []
         for i, prep in enumerate(self._aligned[key]):
             def f(i=i, prep=prep):
@@ -857,7 +858,13 @@ def vcfg_name(c, swap):
 
 def vllm_own_config(name, M, fp8):
     E, topk, N, K = GEMMS[name]
-    return vllm_launch.vllm_config(M, E, N // 2, fp8)
+    vllm_launch.peer(moe.moe_align_block_size)
+    return vllm_launch.vllm_config(M, E, N // 2, K, topk, fp8)
+
+
+def vllm_peer_source():
+    """Where vLLM's kernel and configs came from (wheel, sha256, paths inside it), once loaded; else None."""
+    return vllm_launch.provenance() if vllm_launch._PEER is not None else None
 
 
 VLLM_CASES = [("qwen3_w1", True, 1), ("qwen3_w1", True, 4), ("qwen3_w1", True, 16),
@@ -1720,7 +1727,7 @@ def main(argv=None):
     ap.add_argument("--extra-sweep", action="store_true",
                     help="with --bench: also the 35-config decode sweep of Qwen3 w1 FP8 (M = 1, 4) of earlier runs")
     ap.add_argument("--vllm", action="store_true",
-                    help="vLLM 0.33.0's fused_moe_kernel (bench/peers/) beside ours, HBM-cold and L2-warm")
+                    help="vLLM 0.33.0's fused_moe_kernel (from its wheel) beside ours, HBM-cold and L2-warm")
     ap.add_argument("--vllm-cases", default=",".join(f"{n}:{m}" for n, _, m in VLLM_CASES),
                     help="FP8 w1 cases of --vllm, e.g. qwen3_w1:1,mixtral_w1:256")
     ap.add_argument("--vllm-bm64", action="store_true",
@@ -1809,7 +1816,7 @@ def main(argv=None):
         print(f"sweep: {len(rows)} timings, {len(bad)} wrong, {compiled} compiles in the timing process")
     def dump(fname, obj):
         with open(os.path.join(args.out, fname + args.tag + ".json"), "w") as fh:
-            json.dump(dict(obj, machine=info), fh, indent=1, default=str)
+            json.dump(dict(obj, machine=info, vllm_peer=vllm_peer_source()), fh, indent=1, default=str)
 
     args.v6_ms = [int(v) for v in args.v6_ms.split(",") if v]
     global SPLITK_STUDY
@@ -1888,7 +1895,8 @@ def main(argv=None):
             _install_table(table)
         def save(res):
             with open(os.path.join(args.out, "moe_bench" + args.tag + ".json"), "w") as fh:
-                json.dump(dict(res, machine=info, table=table), fh, indent=1, default=str)
+                json.dump(dict(res, machine=info, table=table, vllm_peer=vllm_peer_source()), fh, indent=1,
+                      default=str)
 
         save(bench(device, ms, precisions, args, table, save))
 
