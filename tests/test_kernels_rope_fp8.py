@@ -661,12 +661,24 @@ def test_gpu_one_compile_over_T_1_to_4096(monkeypatch):
     assert bool(ck.metadata.launch_pdl) == bool(flipped.pdl)
 
 
-def _load_probes():
-    spec = importlib.util.spec_from_file_location("rope_fp8_v4_probes",
-                                                  ROOT / "bench" / "rope_fp8_v4_probes.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _early_trigger_producer():
+    """A producer for the PDL race check: it first lets the next kernel in the stream start
+    (griddepcontrol.launch_dependents), then copies src to dst with a few programs looping over it,
+    so a consumer launched with PDL overlaps it for as long as the copy runs (~1 ms for 8 MB on 4
+    programs). A consumer that waits (griddepcontrol.wait) sees dst complete; one that doesn't reads
+    what dst held before. Defined here, not at import: this file is also the interpreter child."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def pdl_early_trigger_copy(src_ptr, dst_ptr, n_elements, BLOCK: tl.constexpr):
+        tl.extra.cuda.gdc_launch_dependents()
+        offs = tl.arange(0, BLOCK)
+        for start in range(tl.program_id(0) * BLOCK, n_elements, tl.num_programs(0) * BLOCK):
+            ok = start + offs < n_elements
+            tl.store(dst_ptr + start + offs, tl.load(src_ptr + start + offs, mask=ok), mask=ok)
+
+    return pdl_early_trigger_copy
 
 
 @pytest.mark.gpu
@@ -682,7 +694,7 @@ def test_gpu_pdl_waits_for_an_early_triggering_producer(pdl, l2_prefetch, T):
 
     if not rope_fp8._pdl_supported(torch.device("cuda")):
         pytest.skip("programmatic dependent launch needs compute capability 9.0+")
-    producer = _load_probes()._pdl_early_trigger_copy_kernel
+    producer = _early_trigger_producer()
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
     G, hpg = 1, 8
     o_src, positions, cache = _make_inputs(G, hpg, 448, 64, T, device="cuda")
