@@ -364,6 +364,26 @@ def _decorator_and_params(source: str):
     raise AssertionError("kernel not found")
 
 
+def test_twin_kernel_is_generated_from_the_corrected_one():
+    """The twin's kernel is the corrected kernel's text but for the decorator and the two parameter
+    comments (tests/rope_fp8_twin.py); a change to one kernel without the other fails here."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import rope_fp8_twin
+
+    corrected = (ROOT / "kernels" / "rope_fp8.py").read_text()
+    twin = TWIN_PATH.read_text()
+    assert twin == rope_fp8_twin.generated_twin(twin, corrected), "run python tests/rope_fp8_twin.py --write"
+    first, last = rope_fp8_twin.kernel_span(twin)
+    kernel = "".join(twin.splitlines(keepends=True)[first:last + 1])
+    assert kernel.startswith("@triton.jit\ndef _inv_rope_fp8_quant_kernel(") and "do_not_specialize" not in kernel
+    # out of step: a corrected-kernel edit the twin lacks is reported, and a missing substitution target too
+    edited = corrected.replace("tl.store(s_ptr, tl.where(tok_ok[:, None], scale, 0.0), mask=s_ok)",
+                               "tl.store(s_ptr, tl.where(tok_ok[:, None], scale, 1.0), mask=s_ok)")
+    assert edited != corrected and rope_fp8_twin.generated_twin(twin, edited) != twin
+    with pytest.raises(ValueError, match="SUBSTITUTIONS"):
+        rope_fp8_twin.twin_kernel(corrected.replace("# T: varies with every batch\n", "# T\n"))
+
+
 def test_scan_reports_the_twin_and_fix_turns_it_into_the_corrected_kernel(tmp_path):
     corrected_src = (ROOT / "kernels" / "rope_fp8.py").read_text()
     twin_src = TWIN_PATH.read_text()
