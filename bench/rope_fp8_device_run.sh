@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One device call for the rope_fp8 kernel: the benchmark and the GPU tests (bit-exact, compile
-# counts), each under its own timeout so that both report within one call. Results land in $OUT.
+# One GPU run for the rope_fp8 kernel: the benchmark and the GPU tests (bit-exact, compile
+# counts), each under its own timeout so that both report within one run. Results land in $OUT.
 #   bash bench/rope_fp8_device_run.sh          # full: config sweep, then the main table with peers
 #   MODE=sweep bash bench/rope_fp8_device_run.sh   # the config sweep only, no main table
 #   MODE=table bash bench/rope_fp8_device_run.sh   # the main table and peers, default config only

@@ -535,8 +535,8 @@ def _wave_programs(device: torch.device, config: LaunchConfig) -> int:
 def _launch_options(config: LaunchConfig, pdl: int) -> dict:
     """Compile-time options of a launch beyond the shape constants: constant per config, so
     each config compiles once for any T. ``pdl`` is ``config.pdl`` where the device supports it,
-    else 0; with 0 nothing PDL-related is passed (USE_PDL defaults to 0), so kernels without
-    the USE_PDL parameter (the previous versions in bench/) launch through the same code."""
+    else 0; with 0 nothing PDL-related is passed (USE_PDL defaults to 0), so a kernel without
+    the USE_PDL parameter launches through the same code."""
     options = dict(num_warps=config.num_warps, enable_fp_fusion=False)
     if config.maxnreg:
         options["maxnreg"] = config.maxnreg

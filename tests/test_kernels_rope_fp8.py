@@ -539,7 +539,7 @@ def test_pdl_wait_precedes_every_memory_access_sm90(pdl, l2_prefetch):
 
 
 # --------------------------------------------------------------------------------------------------
-# GPU (run on the device): bit-exact against the reference, and compiles counted on a real GPU
+# GPU (needs CUDA): bit-exact against the reference, and compiles counted on a real GPU
 # --------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("T", [1, 3, 4, 17, 1000, 8192])
