@@ -97,6 +97,29 @@ def test_every_results_file_is_referenced():
                          f"the bench/ script that writes it, or delete it: history lives in git): {missing}")
 
 
+def missing_targets(sources: dict[str, str], exists) -> list[str]:
+    """``bench/results/NAME`` references (not patterns) whose NAME is not there: a quote of a file that
+    was deleted or never committed."""
+    out = set()
+    for rel, text in sources.items():
+        if rel == "tests/test_bench_results_referenced.py":
+            continue
+        for m in re.finditer(r"bench/results/([\w.=,-]+)(?![\w*])", text):
+            name = m.group(1).rstrip(".,")
+            if name and not exists(name):
+                out.add(f"{rel}: bench/results/{name}")
+    return sorted(out)
+
+
+def test_every_referenced_results_file_exists():
+    tracked = _tracked()
+    entries = _entries(tracked)
+    if not entries:
+        pytest.skip("no bench/results/ here")
+    missing = missing_targets(_sources(tracked), lambda name: name in entries)
+    assert not missing, f"references to bench/results/ files that are not there: {missing}"
+
+
 def test_reference_rules():
     """Whole names, the docs' family patterns, and no pattern that names everything."""
     entries = {"moe_bench_v4.json", "moe_peer_v4.json", "moe_peer_v4b.json", "rope_fp8_h200_v6b_grid_bench.log",
@@ -110,3 +133,4 @@ def test_reference_rules():
     entries |= {"bench_watch_trace_corrected.json", "vllm_recall_unannotated.json", "bench_watch_v2_trace_x.json"}
     assert unreferenced(entries, sources) == ["bench_watch_v2_trace_x.json", "moe_peer_v4b.json", "old.json",
                                               "story.json"]
+    assert missing_targets(sources, lambda name: name in entries) == ["docs/a.md: bench/results/rope_fp8_h200_v6b_grid.json"]
