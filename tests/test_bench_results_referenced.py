@@ -133,4 +133,5 @@ def test_reference_rules():
     entries |= {"bench_watch_trace_corrected.json", "vllm_recall_unannotated.json", "bench_watch_v2_trace_x.json"}
     assert unreferenced(entries, sources) == ["bench_watch_v2_trace_x.json", "moe_peer_v4b.json", "old.json",
                                               "story.json"]
-    assert missing_targets(sources, lambda name: name in entries) == ["docs/a.md: bench/results/rope_fp8_h200_v6b_grid.json"]
+    assert missing_targets(sources, lambda name: name in entries) == [
+        "docs/a.md: bench/results/rope_fp8_h200_v6b_grid.json"]

@@ -117,7 +117,8 @@ def test_peer_runs_vllms_own_code_without_importing_vllm(extracted):
 
 def test_repository_holds_no_copy_of_vllm():
     """The peer's files live only in the git-ignored extraction folder."""
-    tracked = subprocess.run(["git", "ls-files", "bench/peers"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    tracked = subprocess.run(["git", "ls-files", "bench/peers"], cwd=ROOT, capture_output=True,
+                             text=True).stdout.split()
     if not tracked:
         pytest.skip("not a git checkout")
     assert not [p for p in tracked if "vllm-0.33.0" in p or p.endswith(".json")]

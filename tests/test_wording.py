@@ -31,7 +31,8 @@ ALLOWED = (r"\bpytest(?:'s)? session\b", r"test session starts", r"end of the (?
 SKIP = {"tests/test_wording.py"}
 # Not yet reworded: (file, phrase) pairs let through for now. Remove an entry once its file names the
 # target or measurement itself instead of a tracker number.
-NOT_YET = {("bench/parser_cost.py", "issue N (a tracker number)"), ("bench/scan_speed.py", "issue N (a tracker number)")}
+NOT_YET = {("bench/parser_cost.py", "issue N (a tracker number)"),
+           ("bench/scan_speed.py", "issue N (a tracker number)")}
 BINARY_SUFFIXES = {".png", ".jpg", ".gz", ".whl", ".zip", ".pyc"}
 
 
