@@ -423,13 +423,13 @@ def parse_target(target: str):
     return GPUTarget("hip", arch, 64)
 
 
-def make_binder(jit_function: Any, target_text: str):
-    """Triton's own argument binder for ``target`` (no GPU, no compile): returns
-    ``binder(*args, **kwargs) -> (bound_args, specialization, options)``."""
+def make_binder(jit_function: Any, target_text: Any):
+    """Triton's own argument binder for ``target`` ("cuda:90", or a ``GPUTarget``; no GPU, no
+    compile): returns ``binder(*args, **kwargs) -> (bound_args, specialization, options)``."""
     from triton.compiler import make_backend
     from triton.runtime import jit as jit_mod
 
-    target = parse_target(target_text)
+    target = parse_target(target_text) if isinstance(target_text, str) else target_text
     try:
         backend = make_backend(target)
     except Exception as exc:  # no backend for that target in this wheel
@@ -466,6 +466,17 @@ def implicit_run_kwargs(jit_function: Any) -> dict[str, Any]:
 _RUN_KWARGS: list[str] | None = None
 
 
+def run_kwargs(jit_function: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` as ``JITFunction.run`` hands them to its binder: with what run() adds itself."""
+    kw = dict(kwargs)
+    for name, value in implicit_run_kwargs(jit_function).items():
+        if name == "debug":
+            kw["debug"] = kw.get("debug", getattr(jit_function, "debug", None)) or value
+        else:
+            kw[name] = value
+    return kw
+
+
 def interpreter_active() -> bool:
     """TRITON_INTERPRET=1: kernels run in the interpreter and nothing is ever compiled."""
     knobs = _knobs()
@@ -479,3 +490,34 @@ def triton_dirs() -> tuple[str, ...]:
     """Directories whose frames are Triton's own (skipped when finding the user's launching frame)."""
     triton = _import_triton()
     return (os.path.dirname(os.path.abspath(triton.__file__)) + os.sep,)
+
+
+# ---------------------------------------------------------------------------------------------
+# Warm-up (jitguard.warmup): the active device and target, the autotuner's config cache
+# ---------------------------------------------------------------------------------------------
+
+def active_device_and_target() -> tuple[Any, Any]:
+    """(device, GPUTarget) of Triton's active driver: where ``kernel.warmup`` compiles for."""
+    from triton.runtime import driver
+
+    device = driver.active.get_current_device()
+    return device, driver.active.get_current_target()
+
+
+def target_text(target: Any) -> str:
+    """A GPUTarget as ``cuda:90`` / ``hip:gfx942``."""
+    return f"{getattr(target, 'backend', '?')}:{getattr(target, 'arch', '?')}"
+
+
+def autotuner_cache(tuner: Any) -> dict | None:
+    """The autotuner's in-memory ``{key tuple: Config}`` (``Autotuner.cache`` in 3.2-3.9; the key is
+    the values of ``key=[...]`` then ``str(dtype)`` of each tensor argument, as ``Autotuner.run``
+    builds it). None when the autotuner has no such dict."""
+    cache = getattr(tuner, "cache", None)
+    return cache if isinstance(cache, dict) else None
+
+
+def config_kwargs(config: Any) -> dict[str, Any]:
+    """What a ``triton.Config`` passes to the kernel: its constexprs and launch options
+    (``Config.all_kwargs()``, which leaves out options set to None)."""
+    return dict(config.all_kwargs())
