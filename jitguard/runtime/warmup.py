@@ -150,9 +150,16 @@ class WarmupReport:
             extra.append(f"{self.other_configs} autotune configs that did not win left out")
         lines = [head + (f" ({', '.join(extra)})" if extra else "")
                  + (f" for {self.target}" if self.target else "")]
+        groups: dict[tuple[str, str | None], list] = {}
         for s in self.skipped:
-            what = f" [{s.what}]" if isinstance(s, VariantResult) and s.what else ""
-            lines.append(f"  skipped {s.kernel}{what}: {s.reason}")
+            groups.setdefault((s.kernel, s.reason), []).append(s)
+        for (kernel, reason), items in groups.items():
+            kind = "autotune key" if isinstance(items[0], AutotuneResult) else "variant"
+            if len(items) == 1:
+                what = f" [{items[0].what}]" if isinstance(items[0], VariantResult) and items[0].what else ""
+                lines.append(f"  skipped a {kind} of {kernel}{what}: {reason}")
+            else:
+                lines.append(f"  skipped {len(items)} {kind}s of {kernel}: {reason}")
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
 
@@ -185,24 +192,41 @@ class _KernelPlan:
     _tune_keys: set = field(default_factory=set)
 
 
-def _as_traces(traces_or_dir: Any) -> tuple[list[Trace], list[str]]:
+def _as_traces(traces_or_dir: Any) -> tuple[list[Trace], list[str], list[str]]:
+    """(traces, their paths, notes). A named file must be a trace; a ``*.json`` in a directory that
+    is not one (a merged report) is left out with a note; a directory without traces is an error."""
     items = [traces_or_dir] if isinstance(traces_or_dir, (str, os.PathLike, Trace)) else list(traces_or_dir)
     out: list[Trace] = []
-    paths = [x for x in items if not isinstance(x, Trace)]
+    notes: list[str] = []
     for item in items:
         if isinstance(item, Trace):
             out.append(item)
-    files = iter_trace_files(paths)
-    if paths and not files:
-        raise TraceError(f"{', '.join(map(os.fspath, paths))}: no trace files (*.json) there")
-    out.extend(load_trace(p) for p in files)
-    return out, [t.path or "<trace>" for t in out]
+            continue
+        path = os.fspath(item)
+        if not os.path.isdir(path):
+            out.append(load_trace(path))
+            continue
+        found = 0
+        for f in iter_trace_files([path]):
+            try:
+                out.append(load_trace(f))
+                found += 1
+            except TraceError as exc:
+                notes.append(f"left out {exc}")
+        if not found:
+            raise TraceError(f"{path}: no jitguard traces (*.json) in this directory")
+    return out, [t.path or "<trace>" for t in out], notes
 
 
 def _plans(traces: list[Trace], report: WarmupReport) -> dict[str, _KernelPlan]:
     plans: dict[str, _KernelPlan] = {}
     for t in traces:
         where = t.path or "<trace>"
+        recorded_with = t.process.triton_version
+        if recorded_with and recorded_with != compat.triton_version():
+            report.notes.append(f"{where} was recorded with Triton {recorded_with}, this is Triton "
+                                f"{compat.triton_version()}: their keys differ (launch options, key "
+                                "format), so its variants don't rebuild here")
         if t.dropped_events:
             report.notes.append(f"{where}: {t.dropped_events} events were not kept (max_events): "
                                 "variants among them are not warmed")
@@ -461,7 +485,7 @@ def _rebuild(jf: Any, binder: Any, recorded: Event) -> tuple[tuple, dict, str]:
     rebuilt = keys.decode_key(compat.normalized_key(jf, key) or key, params)
     want = keys.decode_key(text, params)
     diffs = "; ".join(f"{d.param}{' ' + d.option if d.option else ''}: recorded {d.before}, "
-                      f"rebuilt {d.after}" for d in keys.diff(rebuilt, want)[:4])
+                      f"rebuilt {d.after}" for d in keys.diff(want, rebuilt)[:4])
     raise _Skip("the rebuilt key differs from the recorded one"
                 + (f" ({diffs})" if diffs else f" (recorded {raw[:160]!r}, rebuilt {key[:160]!r})"))
 
@@ -562,8 +586,8 @@ def _run(traces_or_dir: Any, *, kernels: Any, strict: bool, check: bool, target:
          plans: dict[str, _KernelPlan] | None = None, report: WarmupReport | None = None) -> WarmupReport:
     t0 = time.perf_counter()
     if report is None or plans is None:
-        traces, paths = _as_traces(traces_or_dir)
-        report = WarmupReport(paths, "check" if check else "warmup")
+        traces, paths, notes = _as_traces(traces_or_dir)
+        report = WarmupReport(paths, "check" if check else "warmup", notes=notes)
         plans = _plans(traces, report)
     compat._import_triton()
     if check:
@@ -743,8 +767,8 @@ def arm(traces_or_dir: Any, *, quiet: bool = False) -> _Armed:
     global _ARMED
     if _ARMED is not None:
         return _ARMED
-    traces, paths = _as_traces(traces_or_dir)
-    report = WarmupReport(paths, "warmup")
+    traces, paths, notes = _as_traces(traces_or_dir)
+    report = WarmupReport(paths, "warmup", notes=notes)
     state = _Armed(paths, _plans(traces, report), report, quiet)
     compat._import_triton()
     _install_hook(state)
