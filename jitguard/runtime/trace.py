@@ -163,6 +163,7 @@ class Event:
     call_stack: list[str] = field(default_factory=list)  # further callers "path:line", innermost first
     warmup: bool = False
     autotuning: bool = False  # a compile of one config while an autotuner benchmarks (expected)
+    from_trace: bool = False  # compiled by jitguard.warmup from a trace, before traffic (expected)
     compile_ms: float | None = None
     disk_cache_hit: bool | None = None
     params: list[Param] = field(default_factory=list)
@@ -193,6 +194,7 @@ class Event:
             "call_stack": list(self.call_stack[:8]),
             "warmup": self.warmup,
             "autotuning": self.autotuning,
+            "from_trace": self.from_trace,
             "compile_ms": self.compile_ms,
             "disk_cache_hit": self.disk_cache_hit,
             "params": [p.to_dict() for p in self.params],
@@ -216,6 +218,7 @@ class Event:
         kw["autotune"] = AutotuneInfo.from_dict(d["autotune"]) if d.get("autotune") else None
         kw["warmup"] = bool(kw.get("warmup", False))
         kw["autotuning"] = bool(kw.get("autotuning", False))
+        kw["from_trace"] = bool(kw.get("from_trace", False))
         return cls(**kw)
 
     def where(self) -> str:
@@ -518,6 +521,7 @@ TRACE_JSON_SCHEMA: dict[str, Any] = {
                     "call_stack": {"type": "array", "items": {"type": "string"}},
                     "warmup": {"type": "boolean"},
                     "autotuning": {"type": "boolean"},
+                    "from_trace": {"type": "boolean"},
                     "compile_ms": _NULLABLE_NUM,
                     "disk_cache_hit": _NULLABLE_BOOL,
                     "params": {

@@ -429,7 +429,8 @@ def _candidates(name: str, declared_constexpr: bool, entry: tuple[Any, Any]) -> 
 
 
 def _clipped(key: str) -> bool:
-    return len(key) == MAX_STRING and re.search(r"\.\.\.\[\+\d+\]$", key) is not None
+    """``trace._clip`` kept the first ``MAX_STRING - 12`` characters and wrote ``...[+N]``."""
+    return len(key) > MAX_STRING - 12 and re.search(r"\.\.\.\[\+\d+\]$", key) is not None
 
 
 def _words(variant: keys.Variant) -> str:
@@ -568,12 +569,17 @@ def _warm_kernel(plan: _KernelPlan, obj: Any, binder: Any, device: Any, *, check
         elif key == launching_key:
             res.status = "launch"
         else:
+            from jitguard.runtime.watch import WARMING_FROM_TRACE
+
             t0 = time.perf_counter()
+            WARMING_FROM_TRACE.active = True  # a watcher records it as expected, not a recompile
             try:
                 jf.warmup(*args, grid=(1,), **launch)
             except Exception as exc:
                 res.reason = f"compiling it raised {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
                 continue
+            finally:
+                WARMING_FROM_TRACE.active = False
             res.compile_ms = round((time.perf_counter() - t0) * 1e3, 3)
             if key in compat.kernel_cache_keys(jf, device):
                 res.status = "warmed"

@@ -145,6 +145,9 @@ def _kernel_names(jf: Any) -> dict[str, str | None]:
     return {"kernel_module": getattr(fn, "__module__", None), "kernel_qualname": getattr(fn, "__qualname__", None)}
 
 
+# set by jitguard.warmup on the thread while it compiles a recorded variant (Event.from_trace)
+WARMING_FROM_TRACE = threading.local()
+
 _NOT_CALLERS = ("<", sysconfig.get_paths()["stdlib"] + os.sep)
 _NOT_CALLER_PARTS = (f"{os.sep}_pytest{os.sep}", f"{os.sep}pluggy{os.sep}")
 
@@ -373,6 +376,7 @@ def _on_pre(kwargs: dict) -> None:
             call_stack=callers,
             warmup=call.warmup,
             autotuning=autotuning,
+            from_trace=getattr(WARMING_FROM_TRACE, "active", False),
             params=variant.params,
             options=variant.options if variant.options is not None else {"raw": variant.options_text},
             key=call.key,
@@ -613,7 +617,7 @@ class watch(contextlib.ContextDecorator):
 
     # -- called by the hooks under _STATE.lock --------------------------------------------------
     def _is_recompile(self, event: Event) -> bool:
-        return event.variant >= 2 and not event.autotuning
+        return event.variant >= 2 and not event.autotuning and not event.from_trace
 
     def _check_budget(self, event: Event) -> None:
         if self.mode != "raise":
