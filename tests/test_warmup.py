@@ -57,6 +57,7 @@ WARM = PRELUDE + textwrap.dedent("""
             "summary": report.summary(),
             "tuned_cache": {repr(k): str(v) for k, v in K.tuned.cache.items()},
             "cache_keys": {n: sorted(compat.kernel_cache_keys(k, 0)) for n, k in kernels.items()},
+            "tuned_keys": [compat.normalized_key(K.tuned.fn, k) for k in compat.kernel_cache_keys(K.tuned.fn, 0)],
         }))
 """)
 
@@ -127,7 +128,7 @@ def test_fresh_process_warms_up_and_the_loop_then_compiles_nothing(recorded, tmp
     # both recorded keys map to it, so the loop never re-benchmarks
     assert report["other_configs"] == 1
     assert [a["status"] for a in report["autotune"]] == ["primed", "primed"]
-    assert len(doc["cache_keys"]["tuned"]) == 1 and "('constexpr', 64)" in doc["cache_keys"]["tuned"][0]
+    assert len(doc["tuned_keys"]) == 1 and "('constexpr', 64)" in doc["tuned_keys"][0]
     assert len(doc["tuned_cache"]) == 2
     assert all(c.startswith("BLOCK: 64, num_warps: 2") for c in doc["tuned_cache"].values())
     assert "warmed 9 of 9 variants of 3 kernels" in doc["summary"]
@@ -327,3 +328,44 @@ def test_written_trace_validates_against_the_schema(tmp_path):
     write_trace(w.snapshot(), tmp_path / "t.json")
     jsonschema.validate(json.loads((tmp_path / "t.json").read_text()), TRACE_JSON_SCHEMA)
     assert w.recompile_count == 0
+
+
+FAKE_VLLM_WORKER = textwrap.dedent("""
+    import warmup_kernels as K
+    from jitguard.runtime import compat
+    from jitguard.testing import FakeTensor
+
+    class Worker:
+        def compile_or_warm_up_model(self):
+            # vLLM's own warm-up: jitguard's ran just before, so every variant is compiled by now
+            self.variants_at_start = len(compat.kernel_cache_keys(K.scale, 0))
+
+        def execute_model(self):
+            K.run(K.calls(FakeTensor))
+""")
+
+
+def test_vllm_plugin_warms_up_before_compile_or_warm_up_model(recorded, tmp_path):
+    site = tmp_path / "site" / "vllm" / "v1" / "worker"
+    site.mkdir(parents=True)
+    for d in (site, site.parent, site.parent.parent):
+        (d / "__init__.py").write_text("")
+    (site / "gpu_worker.py").write_text(FAKE_VLLM_WORKER)
+    script = PRELUDE + textwrap.dedent(f"""
+        sys.path.insert(0, {str(tmp_path / "site")!r})
+        from jitguard.integrations import vllm as plugin
+        plugin.register()                 # what vLLM does first in every process
+        assert "triton" not in sys.modules
+        with stand_in_driver():
+            from vllm.v1.worker.gpu_worker import Worker, K
+            worker = Worker()
+            worker.compile_or_warm_up_model()
+            with jitguard.expect_no_compiles():
+                worker.execute_model()
+        print("variants at the start of compile_or_warm_up_model:", worker.variants_at_start)
+    """)
+    out = _python(script, cache=tmp_path / "cold-cache", env={"JITGUARD_WARMUP": str(recorded)})
+    n_scale = len(_compile_keys(load_trace(recorded))["scale"])
+    assert f"variants at the start of compile_or_warm_up_model: {n_scale}" in out.stdout
+    assert ("jitguard warmup (before vLLM's compile_or_warm_up_model): warmed 9 of 9 variants of "
+            "3 kernels") in out.stderr

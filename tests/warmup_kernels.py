@@ -42,6 +42,10 @@ def tuned(x_ptr, n, BLOCK: tl.constexpr):
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
 
 
+if vars(tuned).get("do_bench", second_config_wins) is not second_config_wins:
+    tuned.do_bench = second_config_wins  # Triton 3.2's decorator does not pass do_bench= on
+
+
 class Ops:
     @staticmethod
     @triton.jit

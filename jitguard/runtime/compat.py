@@ -310,6 +310,13 @@ def _tail_options(key: str) -> tuple[tuple | None, Any]:
         cx, opts = ast.literal_eval(tail)
         return tuple(cx), opts
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    try:  # a constexpr Triton printed as a name (``triton.language.float16``): keep it as _Raw
+        tree = ast.parse(tail, mode="eval").body
+        if isinstance(tree, ast.Tuple) and len(tree.elts) == 2 and isinstance(tree.elts[0], ast.Tuple):
+            return (tuple(_node_value(n, tail) for n in tree.elts[0].elts),
+                    ast.literal_eval(tree.elts[1]))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         m = re.search(r"(\{[^{}]*\})\)$", tail)
         opts = parse_options(m.group(1)) if m else None
         return None, opts if opts is not None else (m.group(1) if m else "")

@@ -31,6 +31,7 @@ before vLLM's own warm-up and before serving.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -649,8 +650,18 @@ def warmup(traces_or_dir: Any, *, kernels: Any = None, strict: bool = False) -> 
 def check(traces_or_dir: Any, *, kernels: Any = None, target: str = "cuda:90",
           strict: bool = False) -> WarmupReport:
     """Rebuild every recorded variant and verify its key with Triton's binder for ``target``,
-    without compiling (no GPU needed): what ``jitguard warmup --check`` runs in CI."""
-    return _run(traces_or_dir, kernels=kernels, strict=strict, check=True, target=target)
+    without compiling (no GPU needed): what ``jitguard warmup --check`` runs in CI. Where Triton has
+    no active driver, the kernels are imported under jitguard's stand-in driver (Triton 3.2's
+    ``@triton.autotune`` asks the driver for a benchmarker when a module is imported)."""
+    compat._import_triton()
+    with contextlib.ExitStack() as stack:
+        try:
+            compat.active_device_and_target()
+        except Exception:
+            from jitguard.testing import stand_in_driver
+
+            stack.enter_context(stand_in_driver())
+        return _run(traces_or_dir, kernels=kernels, strict=strict, check=True, target=target)
 
 
 # ---------------------------------------------------------------------------------------------
