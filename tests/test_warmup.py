@@ -240,6 +240,8 @@ def test_kernel_objects_are_warmed_in_place():
     report = jitguard.warmup(trace, kernels=[target])
     assert [v.status for v in report.variants] == ["warmed"] * 3
     assert set(compat.kernel_cache_keys(target, 0)) == {e.key for e in trace.compiles()}
+    # loaded as a first launch would (binary on the device, launcher built), yet never launched
+    assert all(compat.compiled_kernel(target, e.key, 0).module is not None for e in trace.compiles())
     with jitguard.expect_no_compiles():
         for args, kwargs in _launches():
             target.warmup(*args, grid=(1,), **kwargs)

@@ -161,8 +161,8 @@ def compile_call(kwargs: dict[str, Any]) -> CompileCall:
     return CompileCall(jf, key if isinstance(key, str) else str(key), bool(warm), comp.get("device"), resolved)
 
 
-def kernel_cache_keys(jit_function: Any, device: Any = None) -> list[str]:
-    """Keys already in the JITFunction's in-memory cache (compiled before jitguard was watching)."""
+def _kernel_caches(jit_function: Any, device: Any = None) -> list[dict]:
+    """The JITFunction's in-memory ``{key: CompiledKernel}`` dicts (for ``device``, else all)."""
     caches = getattr(jit_function, "device_caches", None) or getattr(jit_function, "cache", None)
     if not caches:
         return []
@@ -170,12 +170,37 @@ def kernel_cache_keys(jit_function: Any, device: Any = None) -> list[str]:
         entries = [caches[device]] if device in caches else list(caches.values())
     except TypeError:
         return []
-    keys: list[str] = []
+    out = []
     for entry in entries:
         cache = entry[0] if isinstance(entry, tuple) else entry  # 3.3+: (kernel_cache, ..., binder)
         if isinstance(cache, dict):
-            keys.extend(k for k in cache if isinstance(k, str))
-    return keys
+            out.append(cache)
+    return out
+
+
+def kernel_cache_keys(jit_function: Any, device: Any = None) -> list[str]:
+    """Keys already in the JITFunction's in-memory cache (compiled before jitguard was watching)."""
+    return [k for cache in _kernel_caches(jit_function, device) for k in cache if isinstance(k, str)]
+
+
+def compiled_kernel(jit_function: Any, key: str, device: Any = None) -> Any:
+    """The CompiledKernel Triton keeps under ``key``, or None."""
+    for cache in _kernel_caches(jit_function, device):
+        if key in cache:
+            return cache[key]
+    return None
+
+
+def load_compiled(kernel: Any) -> bool:
+    """Do what a compiled kernel's first launch does before it runs: load its binary on the
+    current device and build its launcher (``CompiledKernel._init_handles``, 3.2-3.9; with a cold
+    Triton cache the launcher is a C module compiled then, ~0.2-0.3 s on an H200 host). False where
+    Triton has no such step; raises what Triton raises (e.g. OutOfResources for shared memory)."""
+    init = getattr(kernel, "_init_handles", None)
+    if not callable(init):
+        return False
+    init()
+    return True
 
 
 def jit_params(jit_function: Any) -> list[tuple[str, bool, bool, bool]]:

@@ -4,7 +4,8 @@ A trace (``jitguard run --trace``, ``watch(trace=...)``, the vLLM plugin; one pr
 of ranks) lists every variant each kernel compiled: its specialization key, parameter by parameter.
 ``warmup(traces)`` imports each kernel (``kernel_module`` + ``kernel_qualname``, trace version 2),
 rebuilds arguments that give exactly that specialization and compiles them with Triton's own
-``kernel.warmup(...)`` (no launch):
+``kernel.warmup(...)`` (no launch), then loads each binary and builds its launcher, as a first
+launch would (``compat.load_compiled``):
 
 * pointers: stand-ins (``data_ptr()``, ``dtype``) with the recorded element type, at a 16-byte
   aligned address, or 4 bytes off it where the trace recorded an unaligned pointer;
@@ -576,6 +577,8 @@ def _warm_kernel(plan: _KernelPlan, obj: Any, binder: Any, device: Any, *, check
             WARMING_FROM_TRACE.active = True  # a watcher records it as expected, not a recompile
             try:
                 jf.warmup(*args, grid=(1,), **launch)
+                # what the first launch would do next: load the binary, build the launcher
+                compat.load_compiled(compat.compiled_kernel(jf, key, device))
             except Exception as exc:
                 res.reason = f"compiling it raised {type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
                 continue
