@@ -13,6 +13,8 @@ new Triton release means editing this file only.
 | key format                      | ``str(specialization) + str(options)``                 | 3.3+      |
 |                                 | ``''.join(types + specs) + str((constexprs, options))``, | 3.2     |
 |                                 | rebuilt here in the 3.3 format (``normalized_key``)    |           |
+| warm-up: the autotuner's cache  | ``Autotuner.cache`` (key tuple -> Config)              | 3.2-3.9   |
+| warm-up: load without launching | ``CompiledKernel._init_handles()`` (binary, launcher)  | 3.2-3.9   |
 """
 from __future__ import annotations
 
