@@ -22,6 +22,7 @@ jitguard. Run it under ``jitguard run`` to learn why::
     python examples/serving_loop.py                          # the twins, on the GPU
     jitguard run --trace t.json -- python examples/serving_loop.py
     jitguard report t.json
+    python examples/serving_loop.py --warmup t.json          # compile what t.json recorded first
     python examples/serving_loop.py --kernels corrected --json lat.json
     python examples/serving_loop.py --device stand-in        # no GPU: see below
 

@@ -371,3 +371,12 @@ def test_vllm_plugin_warms_up_before_compile_or_warm_up_model(recorded, tmp_path
     assert f"variants at the start of compile_or_warm_up_model: {n_scale}" in out.stdout
     assert ("jitguard warmup (before vLLM's compile_or_warm_up_model): warmed 9 of 9 variants of "
             "3 kernels") in out.stderr
+
+
+def test_a_bare_jit_function_given_still_primes_its_autotuner(recorded, monkeypatch):
+    monkeypatch.syspath_prepend(str(TESTS))
+    import warmup_kernels as K
+
+    report = jitguard.warmup(recorded, kernels=[K.tuned.fn])  # the JITFunction inside the autotuner
+    assert [a.status for a in report.autotune] == ["primed", "primed"], report.summary()
+    assert all(str(c).startswith("BLOCK: 64") for c in K.tuned.cache.values())

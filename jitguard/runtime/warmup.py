@@ -7,8 +7,9 @@ rebuilds arguments that give exactly that specialization and compiles them with 
 ``kernel.warmup(...)`` (no launch), then loads each binary and builds its launcher, as a first
 launch would (``compat.load_compiled``):
 
-* pointers: stand-ins (``data_ptr()``, ``dtype``) with the recorded element type, at a 16-byte
-  aligned address, or 4 bytes off it where the trace recorded an unaligned pointer;
+* pointers: stand-ins (``jitguard.testing.FakeTensor``: ``data_ptr()``, ``dtype``) with the recorded
+  element type, at a 16-byte aligned address, or 4 bytes off it where the trace recorded an
+  unaligned pointer;
 * ints: a value of the recorded width (i32 / i64 / u64) and value class (16 for "divisible by 16",
   17 for none, 1 where Triton folded it); bools, floats and ``None`` likewise;
 * constexprs: the recorded value (a literal, or an importable name such as
@@ -44,6 +45,7 @@ from typing import Any, Iterable
 
 from jitguard.runtime import compat, keys
 from jitguard.runtime.trace import MAX_STRING, Event, Trace, TraceError, iter_trace_files, load_trace
+from jitguard.testing import FakeTensor  # the pointer stand-in: data_ptr() and dtype
 
 ENV_WARMUP = "JITGUARD_WARMUP"
 _BASE_PTR = 1 << 20  # the stand-ins' data_ptr(): 16-byte aligned
@@ -322,6 +324,17 @@ def _resolve(plan: _KernelPlan, *, import_modules: bool = True) -> tuple[Any, st
     return None, "; ".join(why) or "not found"
 
 
+def _outermost(plan: _KernelPlan, obj: Any) -> Any:
+    """``obj``, or the autotuner/heuristics wrapper its module holds around it (for a bare
+    JITFunction given or compiling: the recorded best configs go into that autotuner's cache)."""
+    jf = compat.base_jit_function(obj)
+    if obj is jf and plan.autotunes:
+        outer, _ = _resolve(plan, import_modules=False)
+        if outer is not None and compat.base_jit_function(outer) is jf:
+            return outer
+    return obj
+
+
 def _given(kernels: Iterable[Any] | None) -> tuple[dict[str, Any] | None, set[str]]:
     """``kernels=``: objects (used as they are: a kernel loaded outside the import system is warmed
     in place) and names ("module.qualname" or the qualname); None: every recorded kernel."""
@@ -372,21 +385,6 @@ def _pointer_dtypes(type_name: str) -> list:
     return sorted(_TL_DTYPES, key=rank)
 
 
-class PointerStandIn:
-    """What Triton reads of a tensor argument: ``data_ptr()`` (its 16-byte alignment) and ``dtype``."""
-
-    __slots__ = ("_ptr", "dtype")
-
-    def __init__(self, ptr: int, dtype: Any):
-        self._ptr, self.dtype = ptr, dtype
-
-    def data_ptr(self) -> int:
-        return self._ptr
-
-    def __repr__(self) -> str:
-        return f"PointerStandIn({self._ptr:#x}, {self.dtype})"
-
-
 def _named_object(text: str) -> Any:
     """``triton.language.float16`` -> that object, when its module is importable and its repr is
     the text; else _Skip."""
@@ -418,7 +416,7 @@ def _candidates(name: str, declared_constexpr: bool, entry: tuple[Any, Any]) -> 
     if ty.startswith("*"):
         base = ty[2:] if ty.startswith("*k") else ty[1:]
         ptr = _BASE_PTR + (_UNALIGNED if attr == "" else 0)
-        return [PointerStandIn(ptr, d) for d in _pointer_dtypes(base)]
+        return [FakeTensor(ptr, d) for d in _pointer_dtypes(base)]
     if ty in ("i1", "u1"):
         return [True, False]
     if ty in _INT_TYPES:
@@ -592,13 +590,11 @@ def _warm_kernel(plan: _KernelPlan, obj: Any, binder: Any, device: Any, *, check
                 res.reason = "Triton compiled it, but the recorded key is not in the kernel's cache afterwards"
 
 
-def _run(traces_or_dir: Any, *, kernels: Any, strict: bool, check: bool, target: str | None,
-         plans: dict[str, _KernelPlan] | None = None, report: WarmupReport | None = None) -> WarmupReport:
+def _run(traces_or_dir: Any, *, kernels: Any, strict: bool, check: bool, target: str | None) -> WarmupReport:
     t0 = time.perf_counter()
-    if report is None or plans is None:
-        traces, paths, notes = _as_traces(traces_or_dir)
-        report = WarmupReport(paths, "check" if check else "warmup", notes=notes)
-        plans = _plans(traces, report)
+    traces, paths, notes = _as_traces(traces_or_dir)
+    report = WarmupReport(paths, "check" if check else "warmup", notes=notes)
+    plans = _plans(traces, report)
     compat._import_triton()
     if check:
         device, tgt = None, compat.parse_target(target or "cuda:90")
@@ -616,7 +612,7 @@ def _run(traces_or_dir: Any, *, kernels: Any, strict: bool, check: bool, target:
         if not _selected(plan, objs, names):
             continue
         matched.add(plan.name)
-        obj, why = (objs[plan.name], None) if objs and plan.name in objs else _resolve(plan)
+        obj, why = (_outermost(plan, objs[plan.name]), None) if objs and plan.name in objs else _resolve(plan)
         if obj is None:
             for rec in plan.compiles:
                 report.variants.append(VariantResult(plan.name, "skipped", why, rec.event.key, rec.source,
@@ -713,7 +709,7 @@ class _Armed:
             for plan in self.plans.values():
                 if launching is not None and plan.name == _full_name(launching):
                     if id(launching) not in self.warmed_objects:
-                        jobs.append((plan, launching))
+                        jobs.append((plan, _outermost(plan, launching)))
                     continue
                 obj, _why = _resolve(plan)
                 if obj is not None and id(compat.base_jit_function(obj)) not in self.warmed_objects:
@@ -740,7 +736,7 @@ class _Armed:
         with self.lock:
             self.local.busy = True
             try:
-                self._pass([(plan, jf)], call.key, f"at the first compile of {plan.name}")
+                self._pass([(plan, _outermost(plan, jf))], call.key, f"at the first compile of {plan.name}")
             finally:
                 self.local.busy = False
 
