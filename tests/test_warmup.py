@@ -21,7 +21,7 @@ from jitguard.runtime import warmup as warmup_mod  # noqa: E402
 from jitguard.runtime.trace import MAX_STRING, Trace, _clip, load_trace, write_trace  # noqa: E402
 from jitguard.runtime.watch import _STATE  # noqa: E402
 from runtime_helpers import FakeTensor, dtype, stand_in_driver  # noqa: E402
-from runtime_kernels import copy_body, fresh  # noqa: E402
+from runtime_kernels import fresh  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
