@@ -206,7 +206,8 @@ def test_check_needs_no_gpu_and_warmup_without_one_says_so(recorded, tmp_path):
     assert "rebuilt and checked 9 of 9 variants of 3 kernels" in check.stdout
     assert "2 of 2 autotune keys checked" in check.stdout
     compile_ = subprocess.run([sys.executable, "-m", "jitguard", "warmup", "-I", str(TESTS), str(recorded)],
-                              env=env, capture_output=True, text=True, timeout=300)
+                              env={**env, "CUDA_VISIBLE_DEVICES": ""},  # no GPU, also on a GPU machine
+                              capture_output=True, text=True, timeout=300)
     assert compile_.returncode == 2
     assert "Triton has none here" in compile_.stderr and "--check" in compile_.stderr
     missing = subprocess.run([sys.executable, "-m", "jitguard", "warmup", "--check", str(recorded)],
