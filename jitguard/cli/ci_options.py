@@ -170,7 +170,7 @@ def run_add_ignore(findings: list, scan_errors: list, *, check: bool, show_diff:
             click.echo(diff_of(p.path, p.snapshot.data, p.new_data), nl=False)
     if not check:
         write_ignores(plans)
-    placed = sum(len(codes) for p in plans for codes in p.comments.values())
+    placed = sum(p.suppressed for p in plans)
     unplaced = [f for p in plans for f in p.unplaced]
     failed = [p for p in plans if p.error]
     if not quiet:
@@ -188,8 +188,8 @@ def run_add_ignore(findings: list, scan_errors: list, *, check: bool, show_diff:
                 "(it ends inside a string or with a backslash); suppress it by hand")
     n_files = sum(1 for p in changed if p.written) if not check else len(changed)
     lines = sum(len(p.comments) for p in changed)
-    verb = "would be added" if check else "added"
-    msg = (f"{placed} suppression{'s' if placed != 1 else ''} {verb} on {lines} line"
+    verb = "would be suppressed" if check else "suppressed"
+    msg = (f"{placed} finding{'s' if placed != 1 else ''} {verb} by comments on {lines} line"
            f"{'s' if lines != 1 else ''} in {n_files} file{'s' if n_files != 1 else ''}")
     if unplaced:
         msg += f"; {len(unplaced)} finding{'s' if len(unplaced) != 1 else ''} left for a human"

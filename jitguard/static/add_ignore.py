@@ -31,6 +31,7 @@ class FileIgnores:
     new_data: bytes | None = None
     comments: dict[int, list[str]] = field(default_factory=dict)  # line -> codes added there
     unplaced: list[Finding] = field(default_factory=list)  # no line of it can take a comment
+    suppressed: int = 0  # findings the new comments suppress
     error: str | None = None
     written: bool = False
 
@@ -157,6 +158,7 @@ def plan_ignores(findings: Iterable[Finding]) -> list[FileIgnores]:
                 plan.unplaced.append(f)
                 continue
             codes = plan.comments.setdefault(line, [])
+            plan.suppressed += 1
             if f.code not in codes:
                 codes.append(f.code)
         plan.new_data = lines.edited(plan.comments) if plan.comments else plan.snapshot.data
