@@ -405,3 +405,17 @@ def test_github_annotations_stop_at_ten_per_kind_and_point_at_sarif():
     few = github_report.render(ScanResult(findings=findings[:10])).splitlines()
     assert len([x for x in few if x.startswith("::warning ")]) == 10
     assert not any(x.startswith("::notice") for x in few)
+
+
+def test_readme_adoption_transcript_is_the_recorded_run():
+    """README's CI section pastes bench/results/ci_adoption_vllm.txt (python bench/ci_adoption.py)."""
+    text = (ROOT / "README.md").read_text()
+    m = re.search(r"<!-- ci-adoption:begin[^>]*-->\n```console\n(.*?)```\n<!-- ci-adoption:end -->", text, re.S)
+    assert m, "README.md: no ci-adoption block"
+    recorded = (ROOT / "bench" / "results" / "ci_adoption_vllm.txt").read_text()
+    assert m.group(1) == recorded
+    record = json.loads((ROOT / "bench" / "results" / "ci_adoption_vllm.json").read_text())
+    assert f"{record['baselined']} baselined" in recorded
+    assert len(record["new_kernel_findings"]) == 1 and "num_tokens" in record["new_kernel_findings"][0]
+    assert record["exit"] == {"write_baseline": 0, "baseline": 0, "new_kernel": 1, "diff": 1,
+                              "diff_with_baseline": 0}

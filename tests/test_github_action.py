@@ -217,3 +217,10 @@ def test_github_format_and_bad_format(repo, tmp_path):
     status, log, _ = res["scan"]
     assert status == 2 and "format must be sarif or github" in log
     assert "Fail on findings" not in res  # the job stopped at the failed step
+
+
+def test_readme_pastes_the_example_workflow_verbatim():
+    text = (ROOT / "README.md").read_text()
+    m = re.search(r"<!-- github-workflow\b[^>]*-->\n```yaml\n(.*?)```", text, re.S)
+    assert m, "README.md: no workflow block"
+    assert m.group(1) == (ROOT / "examples" / "github-workflow.yml").read_text()
