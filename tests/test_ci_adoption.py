@@ -419,3 +419,16 @@ def test_readme_adoption_transcript_is_the_recorded_run():
     assert len(record["new_kernel_findings"]) == 1 and "num_tokens" in record["new_kernel_findings"][0]
     assert record["exit"] == {"write_baseline": 0, "baseline": 0, "new_kernel": 1, "diff": 1,
                               "diff_with_baseline": 0}
+
+
+def test_a_new_launch_that_comes_first_keeps_the_entry_matched(tmp_path):
+    tree(tmp_path)
+    run(["scan", "--no-cache", "--write-baseline", "b.json", "."], tmp_path)
+    # pkg/_extra.py sorts before pkg/a.py: its launch is now the finding's first (its evidence)
+    (tmp_path / "pkg" / "_extra.py").write_text("from .a import ka\n\n\ndef more(x):\n    ka[(1,)](x, len(x), BLOCK=128)\n")
+    _, plain = scan_json(tmp_path, "--no-baseline", ".")
+    (ka,) = [f for f in plain["findings"] if f["kernel"].endswith(".ka")]
+    assert ka["details"]["launches"][0]["path"] == "pkg/_extra.py"  # the premise
+    r, doc = scan_json(tmp_path, "--baseline", "b.json", ".")
+    assert doc["findings"] == [] and doc["summary"]["baselined"] == 3
+    assert doc["summary"]["baseline_stale"] == 0

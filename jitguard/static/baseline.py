@@ -4,7 +4,8 @@ An entry is keyed by what a finding is about, never by where it sits: the file (
 baseline file's directory, so the scan may run from anywhere), the kernel's qualified name, the
 parameter, the code, and the finding's evidence with line numbers and whitespace taken out. Lines
 added above a kernel, or code elsewhere reformatted, leave every key as it was; a change to how the
-value is computed (the evidence) makes the finding new again. Several findings with one key (two
+value is computed (the evidence) makes the finding new again. A finding whose launches include the
+one an entry was recorded from still matches it when another launch now comes first. Several findings with one key (two
 launches of one kernel passing the same options) are one entry with a ``count``.
 
 An entry that matches no finding any more is *stale*: the finding was fixed, or its code changed
@@ -74,6 +75,17 @@ def evidence_of(finding: Finding) -> list[str]:
     return out
 
 
+def _launch_evidence(finding: Finding) -> list[list[str]]:
+    """The evidence of each launch the finding names (a finding's own evidence is its first
+    launch's): an entry recorded from one launch still matches when another launch comes first."""
+    out = []
+    for rec in (finding.details or {}).get("launches") or []:
+        ev = rec.get("evidence") if isinstance(rec, dict) else None
+        if isinstance(ev, list) and ev and all(isinstance(e, str) for e in ev):
+            out.append([readable_evidence(e) for e in ev])
+    return out
+
+
 def _relative(path: str, base_dir: str) -> str:
     """``path`` (absolute, or relative to the current directory) relative to ``base_dir``, posix."""
     rel = os.path.relpath(os.path.abspath(path), base_dir)
@@ -107,6 +119,17 @@ class Entry:
 def entry_of(finding: Finding, base_dir: str) -> Entry:
     return Entry(_relative(finding.path, base_dir), finding.kernel, finding.param, finding.code,
                  tuple(evidence_of(finding)))
+
+
+def _keys(finding: Finding, base_dir: str) -> list[tuple]:
+    """The keys a finding answers to, best first: its own, then one per launch it names."""
+    e = entry_of(finding, base_dir)
+    keys = [e.key]
+    for ev in _launch_evidence(finding):
+        k = Entry(e.path, e.kernel, e.param, e.code, tuple(ev)).key
+        if k not in keys:
+            keys.append(k)
+    return keys
 
 
 @dataclass
@@ -210,13 +233,25 @@ def apply(baseline: Baseline, findings: Sequence[Finding], *, scanned: Sequence[
         by_key.setdefault(e.key, e)
     new: list[Finding] = []
     matched = 0
-    for f in findings:
-        k = entry_of(f, base).key
-        if left[k] > 0:
-            left[k] -= 1
+    keyed = [(f, _keys(f, base)) for f in findings]
+    unmatched = []
+    for f, keys in keyed:  # own evidence first, so that an alternative never takes another's entry
+        if left[keys[0]] > 0:
+            left[keys[0]] -= 1
             matched += 1
         else:
-            new.append(f)
+            unmatched.append((f, keys))
+    taken = set()
+    for f, keys in unmatched:
+        k = next((k for k in keys[1:] if left[k] > 0), None)
+        if k is None:
+            continue
+        left[k] -= 1
+        matched += 1
+        taken.add(id(f))
+    new = [f for f, _ in unmatched if id(f) not in taken]
+    order = {id(f): i for i, f in enumerate(findings)}
+    new.sort(key=lambda f: order[id(f)])
     roots = [os.path.abspath(p) for p in scanned]
     stale = []
     for k, e in by_key.items():
