@@ -41,6 +41,8 @@ def scan_ci_options(command: Callable) -> Callable:
         ctx.meta[_META] = {"baseline": baseline, "write_baseline": write_baseline,
                            "no_baseline": no_baseline, "diff": diff_rev}
         _check(ctx.meta[_META])
+        if diff_rev:  # ask git first: a mistyped REV fails before a long scan
+            ctx.meta[_META]["changed"] = _changed_lines(diff_rev, list(kwargs.get("paths") or ()))
         return command(*args, **kwargs)
 
     return wrapper
@@ -66,6 +68,18 @@ def _check(opts: dict[str, Any]) -> None:
         raise _fail("--write-baseline records every finding; don't combine it with --diff")
     if opts["no_baseline"] and (opts["baseline"] or opts["write_baseline"]):
         raise _fail("--no-baseline excludes --baseline and --write-baseline")
+
+
+def _changed_lines(rev: str, paths: list[str]) -> Any:
+    """What git says changed since ``rev`` in the repository holding the first path."""
+    from jitguard.static.changed_lines import DiffError, changed_since
+
+    first = paths[0] if paths else "."
+    start = first if os.path.isdir(first) else os.path.dirname(os.path.abspath(first))
+    try:
+        return changed_since(rev, cwd=start if os.path.isdir(start) else os.getcwd())
+    except DiffError as exc:
+        raise _fail(f"--diff {rev}: {exc}") from None
 
 
 def _options() -> dict[str, Any] | None:
@@ -108,21 +122,17 @@ def apply_ci_options(result: Any, config: Any, targets: list[str]) -> None:
         result.baseline_stale = applied.stale
         if applied.stale:
             n = sum(e.count for e in applied.stale)
-            _note(f"{n} baseline entr{'ies' if n != 1 else 'y'} in {base.path} match no finding "
+            _note(f"{n} baseline entr{'ies' if n != 1 else 'y'} in {base.path} match"
+                  f"{'' if n != 1 else 'es'} no finding "
                   f"(fixed, or changed since): rewrite it with --write-baseline {base.path}")
             for e in applied.stale[:_STALE_SHOWN]:
                 click.echo(f"  stale: {e.describe()}", err=True)
             if len(applied.stale) > _STALE_SHOWN:
                 click.echo(f"  ... and {len(applied.stale) - _STALE_SHOWN} more", err=True)
     if opts["diff"]:
-        from jitguard.static.changed_lines import DiffError, changed_since, select_changed
+        from jitguard.static.changed_lines import select_changed
 
-        start = targets[0] if targets and os.path.isdir(targets[0]) else (
-            os.path.dirname(os.path.abspath(targets[0])) if targets else os.getcwd())
-        try:
-            changed = changed_since(opts["diff"], cwd=start)
-        except DiffError as exc:
-            raise _fail(f"--diff {opts['diff']}: {exc}") from None
+        changed = opts.get("changed") or _changed_lines(opts["diff"], targets)
         result.findings, result.outside_diff = select_changed(result.findings, changed)
         result.diff_base = opts["diff"]
 
