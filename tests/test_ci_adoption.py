@@ -215,6 +215,10 @@ def test_evidence_key_ignores_lines_and_whitespace_only():
                                details={"evidence": ["n = min(1, x.shape[1]) (line 12)", "from pkg/ops.py:3"]}))
     canon = lambda ev: [bl._canonical(e) for e in ev]  # noqa: E731
     assert canon(a) == canon(b) and canon(a) != canon(c)
+    # a file named in evidence is written relative to where the scan ran: only its name counts
+    d = ["f(n=m) called in pkg.ops.g (src/pkg/ops.py:88)"]
+    e = ["f(n=m) called in pkg.ops.g (../repo/src/pkg/ops.py:12)"]
+    assert canon(d) == canon(e) == ["f(n=m)calledinpkg.ops.g(ops.py)"]
     assert not any(re.search(r"\d\)$|:\d", e) for e in a + b)
 
 

@@ -38,6 +38,9 @@ _LINE = re.compile(r"\b(lines?) \d+(?:-\d+)?\b")
 _PATH_LINE = re.compile(r"(\.pyi?):\d+(?::\d+)?\b")
 # The details that say what a finding rests on, besides its evidence, for rules without one.
 _DETAIL_KEYS = ("option", "entry", "options", "reference_options")
+# A file named in evidence ("called in pkg.mod.f (src/pkg/mod.py:88)") is written relative to where
+# the scan ran: only its name takes part in the key.
+_PATH_DIRS = re.compile(r"(?<![\w.])(?:[\w.+-]+/)+(?=[\w.+-]+\.pyi?\b)")
 
 
 class BaselineError(Exception):
@@ -55,7 +58,7 @@ def readable_evidence(text: str) -> str:
 def _canonical(text: str) -> str:
     """What two pieces of evidence are compared by: no whitespace at all, and no trailing comma
     before a closing bracket (a formatter's choice)."""
-    text = re.sub(r"\s+", "", readable_evidence(text))
+    text = _PATH_DIRS.sub("", re.sub(r"\s+", "", readable_evidence(text)))
     return re.sub(r",([)\]}])", r"\1", text)
 
 
@@ -87,8 +90,9 @@ def _launch_evidence(finding: Finding) -> list[list[str]]:
 
 
 def _relative(path: str, base_dir: str) -> str:
-    """``path`` (absolute, or relative to the current directory) relative to ``base_dir``, posix."""
-    rel = os.path.relpath(os.path.abspath(path), base_dir)
+    """``path`` (absolute, or relative to the current directory) relative to ``base_dir``, posix;
+    links resolved, so that a tree reached through a symlinked directory keeps its keys."""
+    rel = os.path.relpath(os.path.realpath(path), os.path.realpath(base_dir))
     return rel.replace(os.sep, "/")
 
 
@@ -139,11 +143,11 @@ class Baseline:
 
     @property
     def base_dir(self) -> str:
-        return os.path.dirname(os.path.abspath(self.path))
+        return os.path.dirname(os.path.realpath(self.path))
 
     @classmethod
     def from_findings(cls, path: str, findings: Iterable[Finding]) -> "Baseline":
-        base = os.path.dirname(os.path.abspath(path))
+        base = os.path.dirname(os.path.realpath(path))
         counts: Counter = Counter()
         first: dict[tuple, Entry] = {}
         for f in findings:
@@ -252,7 +256,7 @@ def apply(baseline: Baseline, findings: Sequence[Finding], *, scanned: Sequence[
     new = [f for f, _ in unmatched if id(f) not in taken]
     order = {id(f): i for i, f in enumerate(findings)}
     new.sort(key=lambda f: order[id(f)])
-    roots = [os.path.abspath(p) for p in scanned]
+    roots = [os.path.realpath(p) for p in scanned]
     stale = []
     for k, e in by_key.items():
         if left[k] <= 0 or not enabled(e.code):
