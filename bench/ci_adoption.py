@@ -9,7 +9,10 @@ empty cache, one command after the other as a team would run them:
 3. a new file with a new kernel launched with ``num_tokens = x.shape[0]``: reported alone;
 4. a one-file change (a line added to the body of a kernel that has findings, in the file with the
    most of them, chosen from the baseline), then ``jitguard scan --diff HEAD .`` with and without
-   the baseline: only that kernel's findings, out of the whole tree's.
+   the baseline: only that kernel's findings, out of the whole tree's;
+5. the other way in, on the committed tree: ``jitguard fix --add-ignore .``, then a scan (no findings),
+   every changed line checked to be the old line plus a ``# jitguard: ignore[...]`` comment, every
+   file compiled, and a second run checked to change nothing.
 Writes the transcript (``OUT.txt``, what README's CI section pastes) and ``OUT.json`` (machine,
 versions, date, every count and time).
 """
@@ -122,7 +125,7 @@ def main() -> None:
     git("add", "jitguard-baseline.json")
     git("commit", "-qm", "jitguard baseline")
     # 2. the same tree: nothing new
-    again = scan("--baseline", "jitguard-baseline.json", ".")
+    again_b = scan("--baseline", "jitguard-baseline.json", ".")
     # 3. a new kernel, launched with the token count
     new_file = repo / "vllm" / "model_executor" / "layers" / "scale_rows.py"
     new_file.write_text(NEW_OP)
@@ -152,6 +155,30 @@ def main() -> None:
     diff_all = scan("--diff", "HEAD", ".")
     diff_base = scan("--diff", "HEAD", "--baseline", "jitguard-baseline.json", ".")
 
+    # 5. the other way in: suppression comments in the code instead of a baseline file
+    git("checkout", "-q", "--", ".")
+    s.lines.append("# or: a comment where each finding is, instead of a baseline file")
+    before = {p: p.read_bytes() for p in repo.rglob("*.py")}
+    added = s.run(*jg, "fix", "--add-ignore", ".", show="jitguard fix --add-ignore .", keep=2)
+    after_scan = scan("--no-baseline", ".")
+    changed_files, changed_lines, only_comments = 0, 0, True
+    for path, old in before.items():
+        edited = path.read_bytes()
+        if edited == old:
+            continue
+        changed_files += 1
+        a, b = old.split(b"\n"), edited.split(b"\n")
+        only_comments &= len(a) == len(b)
+        for x, y in zip(a, b):
+            if x != y:
+                changed_lines += 1
+                only_comments &= y.startswith(x) and re.fullmatch(
+                    rb"  # jitguard: ignore\[[A-Z0-9,]+\]", y[len(x):]) is not None
+        compile(edited, str(path), "exec", dont_inherit=True)
+    snapshot = {path: path.read_bytes() for path in before}
+    again = s.run(*jg, "fix", "--add-ignore", ".", show="jitguard fix --add-ignore .")
+    idempotent = all(path.read_bytes() == data for path, data in snapshot.items())
+
     def summary(proc: subprocess.CompletedProcess) -> str:
         return [x for x in proc.stdout.splitlines() if x.startswith(("Found", "No findings"))][-1]
 
@@ -174,10 +201,14 @@ def main() -> None:
         "changed_file": target_path,
         "changed_kernel": kernel["kernel"],
         "diff_findings": [x for x in diff_all.stdout.splitlines() if re.match(r"\S+:\d+:\d+: JG", x)],
-        "summaries": {"write_baseline": summary(first), "baseline": summary(again),
+        "add_ignore": {"files_changed": changed_files, "lines_changed": changed_lines,
+                       "only_appended_comments": only_comments, "every_file_compiles": True,
+                       "second_run_changes_nothing": idempotent,
+                       "scan_after": summary(after_scan), "exit": added.returncode},
+        "summaries": {"write_baseline": summary(first), "baseline": summary(again_b),
                       "new_kernel": summary(new), "diff": summary(diff_all),
                       "diff_with_baseline": summary(diff_base)},
-        "exit": {"write_baseline": first.returncode, "baseline": again.returncode,
+        "exit": {"write_baseline": first.returncode, "baseline": again_b.returncode,
                  "new_kernel": new.returncode, "diff": diff_all.returncode,
                  "diff_with_baseline": diff_base.returncode},
         "steps": s.steps,

@@ -423,6 +423,10 @@ def test_readme_adoption_transcript_is_the_recorded_run():
     assert len(record["new_kernel_findings"]) == 1 and "num_tokens" in record["new_kernel_findings"][0]
     assert record["exit"] == {"write_baseline": 0, "baseline": 0, "new_kernel": 1, "diff": 1,
                               "diff_with_baseline": 0}
+    ai = record["add_ignore"]
+    assert ai["only_appended_comments"] and ai["second_run_changes_nothing"] and ai["exit"] == 0
+    assert ai["scan_after"].startswith("No findings")
+    assert f"changed {ai['lines_changed']} lines of {ai['files_changed']} files" in text
 
 
 def test_a_new_launch_that_comes_first_keeps_the_entry_matched(tmp_path):
