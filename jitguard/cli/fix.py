@@ -192,7 +192,8 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
 
     if add_ignore_requested():  # fix --add-ignore: suppressions instead of fixes
         return run_add_ignore(findings, scan_errors, check=check, show_diff=show_diff, quiet=quiet,
-                              internal=len(internal_errors), diff_of=lambda p, a, b: _unified_diff(p, a, b, _encoding(a)))
+                              internal=len(internal_errors),
+                              diff_of=lambda p, a, b: _unified_diff(p, a, b, _encoding(a)))
 
     from jitguard.static.runner import default_jobs
 

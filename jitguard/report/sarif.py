@@ -5,7 +5,8 @@ description (at most 1,024 characters, what code-scanning hosts show) and the wh
 default level, fix safety); each result points at its rule by
 id and index, carries a ``partialFingerprints`` entry that survives line moves (the baseline's key:
 code, path, kernel, parameter, evidence without line numbers; jitguard/static/baseline.py), a level
-and rank from the finding's confidence (high and medium: warning, low: note), and files that could not be analyzed become tool execution notifications.
+and rank from the finding's confidence (high and medium: warning, low: note), and files that could
+not be analyzed become tool execution notifications.
 Paths relative to the working directory use ``uriBaseId: "%SRCROOT%"``.
 """
 from __future__ import annotations

@@ -5,8 +5,9 @@ baseline file's directory, so the scan may run from anywhere), the kernel's qual
 parameter, the code, and the finding's evidence with line numbers and whitespace taken out. Lines
 added above a kernel, or code elsewhere reformatted, leave every key as it was; a change to how the
 value is computed (the evidence) makes the finding new again. A finding whose launches include the
-one an entry was recorded from still matches it when another launch now comes first. Several findings with one key (two
-launches of one kernel passing the same options) are one entry with a ``count``.
+one an entry was recorded from still matches it when another launch now comes first. Several
+findings with one key (two launches of one kernel passing the same options) are one entry with a
+``count``.
 
 An entry that matches no finding any more is *stale*: the finding was fixed, or its code changed
 enough to be a new finding. ``jitguard scan --write-baseline FILE`` rewrites the file without them.
