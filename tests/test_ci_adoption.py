@@ -440,3 +440,45 @@ def test_a_new_launch_that_comes_first_keeps_the_entry_matched(tmp_path):
     r, doc = scan_json(tmp_path, "--baseline", "b.json", ".")
     assert doc["findings"] == [] and doc["summary"]["baselined"] == 3
     assert doc["summary"]["baseline_stale"] == 0
+
+
+hypothesis = pytest.importorskip("hypothesis")
+st = hypothesis.strategies
+
+# statements whose lines can and can't end with a comment: strings over several lines, backslash
+# continuations, brackets over several lines, existing comments (ours and others)
+_FRAGMENTS = [
+    "x = 1\n", 'y = """a\nb # not a comment\n"""\n', "z = 1 + \\\n    2\n", "f(\n    1,\n    2,\n)\n",
+    'w = f"""{x}\n{y}"""\n', "def g():\n    return 1  # c\n", "q = 1  # jitguard: ignore[JG002]\n",
+    "a = [\n    1,  # one\n    2]\n", 'b = "x" \\\n    "y"\n', "if x:\n    pass\n", "\n",
+    "c = 'caf\u00e9'  # noqa\n", "d = (1 +\n     2)\n", "@dec\ndef h(p,\n      q):\n    ...\n",
+]
+
+
+@hypothesis.settings(max_examples=80, deadline=None)
+@hypothesis.given(parts=st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=12),
+                  data=st.data(), eol=st.sampled_from(["\n", "\r\n"]))
+def test_a_suppression_comment_lands_on_its_line_and_nowhere_else(parts, data, eol):
+    """On modules mixing strings over several lines, continuations, brackets and comments: a line
+    that says it can take a comment gets it at its end (the module still parses, the comment token
+    is on that line, with the codes merged into one already there), every other byte stays."""
+    import ast
+    import io
+    import tokenize
+
+    from jitguard.static.add_ignore import _Lines
+
+    raw = "".join(parts).replace("\n", eol).encode("utf-8")
+    ast.parse(raw)
+    lines = _Lines(raw)
+    picked = data.draw(st.sets(st.integers(1, len(lines.bounds)), min_size=1, max_size=5))
+    ok = {line: ["JG001"] for line in picked if lines.can_comment(line)}
+    new = lines.edited(ok)
+    ast.parse(new)
+    comments = {t.start[0]: t.string for t in tokenize.tokenize(io.BytesIO(new).readline)
+                if t.type == tokenize.COMMENT}
+    for line in ok:
+        assert re.search(r"jitguard: ignore\[(JG001|JG001,JG002)\]", comments.get(line, "")), (line, new)
+    back = new.replace(b"  # jitguard: ignore[JG001]", b"").replace(b"ignore[JG001,JG002]", b"ignore[JG002]")
+    assert back == raw
+    assert len(new.splitlines()) == len(raw.splitlines())
