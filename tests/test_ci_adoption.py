@@ -482,3 +482,69 @@ def test_a_suppression_comment_lands_on_its_line_and_nowhere_else(parts, data, e
     back = new.replace(b"  # jitguard: ignore[JG001]", b"").replace(b"ignore[JG001,JG002]", b"ignore[JG002]")
     assert back == raw
     assert len(new.splitlines()) == len(raw.splitlines())
+
+
+SPANS = '''\
+import triton
+import triton.language as tl
+
+
+@triton.autotune(
+    configs=[triton.Config({}, num_warps=4)],
+    key=["M"],
+)
+@triton.jit
+def ka(x_ptr, M, num_tokens,
+       BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < num_tokens)
+
+
+def helper(x):
+    return x
+
+
+def go(x):
+    ka[(1,)](
+        x,
+        x.shape[0],
+        x.shape[0],
+    )
+    helper(x)
+'''
+# line -> what a change there must report: ka's decorators through its body (5-13) are the kernel,
+# the launch call (21-25) is its launch site; the rest (imports, helper, go's other lines) nothing
+_SPAN_EXPECT = {n: ("ka" if 5 <= n <= 13 or 21 <= n <= 25 else None) for n in range(1, 27)}
+
+
+@pytest.mark.skipif(not HAS_GIT, reason="git is not installed")
+def test_diff_spans_line_by_line(tmp_path):
+    from jitguard.static.changed_lines import changed_since, select_changed
+    from jitguard.static.runner import scan_paths
+
+    path = tmp_path / "m.py"
+    path.write_text(SPANS)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "base")
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        findings = scan_paths(["."], use_cache=False, jobs=1).findings
+        assert {(f.code, f.param) for f in findings} == {("JG001", "M"), ("JG001", "num_tokens"), ("JG003", "M")}
+        lines = SPANS.splitlines(keepends=True)
+        for n, want in _SPAN_EXPECT.items():
+            edited = lines[:]
+            edited[n - 1] = edited[n - 1].rstrip("\n") + "  \n"  # the line changes, no line moves
+            path.write_text("".join(edited))
+            kept, outside = select_changed(findings, changed_since("HEAD"))
+            got = {f.kernel.rsplit(".", 1)[-1] for f in kept} or {None}
+            assert got == {want}, (n, lines[n - 1])
+            assert outside == (0 if want else len(findings))
+        # a line deleted from the body, and one deleted right after it: only the first is the kernel's
+        for n, want in ((12, "ka"), (15, None)):
+            path.write_text("".join(lines[:n - 1] + lines[n:]))
+            kept, _ = select_changed(findings, changed_since("HEAD"))
+            assert ({f.kernel.rsplit(".", 1)[-1] for f in kept} or {None}) == {want}, n
+    finally:
+        os.chdir(old)
