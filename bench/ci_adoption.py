@@ -194,6 +194,7 @@ def main() -> None:
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
                     "cpus": os.cpu_count()},
         "jitguard_version": jitguard.__version__,
+        "git_version": subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip(),
         "corpus": json.loads((corpus / "CORPUS.json").read_text()) if (corpus / "CORPUS.json").exists() else str(corpus),
         "baselined": baselined,
         "baseline_entries": len(baseline["entries"]),
@@ -215,6 +216,10 @@ def main() -> None:
     }
     out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     print(transcript)
+    width = max(len(x["command"]) for x in s.steps)
+    print(f"{'command':<{width}}  exit  seconds")
+    for x in s.steps:
+        print(f"{x['command']:<{width}}  {x['exit']:>4}  {x['seconds']:>7.2f}")
     print(f"wrote {out.with_suffix('.txt')} and {out.with_suffix('.json')}", file=sys.stderr)
     shutil.rmtree(work, ignore_errors=True)
 
