@@ -311,7 +311,10 @@ def test_usage_errors_have_no_traceback(tmp_path, monkeypatch):
         assert "Traceback" not in r.output
     (tmp_path / "bad.json").write_text("{not json")
     r = fix("--from-trace", "bad.json", ".")
-    assert r.exit_code == 2 and "not a jitguard trace" in r.output
+    # one line that says what is wrong (not JSON), naming the file once
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and r.output.count("bad.json") == 1
+    assert r.output.startswith("jitguard fix: error: --from-trace bad.json: not JSON: ")
+    assert "not a jitguard trace" not in r.output
 
 
 def test_rope_fp8_uncorrected_gets_the_corrected_set(tmp_path, monkeypatch):

@@ -59,6 +59,8 @@ def summary_line(result: "ScanResult") -> str:
         extra.append(f"{_plural(errors, 'file')} could not be analyzed")
     if result.internal_errors:
         extra.append(f"{_plural(len(result.internal_errors), 'internal error')} (a jitguard bug)")
+    if getattr(result, "config", None):
+        extra.append(f"settings from {result.config}")
     if extra:
         line += " (" + "; ".join(extra) + ")"
     return line + "."

@@ -19,6 +19,7 @@ while ``kernels`` keeps exact per-kernel totals. Long strings (raw keys, reprs) 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -204,6 +205,12 @@ class Event:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Event":
+        if not isinstance(d, dict):
+            raise ValueError(f"an event is {type(d).__name__}, not an object")
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in d
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        if missing:  # said as what the file lacks, not as a constructor's TypeError
+            raise ValueError(f"an event lacks {', '.join(map(repr, missing))}")
         kw = {k: d.get(k) for k in cls.__dataclass_fields__ if k in d}
         kw["params"] = [Param.from_dict(p) for p in d.get("params") or []]
         kw["diff"] = [DiffEntry.from_dict(x) for x in d.get("diff") or []]
@@ -356,7 +363,7 @@ def load_trace(path: str | os.PathLike) -> Trace:
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"{p}: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
-        raise TraceError(f"{p}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        raise TraceError(f"{p}: not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     return Trace.from_dict(data, path=p)
 
 
