@@ -264,7 +264,7 @@ def test_read_only_file_is_left_alone(tmp_path, monkeypatch):
     r = fix("--write", ".")
     assert r.exit_code == 1
     assert (tmp_path / "ro.py").read_bytes() == ro_before
-    assert "ro.py:6: JG001 ro.k_ro." in r.stderr and "file is read-only" in r.stderr
+    assert "ro.py:6:1: JG001 ro.k_ro." in r.stderr and "file is read-only" in r.stderr
     assert dns_of((tmp_path / "rw.py").read_text(), "k_rw") != []
     assert "1 file changed, 1 fix applied; 1 fix left for a human: 1 in files left untouched" in r.stderr
 
@@ -382,7 +382,7 @@ def launch(x):
     assert "JG005" not in codes
     assert ("JG002" in codes) == (not unsafe)
     assert fix("--write", *(["--unsafe-fixes"] if unsafe else []), ".").stderr.startswith(
-        "0 files changed" if unsafe else "k.py:5: JG002")
+        "0 files changed" if unsafe else "k.py:5:1: JG002")
 
 
 def test_parallel_planning_gives_the_same_diff(tmp_path, monkeypatch):

@@ -233,12 +233,7 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
             where = f"{e.path}:{e.line}" if getattr(e, "line", None) else e.path
             err(f"{where}: not analyzed: {e.message}")
         for x in plan.fixes:
-            if x.action == "none":  # a suggestion: point where the finding points (a launch...)
-                f = x.site
-                where = f"{f.path}:{f.line}:{f.column}"
-            else:  # an edit: point at the kernel it edits
-                where = f"{x.path}:{x.kernel_line}" if x.kernel_line else x.path
-            head = f"{where}: {x.code} {x.kernel}" + (f".{x.param}" if x.param else "")
+            head = f"{_position(x)}: {x.code} {x.kernel}" + (f".{x.param}" if x.param else "")
             src = " [trace]" if x.sources == ["runtime"] else ""
             if x.status == "unsafe":
                 err(f"{head}: unsafe fix not applied{src} ({x.describe()}): {x.detail}; "
@@ -281,6 +276,16 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
     if write and any(f.error and f.changed and not f.written for f in plan.files):
         return 1
     return 0
+
+
+def _position(x) -> str:
+    """``path:line:column`` where the finding points, as `jitguard scan` prints it (README:
+    "Positions"); a runtime finding recorded with another spelling of the path is shown at the
+    kernel's def in the file the fix edits."""
+    f = x.site
+    if x.action == "none" or os.path.abspath(f.path) == os.path.abspath(x.path):
+        return f"{x.path if x.action != 'none' else f.path}:{f.line}:{f.column}"
+    return f"{x.path}:{x.kernel_line}:1" if x.kernel_line else x.path
 
 
 def _json_doc(plan, diffs, pending, write, scan_errors, internal_errors) -> str:

@@ -359,9 +359,42 @@ def package_paths(name: str) -> list[str]:
             roots.extend(spec.submodule_search_locations)
         elif spec.origin and spec.origin.endswith(".py"):
             roots.append(spec.origin)
+    # setuptools' editable finder may map subpackages to folders outside their parent
+    # (package-dir: jitguard.kernels -> kernels/): those folders are the distribution's too
+    for extra in _editable_mapping(dist).values():
+        extra = os.path.abspath(extra)
+        if os.path.exists(extra) and not any(
+                extra == r or extra.startswith(os.path.abspath(r).rstrip(os.sep) + os.sep) for r in roots):
+            roots.append(extra)
     if not roots:
         raise LookupError(f"distribution {name!r} has no Python sources that jitguard can find")
     return roots
+
+
+def _editable_mapping(dist) -> dict[str, str]:
+    """``MAPPING`` (package -> folder) of setuptools' editable finder in ``dist``'s RECORD, read
+    as a literal (never imported); {} when there is none."""
+    import ast
+
+    for f in dist.files or []:
+        base = f.name
+        if not (base.startswith("__editable__") and base.endswith("_finder.py")):
+            continue
+        try:
+            tree = ast.parse(f.read_text() or "")
+        except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+            continue
+        for node in tree.body:
+            target = node.target if isinstance(node, ast.AnnAssign) else (
+                node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+            if isinstance(target, ast.Name) and target.id == "MAPPING" and node.value is not None:
+                try:
+                    mapping = ast.literal_eval(node.value)
+                except ValueError:
+                    continue
+                if isinstance(mapping, dict):
+                    return {str(k): str(v) for k, v in mapping.items() if isinstance(v, str)}
+    return {}
 
 
 def excluded_note(path: str, reason: str, config_source: str | None, verb: str = "read") -> str:

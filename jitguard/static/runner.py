@@ -20,7 +20,13 @@ from typing import Any, Callable, NamedTuple, Sequence
 from jitguard.config import Config
 from jitguard.findings import FileError, Finding
 from jitguard.static import prefilter
-from jitguard.static.cache import FactsCache, content_digest, default_cache_dir, write_entry
+from jitguard.static.cache import (
+    CacheUnavailable,
+    FactsCache,
+    content_digest,
+    default_cache_dir,
+    write_entry,
+)
 from jitguard.static.files import SourceFile, collect_files
 
 
@@ -189,7 +195,15 @@ def scan_paths(
     result.named_excluded = list(fileset.named_excluded)
     result.excluded_by = dict(fileset.excluded_by)
 
-    cache = FactsCache(cache_dir or default_cache_dir(), config.facts_key()) if use_cache else None
+    cache = None
+    if use_cache:
+        where = cache_dir or default_cache_dir()
+        try:
+            cache = FactsCache(where, config.facts_key())
+        except CacheUnavailable as exc:  # another user's directory: scan without it, say why
+            result.warnings.append(FileError(where, f"cache not used: {exc}"))
+        else:
+            cache.maybe_prune()
 
     # Read every file once; bytes of files that turn out irrelevant are dropped after phase 2.
     contents: dict[str, tuple[SourceFile, bytes, str]] = {}
@@ -474,7 +488,7 @@ def scan_paths(
 
     inline_hidden = [f for f in hidden if config.is_enabled(f.code, config.ignores_for_path(f.path))]
     result.suppressed += len(inline_hidden)
-    result.warnings = suppression_warnings(ordered)
+    result.warnings.extend(suppression_warnings(ordered))
     if tree_key is not None and cache is not None and not result.internal_errors:
         cache.save_tree(tree_key, {
             "findings": [f.to_dict() for f in findings],
@@ -562,7 +576,7 @@ def _apply_tree(result: ScanResult, entry: dict, config: Config) -> bool:
     # Errors found while walking/reading this time are already in result.errors.
     result.errors.extend(errors)
     result.findings = findings
-    result.warnings = warnings
+    result.warnings.extend(warnings)
     result.suppressed += sum(1 for f in hidden if config.is_enabled(f.code, config.ignores_for_path(f.path)))
     result.files_analyzed, result.kernels, result.launches = analyzed, kernels, launches
     return True
