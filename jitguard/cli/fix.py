@@ -10,8 +10,10 @@ import click
 
 EPILOG = """\b
 Exit status: 0 done (or nothing to do); 1 with --check when fixes are
-pending, or with --write when a file could not be written; 2 usage error,
-or an internal error on some file (the other files are still fixed).
+pending or a file could not be analyzed, or with --write when a file could
+not be written; 2 usage error, or an internal error on some file (the
+other files are still fixed); 130 interrupted (the files written so far
+are named).
 
 \b
 Fix safety (jitguard rule CODE says more):
