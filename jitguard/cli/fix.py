@@ -204,6 +204,8 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
 
         for path in result.named_excluded:
             err(f"jitguard fix: note: {excluded_note(path, result.excluded_by.get(path, ''), result.config)}")
+        for w in result.warnings:
+            err(f"{w.path}:{w.line}: warning: {w.message}" if w.line else f"{w.path}: warning: {w.message}")
         if not result.files_scanned and not result.errors and not result.named_excluded:
             err(_no_files_note(paths, result))
     findings.extend(
