@@ -104,6 +104,10 @@ def test_a_usage_error_with_format_json_still_prints_a_document(here, command):
         jsonschema.validate(doc, SCAN_SCHEMA)
     r = cli(command, "--format=json", "--jobs", "0", ".")  # click's own usage errors too
     assert r.exit_code == 2 and "not in the range" in json.loads(r.stdout)["errors"][0]["message"]
+    # a file named on the command line that can't be used as asked (a directory for --config)
+    r = cli(command, "--format", "json", "--config", ".", ".")
+    assert r.exit_code == 2 and len(_stderr_lines(r)) == 1 and "is a directory" in r.stderr
+    assert json.loads(r.stdout)["errors"][0]["kind"] == "usage"
 
 
 def test_run_says_127_for_a_command_that_is_not_there_as_a_shell_does(here):
