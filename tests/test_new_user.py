@@ -271,6 +271,11 @@ def test_a_trace_event_missing_a_field_is_said_without_internals(here):
     r = cli("report", "t.json")
     assert r.exit_code == 2 and "an event lacks 'kind'" in r.stderr
     assert "__init__" not in r.stderr and "positional argument" not in r.stderr
+    event = {"kind": "compile", "seq": 0, "kernel": "k", "params": [{"name": "n"}]}
+    (here / "t.json").write_text(json.dumps({"schema": SCHEMA, "version": VERSION, "events": [event]}))
+    r = cli("report", "t.json")
+    assert r.exit_code == 2 and "a param entry lacks 'index'" in r.stderr, r.stderr
+    assert "__init__" not in r.stderr and "positional argument" not in r.stderr
 
 
 def test_report_counts_a_trace_named_twice_once(here):

@@ -347,7 +347,22 @@ class Trace:
                 path=path,
             )
         except (TypeError, ValueError, AttributeError) as exc:
-            raise TraceError(f"{where}malformed trace: {exc}") from None
+            raise TraceError(f"{where}malformed trace: {_plain(exc)}") from None
+
+
+def _plain(exc: Exception) -> str:
+    """An exception about the file's content in the file's terms, not the constructor's:
+    ``Param.__init__() missing 1 required positional argument: 'name'`` -> ``a param lacks 'name'``."""
+    import re
+
+    text = str(exc)
+    m = re.match(r"(\w+)\.__init__\(\) missing \d+ required (?:positional |keyword-only )?arguments?: (.*)", text)
+    if m:
+        return f"a {m.group(1).lower()} entry lacks {m.group(2).replace(' and ', ', ')}"
+    m = re.match(r"(\w+)\.__init__\(\) got an unexpected keyword argument (.*)", text)
+    if m:
+        return f"a {m.group(1).lower()} entry has an unknown field {m.group(2)}"
+    return text
 
 
 def load_trace(path: str | os.PathLike) -> Trace:
