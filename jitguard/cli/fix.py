@@ -166,8 +166,6 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
 
 def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
          config_file, exclude, jobs, no_cache, quiet, fmt="text", scan_options=None) -> int:
-    from jitguard.static.fixes import plan_fixes, write_plan
-
     if write and check:
         raise _usage("--write and --check exclude each other")
     if no_scan and not traces:
