@@ -201,3 +201,23 @@ def test_pruning_while_other_scans_run_changes_no_result(tree):
     scans = [r for r in results if isinstance(r, list)]
     assert len(scans) == 3 and all(run == expected for got in scans for run in got)
     assert sum(r for r in results if isinstance(r, int)) > 0  # the pruners did remove entries
+
+
+def _secret_of(cache_dir: str, out) -> None:
+    cache_mod._SECRETS.clear()
+    out.put(cache_mod.cache_secret(cache_dir))
+
+
+def test_concurrent_first_scans_agree_on_one_secret(tmp_path):
+    d = tmp_path / "fresh"
+    d.mkdir(mode=0o700)
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_secret_of, args=(str(d), out)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    secrets = {out.get(timeout=60) for _ in procs}
+    for p in procs:
+        p.join(timeout=60)
+    assert len(secrets) == 1 and (d / cache_mod.SECRET_NAME).read_bytes() in secrets
+    assert [n for n in os.listdir(d) if n != cache_mod.SECRET_NAME] == []  # no temp file left

@@ -115,14 +115,20 @@ def cache_secret(cache_dir: str) -> bytes:
         finally:
             os.close(fd)
         try:
-            if _read_secret(path) is None:  # nobody else made a good one meanwhile
+            if os.path.lexists(path) and _read_secret(path) is None:
+                os.unlink(path)  # not ours, or readable by others: never trusted
+            try:
+                os.link(tmp, path)  # create-if-absent: concurrent first scans agree on one secret
+            except FileExistsError:
+                pass
+            except OSError:  # a filesystem without hard links
                 os.replace(tmp, path)
-            else:
+        finally:
+            if os.path.lexists(tmp):
                 os.unlink(tmp)
-        except OSError:
-            os.unlink(tmp)
-            raise
-        secret = _read_secret(path) or fresh
+        secret = _read_secret(path)
+        if secret is None:
+            raise OSError("the cache's secret file could not be created safely")
     _SECRETS[cache_dir] = secret
     return secret
 
