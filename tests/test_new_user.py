@@ -387,3 +387,9 @@ def test_scan_and_fix_print_the_same_position_for_each_finding(here):
     assert {rest.split(" ")[0] for _, rest in shown} >= {"JG001", "JG004", "JG005", "JG006"}
     for pos, rest in shown:  # fixed, and so no longer a finding: compare with the scan before
         assert (rest.split(" ")[0], pos) in where, (pos, rest)
+
+
+def test_jitguard_alone_still_shows_its_help(here):
+    r = cli()
+    assert "Usage: jitguard [OPTIONS] COMMAND" in r.output and "Commands:" in r.output
+    assert "error:" not in r.output

@@ -61,6 +61,9 @@ class _LazyGroup(click.Group):
         except errors.CliError as exc:
             sys.exit(errors.report_error(exc.command or command, exc.message, exit_code=exc.exit_code,
                                          args=sub_args, path=exc.path))
+        except click.exceptions.NoArgsIsHelpError as exc:  # `jitguard` alone: the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
         except click.UsageError as exc:
             sys.exit(errors.report_error(command or "", errors.usage_message(exc),
                                          exit_code=exc.exit_code, args=sub_args))
