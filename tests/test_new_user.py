@@ -391,5 +391,5 @@ def test_scan_and_fix_print_the_same_position_for_each_finding(here):
 
 def test_jitguard_alone_still_shows_its_help(here):
     r = cli()
-    assert "Usage: jitguard [OPTIONS] COMMAND" in r.output and "Commands:" in r.output
+    assert "[OPTIONS] COMMAND [ARGS]" in r.output and "Commands:" in r.output
     assert "error:" not in r.output
