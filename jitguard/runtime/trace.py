@@ -19,6 +19,7 @@ while ``kernels`` keeps exact per-kernel totals. Long strings (raw keys, reprs) 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -210,6 +211,12 @@ class Event:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Event":
+        if not isinstance(d, dict):
+            raise ValueError(f"an event is {type(d).__name__}, not an object")
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in d
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        if missing:  # said as what the file lacks, not as a constructor's TypeError
+            raise ValueError(f"an event lacks {', '.join(map(repr, missing))}")
         kw = {k: d.get(k) for k in cls.__dataclass_fields__ if k in d}
         kw["params"] = [Param.from_dict(p) for p in d.get("params") or []]
         kw["diff"] = [DiffEntry.from_dict(x) for x in d.get("diff") or []]
@@ -347,7 +354,22 @@ class Trace:
                 path=path,
             )
         except (TypeError, ValueError, AttributeError) as exc:
-            raise TraceError(f"{where}malformed trace: {exc}") from None
+            raise TraceError(f"{where}malformed trace: {_plain(exc)}") from None
+
+
+def _plain(exc: Exception) -> str:
+    """An exception about the file's content in the file's terms, not the constructor's:
+    ``Param.__init__() missing 1 required positional argument: 'name'`` -> ``a param lacks 'name'``."""
+    import re
+
+    text = str(exc)
+    m = re.match(r"(\w+)\.__init__\(\) missing \d+ required (?:positional |keyword-only )?arguments?: (.*)", text)
+    if m:
+        return f"a {m.group(1).lower()} entry lacks {m.group(2).replace(' and ', ', ')}"
+    m = re.match(r"(\w+)\.__init__\(\) got an unexpected keyword argument (.*)", text)
+    if m:
+        return f"a {m.group(1).lower()} entry has an unknown field {m.group(2)}"
+    return text
 
 
 def load_trace(path: str | os.PathLike) -> Trace:
@@ -363,7 +385,7 @@ def load_trace(path: str | os.PathLike) -> Trace:
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"{p}: cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
-        raise TraceError(f"{p}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        raise TraceError(f"{p}: not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     return Trace.from_dict(data, path=p)
 
 
