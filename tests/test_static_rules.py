@@ -37,7 +37,8 @@ CASES = [(code, i, "invalid") for code in CODES for i in range(len(RULES[code].i
 
 @pytest.mark.parametrize("code,i,kind", CASES)
 def test_rule_examples(code, i, kind):
-    src = getattr(RULES[code], kind)[i]
+    example = getattr(RULES[code], kind)[i]
+    src = example.source if kind == "invalid" else example
     findings = scan_one(src)
     hits = [f for f in findings if f.code == code]
     if kind == "invalid":
@@ -50,8 +51,36 @@ def test_rule_examples(code, i, kind):
         assert not hits, [f.message for f in hits]
 
 
+INVALID = [(code, i) for code in CODES for i in range(len(RULES[code].invalid))]
+
+
+@pytest.mark.parametrize("code,i", INVALID)
+def test_invalid_examples_fix_as_stated(code, i, tmp_path, monkeypatch):
+    """Each INVALID example's findings carry the fix the example states; applied with the real
+    codemod (jitguard fix --unsafe-fixes), they turn the source into ``fixed``, and a second pass
+    changes nothing."""
+    from jitguard.static.fixes import plan_fixes
+
+    example = RULES[code].invalid[i]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text(example.source)
+    hits = [f for f in scan_one(example.source) if f.code == code]
+    assert hits and {f.fix.applicability for f in hits} == {example.applicability}
+    assert all(f.fix_safety == f.fix.applicability for f in hits)
+    plan = plan_fixes(hits, unsafe=True)
+    fixed = plan.files[0].new_data.decode() if plan.changed_files else example.source
+    assert fixed == example.fixed
+    if example.applicability == "manual":
+        assert all(not f.fix.edits and f.fix.reason for f in hits)
+        return
+    assert fixed != example.source
+    (tmp_path / "m.py").write_text(fixed)
+    again = [f for f in scan_one(fixed) if f.code == code]
+    assert not plan_fixes(again, unsafe=True).changed_files
+
+
 def test_jg001_details_carry_what_the_fixer_needs():
-    f = next(f for f in scan_one(RULES["JG001"].invalid[0]) if f.code == "JG001")
+    f = next(f for f in scan_one(RULES["JG001"].invalid[0].source) if f.code == "JG001")
     assert f.param == "n"
     assert f.details["fix"] == {"add_do_not_specialize": "n"}
     assert {u["kind"] for u in f.details["uses"]} == {"compare"}
@@ -102,7 +131,7 @@ def go(x):
 
 
 def test_inline_ignore_on_def_decorator_and_launch():
-    base = RULES["JG001"].invalid[0]
+    base = RULES["JG001"].invalid[0].source
     assert any(f.code == "JG001" for f in scan_one(base))
     on_def = base.replace("def k(x_ptr, n, BLOCK: tl.constexpr):", "def k(x_ptr, n, BLOCK: tl.constexpr):  # jitguard: ignore[JG001]")
     on_dec = base.replace("@triton.jit\n", "@triton.jit  # jitguard: ignore\n")
@@ -197,8 +226,8 @@ def test_two_files_with_the_same_module_name_keep_their_own_kernels():
     from jitguard.static.extract import extract_file
     from jitguard.static.link import link
 
-    src = RULES["JG001"].invalid[0]
-    bad = RULES["JG004"].invalid[0]
+    src = RULES["JG001"].invalid[0].source
+    bad = RULES["JG004"].invalid[0].source
     facts = [extract_file("a/m.py", src, "m"), extract_file("b/m.py", src, "m"),
              extract_file("a/n.py", bad, "n"), extract_file("b/n.py", bad, "n")]
     findings = link(facts)

@@ -166,15 +166,12 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
     config = _config(config_file, _split(select), _split(ignore), exclude, paths[0], opts)
 
     findings = []
-    facts = []
     scan_errors = []
     internal_errors = []
     if not no_scan:
         from jitguard.static.runner import scan_paths
 
-        result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache, keep_facts=True,
-                            cache_dir=opts.get("cache_dir"))
-        facts = list(result.facts)
+        result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache, cache_dir=opts.get("cache_dir"))
         findings.extend(result.findings)  # select/ignore/per-file-ignores already applied
         internal_errors = list(getattr(result, "internal_errors", []))
         scan_errors = list(result.errors) + internal_errors
@@ -189,7 +186,7 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
 
     from jitguard.static.runner import default_jobs
 
-    plan = plan_fixes(findings, unsafe=unsafe_fixes, roots=paths, facts=facts,
+    plan = plan_fixes(findings, unsafe=unsafe_fixes, roots=paths,
                       jobs=jobs if jobs and jobs > 0 else default_jobs())
     if show_diff is None:
         show_diff = not write

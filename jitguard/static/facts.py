@@ -38,6 +38,9 @@ class ParamUse:
     line: int
     column: int
     context: str  # short source text of the enclosing expression
+    # read in the test of an ``if`` or a conditional expression: on a tl.constexpr it selects code at
+    # compile time (the branch not taken is never compiled)
+    branch: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -326,6 +329,8 @@ class FileFacts:
     aliases: dict[str, str] = field(default_factory=dict)
     # line -> suppressed codes ([] means every code), from "# jitguard: ignore[...]" comments.
     suppressions: dict[int, list[str]] = field(default_factory=dict)
+    # content digest of the bytes the facts were made from (set by the runner; not cached)
+    digest: str = ""
     # calls of functions imported from other modules (see CallFacts)
     calls: list[CallFacts] = field(default_factory=list)
     # module-level functions that launch a kernel given as their parameter with their **kwargs

@@ -64,7 +64,7 @@ class KernelDiscovery:
                 break
         return node
 
-    # ---- discovery (the same forms as discover.py) ----
+    # ---- discovery ----
     def discover(self) -> list[KernelFacts]:
         out: list[KernelFacts] = []
         decorated: set[int] = set()

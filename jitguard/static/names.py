@@ -1,9 +1,8 @@
 """Structural name resolution on the stdlib ``ast``: what does ``tr.jit`` or ``ops.kernel`` name?
 
 Follows ``import x.y as z``, ``from x import y as z`` (relative ones too) and module-level
-definitions, per scope (a function's own imports shadow the module's). This is the fast path the
-scanner uses; ``discover.py`` answers the same question on a LibCST tree through LibCST's
-QualifiedNameProvider for the codemod, and tests/test_static_discovery.py checks that both agree.
+definitions, per scope (a function's own imports shadow the module's). Kernels are discovered here
+only: the codemod locates each one by the position the scan recorded (static/codemod.py).
 """
 from __future__ import annotations
 

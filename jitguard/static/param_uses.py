@@ -10,6 +10,9 @@ Every read of a parameter (directly, or through locals computed from it) is put 
   ``tl.static_range``, ``tl.zeros`` shapes, ``tl.reshape`` ...);
 * ``call`` - handed to another function (a @triton.jit helper): effect unknown;
 * ``other`` - arithmetic that reaches none of the above (a value stored, a scale).
+
+A read in the test of an ``if`` or of a conditional expression is also marked ``branch``: on a
+``tl.constexpr`` it selects the code that is compiled.
 """
 from __future__ import annotations
 
@@ -83,6 +86,13 @@ class _Reads:
         self.segment = segment
         self.reads: list[tuple[str, str, ast.AST, ast.AST]] = []
         self.deps: dict[str, set[str]] = {}
+        self.branch: set[int] = set()  # ids of the Name nodes read in an if / conditional test
+
+    def test(self, node: ast.AST, ctx: ast.AST | None = None) -> None:
+        """The test of an ``if`` or a conditional expression: compare uses that select code."""
+        start = len(self.reads)
+        self.expr(node, USE_COMPARE, ctx)
+        self.branch.update(id(r[2]) for r in self.reads[start:])
 
     def code(self, node: ast.AST) -> str:
         text = " ".join(self.segment(node).split())
@@ -105,7 +115,7 @@ class _Reads:
         elif isinstance(node, (ast.Lambda, ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
             return
         elif isinstance(node, ast.IfExp):
-            self.expr(node.test, USE_COMPARE, node)
+            self.test(node.test, node)
             self.expr(node.body, kind, ctx)
             self.expr(node.orelse, kind, ctx)
         else:
@@ -222,7 +232,7 @@ class _Reads:
         elif isinstance(st, ast.Assert):
             self.expr(st.test, USE_COMPARE)
         elif isinstance(st, ast.If):
-            self.expr(st.test, USE_COMPARE)
+            self.test(st.test)
             self.block(st.body)
             self.block(st.orelse)
         elif isinstance(st, ast.While):
@@ -282,7 +292,8 @@ def analyze_uses(fn: ast.FunctionDef, params: list[str], segment) -> tuple[dict[
             if key in seen:
                 continue
             seen.add(key)
-            uses.append(ParamUse(kind=kind, line=node.lineno, column=node.col_offset + 1, context=reads.code(ctx)))
+            uses.append(ParamUse(kind=kind, line=node.lineno, column=node.col_offset + 1, context=reads.code(ctx),
+                                 branch=id(node) in reads.branch))
         out[p] = uses
         low = p.lower()
         if low.endswith(("ptr", "ptrs", "_p", "pointer", "_desc", "descriptor")) or low.startswith("ptr_"):

@@ -266,6 +266,7 @@ def scan_paths(
             done += 1
             result.files_parsed += 1
             if out[0] == "facts":
+                out[1].digest = contents[d][2]  # what a fix decided on these facts must find on disk
                 facts_by_path[d] = out[1]
             elif out[0] == "error":
                 result.errors.append(FileError(d, out[1], out[2]))
@@ -314,6 +315,7 @@ def scan_paths(
             raise
         except Exception:  # a corrupt or outdated cache entry: rebuild it
             return False
+        facts.digest = contents[d][2]
         facts_by_path[d] = facts
         return True
 
