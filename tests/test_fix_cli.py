@@ -459,3 +459,31 @@ def test_fix_says_when_a_named_file_is_excluded(tmp_path):
         assert "do_not_specialize" in r.stdout and "not read" not in r.stderr
     finally:
         os.chdir(old)
+
+
+def test_a_file_changed_between_scan_and_edit_is_refused(tmp_path, monkeypatch):
+    """fix reads a file for its facts, then again for the edit. If it changed in between (here the
+    parameter moved from a mask bound into address arithmetic) the safety was decided on other
+    text: the edit is refused, so an unsafe fix never lands without --unsafe-fixes."""
+    import jitguard.static.fixes as fixes
+
+    monkeypatch.chdir(tmp_path)
+    param = _name("n_el")
+    src = simple_module(param)
+    (tmp_path / "k.py").write_text(src)
+    changed = src.replace("tl.store(x_ptr + offs, 0.0", f"tl.store(x_ptr + offs * {param}, 0.0")
+    assert changed != src
+    real = fixes.read_snapshot
+
+    def edited_meanwhile(path):
+        (tmp_path / "k.py").write_text(changed)
+        return real(path)
+
+    monkeypatch.setattr(fixes, "read_snapshot", edited_meanwhile)
+    r = fix("--write", ".")
+    assert (tmp_path / "k.py").read_text() == changed  # not edited
+    assert "changed since the fix was decided" in r.stderr
+    # scanned again, the fix is known unsafe and waits for --unsafe-fixes
+    monkeypatch.setattr(fixes, "read_snapshot", real)
+    r = fix("--write", ".")
+    assert (tmp_path / "k.py").read_text() == changed and "unsafe fix not applied" in r.stderr

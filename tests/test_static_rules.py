@@ -233,3 +233,43 @@ def test_two_files_with_the_same_module_name_keep_their_own_kernels():
     findings = link(facts)
     assert sorted(f.path for f in findings if f.code == "JG001") == ["a/m.py", "b/m.py"]
     assert sorted(f.path for f in findings if f.code == "JG004") == ["a/n.py", "b/n.py"]
+
+
+def test_jg002_constexpr_that_selects_code_is_manual(tmp_path, monkeypatch):
+    """A constexpr an `if` tests selects the code that is compiled (shaped like a MoE kernel's
+    routing switch: the pruned branch reads a pointer the launcher passes as None). As a plain int
+    both branches would compile, so the fix is manual (bucket it, or warm it up), never an unsafe
+    drop of tl.constexpr, and --unsafe-fixes edits nothing."""
+    from jitguard.static.fixes import plan_fixes
+
+    src = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def route(x_ptr, ids_ptr, y_ptr, chunks: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    if chunks > 1:
+        rows = tl.load(ids_ptr + offs)
+    else:
+        rows = offs
+    tl.store(y_ptr + offs, tl.load(x_ptr + rows))
+
+def launch(x, y, ids=None):
+    chunks = x.shape[0] // 64
+    route[(1,)](x, ids if chunks > 1 else None, y, chunks, BLOCK=64)
+"""
+    f = next(f for f in scan_one(src) if f.code == "JG002")
+    assert f.fix_safety == "manual" and not f.fix.edits
+    assert "selects code" in f.fix.reason and "line 9" in f.fix.reason
+    assert "warm it up" in f.message and "drop tl.constexpr" not in f.message
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text(src)
+    plan = plan_fixes([f], unsafe=True)
+    assert not plan.changed_files and plan.fixes[0].status == "manual"
+    # the same kernel with the `if` gone: the flag only scales a value, the unsafe fix stands
+    plain = src.replace("    if chunks > 1:\n        rows = tl.load(ids_ptr + offs)\n    else:\n        rows = offs\n",
+                        "    rows = offs * chunks\n")
+    g = next(f for f in scan_one(plain) if f.code == "JG002")
+    assert g.fix_safety == "unsafe" and [e.kind for e in g.fix.edits] == ["drop_constexpr", "add_do_not_specialize"]

@@ -19,7 +19,8 @@ Fix safety (jitguard rule CODE says more):
          feeds address arithmetic (dropping divisibility can cost
          vectorized loads)
   JG002  unsafe: drop tl.constexpr and add to do_not_specialize; manual
-         (bucket the value) where a compile-time constant is needed
+         (bucket it, or warm it up) where a compile-time constant is
+         needed or an `if` on it selects code
   JG004/JG005/JG006  safe: remove the ineffective entry
   JG003/JG007  manual: the suggestion is printed, nothing is edited
 

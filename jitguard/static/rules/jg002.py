@@ -25,6 +25,12 @@ def fix_for(kfile: FileFacts, k: KernelFacts, p: ParamFacts) -> Fix:
         return manual(kfile, k, (
             f"{p.name!r} is needed as a compile-time constant ({where_used(needed)}): bucket it at the "
             f"launch (e.g. triton.next_power_of_2) instead of unspecializing"))
+    selects = [u for u in p.uses if u.branch]
+    if selects:
+        return manual(kfile, k, (
+            f"{p.name!r} selects code at compile time ({where_used(selects)}): as a plain int both "
+            f"branches would compile, and a branch may use arguments passed as None; bucket it, or "
+            f"warm it up (compile its few values before serving)"))
     reason = (
         f"{p.name!r} is never needed as a compile-time constant here: as a plain int in "
         "do_not_specialize it compiles once; the compiler loses its value (constant folding, unrolling)"
@@ -46,6 +52,12 @@ def check(program: Program):
             advice = (
                 f"pass a bucketed value (triton.next_power_of_2) instead: it must stay a compile-time "
                 f"constant (line {needed[0].line}: {needed[0].context})"
+            )
+        elif fix.applicability == "manual":
+            at = next(u for u in p.uses if u.branch)
+            advice = (
+                f"bucket it or warm it up: it selects code at compile time (line {at.line}: {at.context}), "
+                f"so it must stay a tl.constexpr"
             )
         else:
             advice = f'drop tl.constexpr and add do_not_specialize=["{name}"]'
@@ -139,6 +151,7 @@ RULE = Rule(
         Invalid(_I0, _I0.replace("n: tl.constexpr, BLOCK", "n, BLOCK").replace(
             "@triton.jit\n", '@triton.jit(do_not_specialize=["n"])\n'), "unsafe"),
         Invalid(_I1, _I1, "manual"),
+        Invalid(_I2, _I2, "manual"),
     ),
     valid=(
         """

@@ -25,7 +25,7 @@ def check(program: Program):
                 )
                 # every entry of this list naming the parameter (its name and an index alike)
                 drop = tuple(Edit("remove_entry", entry=e, option=option) for e in entries
-                             if (q := k.resolve_entry(e)) is not None and q.name == p.name)
+                             if (hit := k.resolve_entry(e)) is not None and hit.name == p.name)
                 fix = kernel_fix(kfile, k, "safe", "the entry has no effect", drop)
                 yield program.finding(
                     CODE, kfile, k, line or k.decorator_line, 1, p.name, msg, fix,

@@ -56,7 +56,7 @@ def check(program: Program):
             # the parameter's entries in both lists: a float or bool has no alignment either
             drop = tuple(Edit("remove_entry", entry=e, option=option)
                          for option, listed in ((DNS, k.do_not_specialize), (DNSOA, k.do_not_specialize_on_alignment))
-                         for e in listed if (q := k.resolve_entry(e)) is not None and q.name == p.name)
+                         for e in listed if (hit := k.resolve_entry(e)) is not None and hit.name == p.name)
             fix = kernel_fix(kfile, k, "safe", "the entry has no effect", drop)
             yield program.finding(
                 CODE, kfile, k, k.do_not_specialize_line or k.decorator_line, 1, p.name, msg, fix,
