@@ -8,6 +8,8 @@ import traceback
 
 import click
 
+from jitguard.format import plural as _plural
+
 EPILOG = """\b
 Exit status: 0 done (or nothing to do); 1 with --check when fixes are
 pending, or with --write when a file could not be written; 2 usage error,
@@ -60,11 +62,6 @@ def _encoding(data: bytes) -> str:
     except SyntaxError:
         enc = "utf-8"
     return "utf-8" if enc == "utf-8-sig" else enc
-
-
-def _plural(n: int, word: str) -> str:
-    plural = word + ("es" if word.endswith(("x", "s")) else "s")
-    return f"{n} {word if n == 1 else plural}"
 
 
 def _hint(x) -> str:

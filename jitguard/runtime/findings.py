@@ -15,9 +15,10 @@ names (jitguard.static.trace_fixes); ``jitguard fix --from-trace`` applies it.
 """
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 
+from jitguard.format import ms as _fmt_ms
+from jitguard.format import relative_path as _display_path
 from jitguard.findings import Finding
 from jitguard.runtime.trace import Trace
 
@@ -30,20 +31,6 @@ _RULE = {
     "option_order": "JG007",
     "autotune_key": "JG003",
 }
-
-
-def _display_path(path: str | None) -> str:
-    if not path:
-        return "?"
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path.replace(os.sep, "/")
-    return (path if rel.startswith("..") else rel).replace(os.sep, "/")
-
-
-def _fmt_ms(ms: float) -> str:
-    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
 
 
 def _message(code: str, param: str | None, g: dict) -> str:

@@ -329,7 +329,7 @@ class FileFacts:
     aliases: dict[str, str] = field(default_factory=dict)
     # line -> suppressed codes ([] means every code), from "# jitguard: ignore[...]" comments.
     suppressions: dict[int, list[str]] = field(default_factory=dict)
-    # content digest of the bytes the facts were made from (set by the runner; not cached)
+    # content digest of the bytes the facts were made from (not cached: the cache key holds it)
     digest: str = ""
     # calls of functions imported from other modules (see CallFacts)
     calls: list[CallFacts] = field(default_factory=list)

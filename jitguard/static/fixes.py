@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from jitguard.findings import DNS, DNSOA, Finding, Fix
+from jitguard.format import relative_path
 from jitguard.static.cache import content_digest
 from jitguard.static.codemod import KernelEdit, apply_edits
 from jitguard.static.safe_write import (
@@ -128,12 +129,7 @@ def _edit_path(f: Finding) -> str:
     """The file to edit (the fix's, else the finding's), relative to the working directory when it
     lies below it (runtime traces record absolute paths; scan findings are relative), so diffs and
     notes read alike."""
-    path = str((f.fix.path if f.fix is not None else None) or f.path)
-    if os.path.isabs(path):
-        rel = os.path.relpath(path)
-        if not rel.startswith(os.pardir + os.sep) and rel != os.pardir:
-            return rel
-    return path
+    return relative_path(str((f.fix.path if f.fix is not None else None) or f.path))
 
 
 def _inside(path: str, roots: Sequence[str]) -> bool:
@@ -191,7 +187,9 @@ def _plan_file(abspath: str, file_findings: list[Finding], unsafe: bool, roots: 
             x.status, x.detail = "manual", x.reason
         elif ff.error is not None:
             x.status, x.detail = "refused", ff.error
-        elif x.plan.digest is not None and x.plan.digest != digest:
+        elif x.plan.digest is None:  # decided without reading the kernel's source
+            x.status, x.detail = "refused", x.reason
+        elif x.plan.digest != digest:
             x.status = "refused"
             x.detail = ("the file changed since the fix was decided (its content is not what was scanned); "
                         "run the scan again")

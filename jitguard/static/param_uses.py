@@ -11,8 +11,9 @@ Every read of a parameter (directly, or through locals computed from it) is put 
 * ``call`` - handed to another function (a @triton.jit helper): effect unknown;
 * ``other`` - arithmetic that reaches none of the above (a value stored, a scale).
 
-A read in the test of an ``if`` or of a conditional expression is also marked ``branch``: on a
-``tl.constexpr`` it selects the code that is compiled.
+A read in the test of an ``if`` or of a conditional expression that the compiler decides (only
+``tl.constexpr`` parameters, literals and operators) is also marked ``branch``: it selects the code
+that is compiled.
 """
 from __future__ import annotations
 
@@ -82,17 +83,20 @@ def _call_name(func: ast.AST) -> str | None:
 class _Reads:
     """Collects (name, kind, name node, context node) for every Name read, and local data flow."""
 
-    def __init__(self, segment):
+    def __init__(self, segment, constexprs: frozenset[str] = frozenset()):
         self.segment = segment
+        self.constexprs = constexprs
         self.reads: list[tuple[str, str, ast.AST, ast.AST]] = []
         self.deps: dict[str, set[str]] = {}
         self.branch: set[int] = set()  # ids of the Name nodes read in an if / conditional test
 
     def test(self, node: ast.AST, ctx: ast.AST | None = None) -> None:
-        """The test of an ``if`` or a conditional expression: compare uses that select code."""
+        """The test of an ``if`` or a conditional expression: compare uses; they select code when
+        the compiler decides the test."""
         start = len(self.reads)
         self.expr(node, USE_COMPARE, ctx)
-        self.branch.update(id(r[2]) for r in self.reads[start:])
+        if _compile_time(node, self.constexprs):
+            self.branch.update(id(r[2]) for r in self.reads[start:])
 
     def code(self, node: ast.AST) -> str:
         text = " ".join(self.segment(node).split())
@@ -261,9 +265,23 @@ class _Reads:
         # nested defs, match statements and the rest: look at nothing rather than guess
 
 
-def analyze_uses(fn: ast.FunctionDef, params: list[str], segment) -> tuple[dict[str, list[ParamUse]], set[str]]:
-    """Uses of each parameter in ``fn``'s body, and the set of parameters used as pointers."""
-    reads = _Reads(segment)
+_COMPILE_TIME = (ast.Name, ast.Constant, ast.BoolOp, ast.UnaryOp, ast.Compare, ast.BinOp, ast.boolop,
+                 ast.unaryop, ast.cmpop, ast.operator, ast.Load)
+
+
+def _compile_time(test: ast.AST, constexprs: frozenset[str]) -> bool:
+    """A test made of constexpr parameters, literals and operators only (``if HAS_BIAS:``,
+    ``if NUM_CHUNKS > 1:``), which the compiler evaluates: the branch not taken is never compiled."""
+    names = [n.id for n in ast.walk(test) if isinstance(n, ast.Name)]
+    return bool(names) and all(n in constexprs for n in names) and \
+        all(isinstance(n, _COMPILE_TIME) for n in ast.walk(test))
+
+
+def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
+                 constexprs: frozenset[str] = frozenset()) -> tuple[dict[str, list[ParamUse]], set[str]]:
+    """Uses of each parameter in ``fn``'s body, and the set of parameters used as pointers.
+    ``constexprs``: the parameters annotated tl.constexpr (a test of only those selects code)."""
+    reads = _Reads(segment, constexprs)
     try:
         reads.block(fn.body)
     except RecursionError:

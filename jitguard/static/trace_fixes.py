@@ -6,7 +6,7 @@ line is not the one the trace names, the fix edits nothing and says why.
 """
 from __future__ import annotations
 
-from jitguard.findings import Fix
+from jitguard.findings import Edit, Fix
 from jitguard.static.cache import content_digest
 from jitguard.static.facts import FileFacts, KernelFacts
 
@@ -42,13 +42,14 @@ class TraceFixes:
                 self._files[path] = f"{path} does not parse: {exc}"
         return self._files[path]
 
-    def kernel(self, kernel: str, path: str | None, line: int | None) -> tuple[FileFacts, KernelFacts] | str:
-        """The kernel the trace names (by name and def line both), or why it is not in the file."""
+    def kernel(self, kernel: str, path: str | None, line: int | None) -> tuple[FileFacts, KernelFacts] | tuple[str, bool]:
+        """The kernel the trace names (by name and def line both); else (why not, whether another
+        kernel is defined at that line)."""
         if not path or not line:
-            return f"the trace does not say where {kernel} is defined"
+            return f"the trace does not say where {kernel} is defined", False
         facts = self._facts(path)
         if isinstance(facts, str):
-            return facts
+            return facts, False
         at = [k for k in facts.kernels if k.line == line]
         name = _short(kernel)
         hit = next((k for k in at if name in (k.function, k.name)), None)
@@ -57,8 +58,9 @@ class TraceFixes:
         if at:
             return (f"the trace names kernel {name!r} at line {line}, but the kernel defined there is "
                     f"{at[0].function!r} (the file changed since the trace, or the trace is from another "
-                    f"checkout); not edited")
-        return f"no jit kernel {name!r} is defined at line {line} of {path}; not edited"
+                    f"checkout); not edited"), True
+        return (f"no jit kernel {name!r} is defined with a decorator or a `k = triton.jit(f)` at line {line} "
+                f"of {path}"), False
 
     def fix(self, code: str, kernel: str, path: str | None, line: int | None, param: str | None,
             changes: set[str], message: str) -> Fix:
@@ -71,8 +73,17 @@ class TraceFixes:
                                              and "value_class" not in changes):
             return Fix("manual", message, path=path, line=line, function=_short(kernel))
         found = self.kernel(kernel, path, line)
-        if isinstance(found, str):
-            return Fix("manual", found, path=path, line=line, function=_short(kernel))
+        if isinstance(found[0], str):
+            why, other = found
+            if other:  # never edit the other kernel
+                return Fix("manual", why, path=path, line=line, function=_short(kernel))
+            # what the observation calls for, unchecked against the source: never applied (no
+            # digest of a source it was decided on), but the finding says what the fix would be
+            edits = (Edit("add_do_not_specialize", param),) if code == "JG001" else \
+                (Edit("drop_constexpr", param), Edit("add_do_not_specialize", param))
+            return Fix("safe" if code == "JG001" else "unsafe",
+                       f"{why}: the uses of {param!r} could not be checked; not edited",
+                       edits, path=path, line=line, function=_short(kernel))
         facts, k = found
         p = k.param(param)
         if p is None:
