@@ -487,3 +487,17 @@ def test_a_file_changed_between_scan_and_edit_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(fixes, "read_snapshot", real)
     r = fix("--write", ".")
     assert (tmp_path / "k.py").read_text() == changed and "unsafe fix not applied" in r.stderr
+
+
+def test_scan_and_fix_share_their_option_declarations():
+    """What to scan and how (selection, excludes, config, names, gitignore, jobs, cache) is declared
+    once: the two commands' options are the same objects' copies, help text included."""
+    from jitguard.cli.fix import fix as fix_cmd
+    from jitguard.cli.scan import scan as scan_cmd
+
+    shared = {"select", "extend_select", "ignore", "exclude", "config_file", "isolated", "varying_names",
+              "stable_names", "respect_gitignore", "jobs", "no_cache", "cache_dir"}
+    scan_opts = {p.name: p.to_info_dict() for p in scan_cmd.params if p.name in shared}
+    fix_opts = {p.name: p.to_info_dict() for p in fix_cmd.params if p.name in shared}
+    assert set(scan_opts) == set(fix_opts) == shared
+    assert scan_opts == fix_opts

@@ -8,6 +8,8 @@ import traceback
 
 import click
 
+from jitguard.cli.options import config_from, scan_options
+from jitguard.config import ConfigError
 from jitguard.format import plural as _plural
 
 EPILOG = """\b
@@ -33,13 +35,6 @@ Examples:
   jitguard fix --check src/           CI: exit 1 if a fix is pending
   jitguard fix --write --from-trace trace.json src/
 """
-
-
-def _split(values: tuple[str, ...]) -> list[str]:
-    out: list[str] = []
-    for v in values:
-        out.extend(s.strip().upper() for s in v.split(",") if s.strip())
-    return out
 
 
 def _unified_diff(path: str, old: bytes, new: bytes, encoding: str) -> str:
@@ -88,30 +83,11 @@ def _strip_code(code: str, message: str) -> str:
               help="Print the unified diff (default: on without --write, off with it).")
 @click.option("--unsafe-fixes", is_flag=True,
               help="Also apply fixes marked unsafe (JG001 on a parameter that feeds addresses, JG002).")
-@click.option("--select", multiple=True, metavar="CODES",
-              help="Only fix these codes or prefixes (comma-separated; repeatable).")
-@click.option("--ignore", multiple=True, metavar="CODES",
-              help="Don't fix these codes or prefixes (comma-separated; repeatable).")
 @click.option("--from-trace", "traces", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
               help="Also fix what a runtime trace (jitguard run / jitguard.watch) saw recompile "
                    "(repeatable; merged with the static findings).")
 @click.option("--no-scan", is_flag=True, help="With --from-trace: use the trace findings only.")
-@click.option("--extend-select", multiple=True, metavar="CODES",
-              help="Add codes or prefixes to the selection.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
-              help="Read settings from this file instead of the nearest pyproject.toml.")
-@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
-@click.option("--exclude", multiple=True, metavar="PATTERN", help="Extra exclude pattern (repeatable).")
-@click.option("--varying-name", "varying_names", multiple=True, metavar="NAMES",
-              help="Extra variable names that mean 'changes every call' (comma-separated), as in scan.")
-@click.option("--stable-name", "stable_names", multiple=True, metavar="NAMES",
-              help="Extra variable names that mean 'fixed for the process' (comma-separated), as in scan.")
-@click.option("--respect-gitignore/--no-respect-gitignore", default=None,
-              help="Skip files that .gitignore excludes (default: on, or the config's value).")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, envvar="JITGUARD_CACHE_DIR",
-              help="Scan cache directory (as in scan).")
-@click.option("--jobs", "-j", type=int, default=None, help="Worker processes for the scan and the edits (default: CPUs).")
-@click.option("--no-cache", is_flag=True, help="Don't read or write the scan cache.")
+@scan_options
 @click.option("--quiet", "-q", is_flag=True, help="Print only the diff and the summary line.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one document on stdout (schema jitguard.fix v1) with every fix, its status and "
@@ -128,11 +104,11 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
     mode, and is left alone if it changed on disk while fix ran, is read-only, or does not parse.
     """
     try:
-        scan_options = dict(extend_select=extend_select, isolated=isolated, varying_names=varying_names,
-                            stable_names=stable_names, respect_gitignore=respect_gitignore,
-                            cache_dir=cache_dir)
-        code = _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
-                    config_file, exclude, jobs, no_cache, quiet, fmt, scan_options)
+        options = dict(config_file=config_file, isolated=isolated, select=select, extend_select=extend_select,
+                       ignore=ignore, exclude=exclude, varying_names=varying_names, stable_names=stable_names,
+                       respect_gitignore=respect_gitignore)
+        code = _run(paths, write, check, show_diff, unsafe_fixes, traces, no_scan, jobs, no_cache,
+                    cache_dir, quiet, fmt, options)
     except click.exceptions.Exit:
         raise
     except click.UsageError:
@@ -147,8 +123,8 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
     sys.exit(code)
 
 
-def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
-         config_file, exclude, jobs, no_cache, quiet, fmt="text", scan_options=None) -> int:
+def _run(paths, write, check, show_diff, unsafe_fixes, traces, no_scan, jobs, no_cache, cache_dir,
+         quiet, fmt, options) -> int:
     from jitguard.static.fixes import plan_fixes, write_plan
 
     if write and check:
@@ -160,8 +136,10 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
         if not os.path.exists(p):
             raise click.UsageError(f"path does not exist: {p}")
     err = lambda msg: click.echo(msg, err=True)  # noqa: E731
-    opts = scan_options or {}
-    config = _config(config_file, _split(select), _split(ignore), exclude, paths[0], opts)
+    try:
+        config = config_from(paths[0], **options)
+    except ConfigError as e:
+        raise click.UsageError(str(e))
 
     findings = []
     scan_errors = []
@@ -169,7 +147,7 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
     if not no_scan:
         from jitguard.static.runner import scan_paths
 
-        result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache, cache_dir=opts.get("cache_dir"))
+        result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir)
         findings.extend(result.findings)  # select/ignore/per-file-ignores already applied
         internal_errors = list(getattr(result, "internal_errors", []))
         scan_errors = list(result.errors) + internal_errors
@@ -308,32 +286,6 @@ def _json_doc(plan, diffs, pending, write, scan_errors, internal_errors) -> str:
                    for e in scan_errors],
     }
     return json.dumps(doc, indent=2)
-
-
-def _names(values) -> list[str]:
-    return [n.strip() for v in values for n in v.split(",") if n.strip()]
-
-
-def _config(config_file, select, ignore, exclude, start, opts):
-    """The same configuration `jitguard scan` would use for these paths and flags."""
-    from jitguard.config import Config, ConfigError, load_config
-
-    try:
-        if opts.get("isolated"):
-            config = Config(root=os.getcwd())
-        else:
-            config = load_config(config_file, start=start)
-        return config.with_cli(
-            select=select or None,
-            extend_select=_split(opts.get("extend_select", ())),
-            ignore=ignore,
-            exclude=_names(exclude),
-            varying_names=_names(opts.get("varying_names", ())),
-            stable_names=_names(opts.get("stable_names", ())),
-            respect_gitignore=opts.get("respect_gitignore"),
-        )
-    except ConfigError as e:
-        raise click.UsageError(str(e))
 
 
 def _trace_findings(path: str):
