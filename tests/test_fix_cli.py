@@ -462,3 +462,45 @@ def test_fix_says_when_a_named_file_is_excluded(tmp_path):
         assert "do_not_specialize" in r.stdout and "not read" not in r.stderr
     finally:
         os.chdir(old)
+
+
+def test_a_file_changed_between_scan_and_edit_is_refused(tmp_path, monkeypatch):
+    """fix reads a file for its facts, then again for the edit. If it changed in between (here the
+    parameter moved from a mask bound into address arithmetic) the safety was decided on other
+    text: the edit is refused, so an unsafe fix never lands without --unsafe-fixes."""
+    import jitguard.static.fixes as fixes
+
+    monkeypatch.chdir(tmp_path)
+    param = _name("n_el")
+    src = simple_module(param)
+    (tmp_path / "k.py").write_text(src)
+    changed = src.replace("tl.store(x_ptr + offs, 0.0", f"tl.store(x_ptr + offs * {param}, 0.0")
+    assert changed != src
+    real = fixes.read_snapshot
+
+    def edited_meanwhile(path):
+        (tmp_path / "k.py").write_text(changed)
+        return real(path)
+
+    monkeypatch.setattr(fixes, "read_snapshot", edited_meanwhile)
+    r = fix("--write", ".")
+    assert (tmp_path / "k.py").read_text() == changed  # not edited
+    assert "changed since the fix was decided" in r.stderr
+    # scanned again, the fix is known unsafe and waits for --unsafe-fixes
+    monkeypatch.setattr(fixes, "read_snapshot", real)
+    r = fix("--write", ".")
+    assert (tmp_path / "k.py").read_text() == changed and "unsafe fix not applied" in r.stderr
+
+
+def test_scan_and_fix_share_their_option_declarations():
+    """What to scan and how (selection, excludes, config, names, gitignore, jobs, cache) is declared
+    once: the two commands' options are the same objects' copies, help text included."""
+    from jitguard.cli.fix import fix as fix_cmd
+    from jitguard.cli.scan import scan as scan_cmd
+
+    shared = {"select", "extend_select", "ignore", "exclude", "config_file", "isolated", "varying_names",
+              "stable_names", "respect_gitignore", "jobs", "no_cache", "cache_dir"}
+    scan_opts = {p.name: p.to_info_dict() for p in scan_cmd.params if p.name in shared}
+    fix_opts = {p.name: p.to_info_dict() for p in fix_cmd.params if p.name in shared}
+    assert set(scan_opts) == set(fix_opts) == shared
+    assert scan_opts == fix_opts

@@ -9,6 +9,9 @@ import traceback
 import click
 
 from jitguard.cli.ci_options import add_ignore_requested, fix_add_ignore_option, run_add_ignore
+from jitguard.cli.options import config_from, scan_options, split_codes
+from jitguard.config import ConfigError
+from jitguard.format import plural as _plural
 
 EPILOG = """\b
 Exit status: 0 done (or nothing to do); 1 with --check when fixes are
@@ -23,7 +26,8 @@ Fix safety (jitguard rule CODE says more):
          feeds address arithmetic (dropping divisibility can cost
          vectorized loads)
   JG002  unsafe: drop tl.constexpr and add to do_not_specialize; manual
-         (bucket the value) where a compile-time constant is needed
+         (bucket it, or warm it up) where a compile-time constant is
+         needed or an `if` on it selects code
   JG004/JG005/JG006  safe: remove the ineffective entry
   JG003/JG007  manual: the suggestion is printed, nothing is edited
 
@@ -34,13 +38,6 @@ Examples:
   jitguard fix --check src/           CI: exit 1 if a fix is pending
   jitguard fix --write --from-trace trace.json src/
 """
-
-
-def _split(values: tuple[str, ...]) -> list[str]:
-    out: list[str] = []
-    for v in values:
-        out.extend(s.strip().upper() for s in v.split(",") if s.strip())
-    return out
 
 
 def _unified_diff(path: str, old: bytes, new: bytes, encoding: str) -> str:
@@ -63,11 +60,6 @@ def _encoding(data: bytes) -> str:
     except SyntaxError:
         enc = "utf-8"
     return "utf-8" if enc == "utf-8-sig" else enc
-
-
-def _plural(n: int, word: str) -> str:
-    plural = word + ("es" if word.endswith(("x", "s")) else "s")
-    return f"{n} {word if n == 1 else plural}"
 
 
 def _hint(x) -> str:
@@ -94,34 +86,14 @@ def _strip_code(code: str, message: str) -> str:
               help="Print the unified diff (default: on without --write, off with it).")
 @click.option("--unsafe-fixes", is_flag=True,
               help="Also apply fixes marked unsafe (JG001 on a parameter that feeds addresses, JG002).")
-@click.option("--select", multiple=True, metavar="CODES",
-              help="Only fix these codes or prefixes (comma-separated; repeatable).")
-@click.option("--ignore", multiple=True, metavar="CODES",
-              help="Don't fix these codes or prefixes (comma-separated; repeatable).")
 @click.option("--from-trace", "traces", multiple=True, type=click.Path(), metavar="TRACE",
               help="Also fix what a runtime trace (jitguard run / jitguard.watch) saw recompile: a "
                    "trace file or a directory of them, as `jitguard report` takes (repeatable; merged "
                    "with the static findings).")
 @click.option("--no-scan", is_flag=True, help="With --from-trace: use the trace findings only.")
-@click.option("--extend-select", multiple=True, metavar="CODES",
-              help="Add codes or prefixes to the selection.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
-              help="Read settings from this file instead of the nearest pyproject.toml.")
-@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
-@click.option("--exclude", multiple=True, metavar="PATTERN", help="Extra exclude pattern (repeatable).")
-@click.option("--varying-name", "varying_names", multiple=True, metavar="NAMES",
-              help="Extra variable names that mean 'changes every call' (comma-separated), as in scan.")
-@click.option("--stable-name", "stable_names", multiple=True, metavar="NAMES",
-              help="Extra variable names that mean 'fixed for the process' (comma-separated), as in scan.")
-@click.option("--respect-gitignore/--no-respect-gitignore", default=None,
-              help="Skip files that .gitignore excludes (default: on, or the config's value).")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, envvar="JITGUARD_CACHE_DIR",
-              help="Scan cache directory (as in scan).")
-@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
-              help="Worker processes for the scan and the edits (default: CPUs).")
+@scan_options
 @click.option("--progress/--no-progress", default=None,
               help="Progress on stderr (default: only on a terminal, never with CI set or --format json).")
-@click.option("--no-cache", is_flag=True, help="Don't read or write the scan cache.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the diff and the summary line.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one document on stdout (schema jitguard.fix v1) with every fix, its status and "
@@ -139,11 +111,11 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
     mode, and is left alone if it changed on disk while fix ran, is read-only, or does not parse.
     """
     try:
-        scan_options = dict(extend_select=extend_select, isolated=isolated, varying_names=varying_names,
-                            stable_names=stable_names, respect_gitignore=respect_gitignore,
-                            cache_dir=cache_dir, progress=progress)
-        code = _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
-                    config_file, exclude, jobs, no_cache, quiet, fmt, scan_options)
+        options = dict(config_file=config_file, isolated=isolated, select=select, extend_select=extend_select,
+                       ignore=ignore, exclude=exclude, varying_names=varying_names, stable_names=stable_names,
+                       respect_gitignore=respect_gitignore)
+        code = _run(paths, write, check, show_diff, unsafe_fixes, traces, no_scan, jobs, no_cache,
+                    cache_dir, quiet, fmt, options, progress)
     except (click.exceptions.Exit, click.ClickException):
         raise
     except _Interrupted as stop:
@@ -167,8 +139,8 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
     sys.exit(code)
 
 
-def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
-         config_file, exclude, jobs, no_cache, quiet, fmt="text", scan_options=None) -> int:
+def _run(paths, write, check, show_diff, unsafe_fixes, traces, no_scan, jobs, no_cache, cache_dir,
+         quiet, fmt, options, progress=None) -> int:
     if write and check:
         raise _usage("--write and --check exclude each other")
     if no_scan and not traces:
@@ -178,26 +150,27 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
         if not os.path.lexists(p):
             raise _usage(f"{p}: no such file or directory", path=p)
     err = lambda msg: click.echo(msg, err=True)  # noqa: E731
-    opts = scan_options or {}
-    for name, values in (("--select", select), ("--extend-select", opts.get("extend_select", ()))):
-        if values and not _split(values):
-            raise _usage(f"{name}: no rule codes given (e.g. {name} JG001)")
-    config = _config(config_file, _split(select), _split(ignore), exclude, paths[0], opts)
+    for name in ("select", "extend_select"):
+        values = options.get(name) or ()
+        flag = "--" + name.replace("_", "-")
+        if values and not split_codes(values):
+            raise _usage(f"{flag}: no rule codes given (e.g. {flag} JG001)")
+    try:
+        config = config_from(paths[0], **options)
+    except ConfigError as e:
+        raise _usage(str(e))
     trace_findings = [f for t in _trace_files(traces, err) for f in _trace_findings(t)]
-    progress = opts.get("progress")
     if progress is None:
         progress = fmt == "text" and sys.stderr.isatty() and not os.environ.get("CI")
 
     findings = []
-    facts = []
     scan_errors = []
     internal_errors = []
     if not no_scan:
         from jitguard.static.runner import scan_paths
 
-        result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache, keep_facts=True,
-                            cache_dir=opts.get("cache_dir"), progress=progress)
-        facts = list(result.facts)
+        result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
+                            progress=progress)
         findings.extend(result.findings)  # select/ignore/per-file-ignores already applied
         internal_errors = list(getattr(result, "internal_errors", []))
         scan_errors = list(result.errors) + internal_errors
@@ -225,7 +198,7 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
     # Plan and write a few files at a time: the first file is written after seconds, not after
     # every file of a large tree is planned (LibCST is the cost), and progress can be shown.
     plan, diffs = _plan_and_write(
-        findings, unsafe=unsafe_fixes, roots=paths, facts=facts,
+        findings, unsafe=unsafe_fixes, roots=paths,
         jobs=jobs if jobs and jobs > 0 else default_jobs(), write=write,
         echo_diff=show_diff and fmt == "text", progress=progress,
     )
@@ -347,32 +320,6 @@ def _json_doc(plan, diffs, pending, write, scan_errors, internal_errors) -> str:
     return json.dumps(doc, indent=2)
 
 
-def _names(values) -> list[str]:
-    return [n.strip() for v in values for n in v.split(",") if n.strip()]
-
-
-def _config(config_file, select, ignore, exclude, start, opts):
-    """The same configuration `jitguard scan` would use for these paths and flags."""
-    from jitguard.config import Config, ConfigError, load_config
-
-    try:
-        if opts.get("isolated"):
-            config = Config(root=os.getcwd())
-        else:
-            config = load_config(config_file, start=start)
-        return config.with_cli(
-            select=select or None,
-            extend_select=_split(opts.get("extend_select", ())),
-            ignore=ignore,
-            exclude=_names(exclude),
-            varying_names=_names(opts.get("varying_names", ())),
-            stable_names=_names(opts.get("stable_names", ())),
-            respect_gitignore=opts.get("respect_gitignore"),
-        )
-    except ConfigError as e:
-        raise _usage(str(e))
-
-
 def _usage(message: str, path: str = ""):
     """A usage, configuration or input error: one line, exit 2 (jitguard/cli/errors.py)."""
     from jitguard.cli.errors import CliError
@@ -390,11 +337,10 @@ class _Interrupted(Exception):
 
 def _kernel_file(f) -> str:
     """The file a finding's fix edits (as fixes.py groups them): its kernel's file."""
-    d = f.details or {}
-    return os.path.abspath(str(d.get("kernel_path") or d.get("def_path") or f.path))
+    return os.path.abspath(str((f.fix.path if f.fix is not None else None) or f.path))
 
 
-def _plan_and_write(findings, *, unsafe, roots, facts, jobs, write, echo_diff, progress):
+def _plan_and_write(findings, *, unsafe, roots, jobs, write, echo_diff, progress):
     """``plan_fixes`` (and ``write_plan`` with --write) over a few kernel files at a time; the
     diffs are printed as each group is planned. Returns the whole plan and each changed file's
     diff. On Ctrl-C raises ``_Interrupted`` naming the files written (each one whole: writes are
@@ -414,7 +360,7 @@ def _plan_and_write(findings, *, unsafe, roots, facts, jobs, write, echo_diff, p
         for i in range(0, len(files), step):
             show.update("fixing" if write else "planning fixes in", i, len(files))
             group = [f for path in files[i:i + step] for f in by_file[path]]
-            part = plan_fixes(group, unsafe=unsafe, roots=roots, facts=facts, jobs=jobs)
+            part = plan_fixes(group, unsafe=unsafe, roots=roots, jobs=jobs)
             plans.append(part)
             for ff in part.changed_files:
                 diffs[ff.path] = _unified_diff(ff.path, ff.snapshot.data, ff.new_data,

@@ -35,6 +35,20 @@ _FINDING = {
         "message": {"type": "string", "description": "one line: what and the fix"},
         "fix_safety": {"enum": ["safe", "unsafe", "manual"]},
         "source": {"enum": ["static", "runtime"]},
+        "fix": {
+            "type": ["object", "null"],
+            "description": "the fix the rule decided, as `jitguard fix` applies it: the edits of one "
+            "kernel (located by path, def line and jit line), their applicability and the reason",
+            "required": ["applicability", "reason", "edits"],
+            "properties": {
+                "applicability": {"enum": ["safe", "unsafe", "manual"]},
+                "reason": {"type": "string"},
+                "edits": {"type": "array", "items": {
+                    "type": "object", "required": ["kind"],
+                    "properties": {"kind": {"enum": ["add_do_not_specialize", "remove_entry", "drop_constexpr"]}},
+                }},
+            },
+        },
         "details": {
             "type": "object",
             "description": "rule-specific evidence (launch sites, provenance chain, uses); "
@@ -187,6 +201,7 @@ def to_document(result: "ScanResult", *, statistics: bool = False) -> dict[str, 
                 "message": message_of(f),
                 "fix_safety": f.fix_safety,
                 "source": f.source,
+                "fix": f.fix.to_dict() if f.fix is not None else None,
                 "details": _jsonable(f.details or {}),
             }
             for f in result.findings

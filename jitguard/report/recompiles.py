@@ -6,29 +6,13 @@ a ``RecompileWarning``; ``summarize(trace)`` is the same content as data (for JS
 """
 from __future__ import annotations
 
-import os
 from collections import Counter, defaultdict
 from typing import Any
 
+from jitguard.format import location as _loc
+from jitguard.format import ms as _ms
 from jitguard.runtime.keys import remedy
 from jitguard.runtime.trace import Event, Trace
-
-
-def _rel(path: str | None, cwd: str | None = None) -> str | None:
-    if not path:
-        return path
-    cwd = cwd or os.getcwd()
-    try:
-        rel = os.path.relpath(path, cwd)
-    except ValueError:
-        return path
-    return path if rel.startswith(".." + os.sep + "..") else rel
-
-
-def _loc(path: str | None, line: int | None, cwd: str | None = None) -> str:
-    if not path:
-        return "?"
-    return f"{_rel(path, cwd)}:{line}" if line else str(_rel(path, cwd))
 
 
 _CHANGE_WORDS = {
@@ -40,12 +24,6 @@ _CHANGE_WORDS = {
 
 def short_name(qualname: str) -> str:
     return qualname.rsplit(".", 1)[-1]
-
-
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "? ms"
-    return f"{value:.0f} ms" if value >= 100 else f"{value:.1f} ms"
 
 
 def _where(e: Event, cwd: str | None = None, callers: int = 1) -> str:

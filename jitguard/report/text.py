@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from jitguard.format import plural as _plural
+
 if TYPE_CHECKING:
     from jitguard.static.runner import ScanResult
 
@@ -35,12 +37,6 @@ def message_of(finding: Any) -> str:
     if msg.startswith(finding.code + " "):
         msg = msg[len(finding.code) + 1 :]
     return msg
-
-
-def _plural(n: int, word: str) -> str:
-    if n == 1:
-        return f"{n} {word}"
-    return f"{n} {word}{'es' if word.endswith(('ch', 'sh', 's', 'x')) else 's'}"
 
 
 def summary_line(result: "ScanResult") -> str:

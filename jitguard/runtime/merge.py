@@ -26,6 +26,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from jitguard.format import location as _loc
+from jitguard.format import ms as _ms
 from jitguard.runtime.keys import describe
 from jitguard.runtime.keys import remedy as keys_remedy
 from jitguard.runtime.trace import Event, Param, Trace, TraceError, load_traces
@@ -554,26 +556,6 @@ def _ranks_words(ranks: Sequence[int]) -> str:
                    else f"{ranks[i]}, {ranks[j]}")
         i = j + 1
     return ", ".join(out)
-
-
-def _ms(ms: float | None) -> str:
-    if ms is None:
-        return "? ms"
-    if ms >= 1000:
-        return f"{ms / 1000:.2f} s"
-    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
-
-
-def _loc(path: str | None, line: int | None) -> str:
-    """``path:line``, relative to the working directory when the file is under it."""
-    if not path:
-        return "?"
-    try:
-        rel = os.path.relpath(path)
-        path = path if rel.startswith(".." + os.sep) else rel
-    except ValueError:  # another drive (Windows)
-        pass
-    return f"{path}:{line}" if line else path
 
 
 def straggler_line(s: StragglerStep) -> str:

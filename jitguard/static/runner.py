@@ -15,7 +15,7 @@ import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Sequence
 
 from jitguard.config import Config
 from jitguard.findings import FileError, Finding
@@ -27,7 +27,9 @@ from jitguard.static.cache import (
     default_cache_dir,
     write_entry,
 )
+from jitguard.static.facts import FileFacts
 from jitguard.static.files import SourceFile, collect_files
+from jitguard.static.names import module_prefixes
 
 
 class InternalError(Exception):
@@ -67,42 +69,6 @@ class ScanResult:
         return sorted(self.errors + self.internal_errors, key=lambda e: (e.path, e.line or 0))
 
 
-class Engine(NamedTuple):
-    """The analysis engine the runner drives (the real one lives in extract.py/link.py/facts.py)."""
-
-    extract_file: Callable[..., Any]
-    link: Callable[..., list[Finding]]
-    facts_from_dict: Callable[[dict], Any]
-    source_error: type[BaseException]
-    # extract_file takes calls_of= and facts record calls (FileFacts.calls): phase 4 runs
-    follows_calls: bool = False
-
-
-def default_engine() -> Engine:
-    from jitguard.static.errors import SourceError
-    from jitguard.static.extract import extract_file
-    from jitguard.static.facts import FileFacts
-    from jitguard.static.link import link
-
-    return Engine(extract_file, link, FileFacts.from_dict, SourceError, True)
-
-
-def _facts_only_engine() -> Engine:
-    """Enough of the engine to read cached facts and link, without importing LibCST."""
-    from jitguard.static.errors import SourceError
-    from jitguard.static.facts import FileFacts
-    from jitguard.static.link import link
-
-    def extract_file(*a: Any, **k: Any) -> Any:  # replaced by the full engine on first miss
-        raise RuntimeError("extract_file not loaded")
-
-    return Engine(extract_file, link, FileFacts.from_dict, SourceError, True)
-
-
-# The engine used by worker processes (inherited on fork; rebuilt from default_engine otherwise).
-_WORKER_ENGINE: Engine | None = None
-
-
 def default_jobs() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))  # type: ignore[attr-defined]
@@ -116,15 +82,14 @@ def _extract_job(job: tuple) -> tuple:
     """Extract one file. Returns ("facts", FileFacts) | ("error", message, line) |
     ("internal", message, traceback). Writes the cache entry itself (in parallel workers the JSON
     encoding then runs in parallel too); only problems about the file are cached."""
+    from jitguard.static import extract
+    from jitguard.static.errors import SourceError
+
     display, module, data, varying, stable, cache_path, key = job[:7]
     calls_of = job[7] if len(job) > 7 else None
-    global _WORKER_ENGINE
     try:
-        if _WORKER_ENGINE is None:
-            _WORKER_ENGINE = default_engine()
-        eng = _WORKER_ENGINE
-        extra = {"calls_of": frozenset(calls_of)} if calls_of is not None and eng.follows_calls else {}
-        facts = eng.extract_file(
+        extra = {"calls_of": frozenset(calls_of)} if calls_of is not None else {}
+        facts = extract.extract_file(
             display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable), **extra
         )
         out: tuple = ("facts", facts)
@@ -134,14 +99,13 @@ def _extract_job(job: tuple) -> tuple:
         entry = {"error": {"message": out[1], "line": None}}
     except MemoryError:
         return ("error", "out of memory while parsing this file; not analyzed", None)
+    except SourceError as exc:
+        message = str(getattr(exc, "message", None) or exc)
+        out = ("error", message, getattr(exc, "line", None))
+        entry = {"error": {"message": message, "line": out[2]}}
     except Exception as exc:
-        if _WORKER_ENGINE is not None and isinstance(exc, _WORKER_ENGINE.source_error):
-            message = str(getattr(exc, "message", None) or exc)
-            out = ("error", message, getattr(exc, "line", None))
-            entry = {"error": {"message": message, "line": out[2]}}
-        else:
-            tb = traceback.format_exc(limit=-6)
-            return ("internal", f"{type(exc).__name__}: {exc}", tb)
+        tb = traceback.format_exc(limit=-6)
+        return ("internal", f"{type(exc).__name__}: {exc}", tb)
     if cache_path and entry is not None:
         write_entry(cache_path, key, entry)
     return out
@@ -183,7 +147,6 @@ def scan_paths(
     cache_dir: str | None = None,
     use_cache: bool = True,
     progress: bool = False,
-    engine: Engine | None = None,
     keep_facts: bool = False,
 ) -> ScanResult:
     """Scan ``paths`` (files or directories) and return findings after select/ignore."""
@@ -237,24 +200,6 @@ def scan_paths(
             result.files_skipped = len(contents) - result.files_analyzed
             return _finish(result, result.findings, config, t0)
 
-    engines: dict[str, Engine] = {"full": engine, "light": engine} if engine else {}
-
-    def get_engine(full: bool) -> Engine:
-        """The full engine (the extractor and its parser) only when something must be parsed;
-        reading cached facts and linking need the light one."""
-        want = "full" if full else "light"
-        if want not in engines:
-            if not full and "full" in engines:
-                engines["light"] = engines["full"]
-            else:
-                try:
-                    engines[want] = default_engine() if full else _facts_only_engine()
-                except Exception as exc:  # the engine fails to import: a jitguard bug
-                    raise InternalError(
-                        f"cannot load the analysis engine: {type(exc).__name__}: {exc}"
-                    ) from exc
-        return engines[want]
-
     facts_by_path: dict[str, Any] = {}
     varying = tuple(sorted(config.varying_names))
     stable = tuple(sorted(config.stable_names))
@@ -272,9 +217,6 @@ def scan_paths(
             todo.append((d, key))
         if not todo:
             return
-        eng = get_engine(full=True)
-        global _WORKER_ENGINE
-        _WORKER_ENGINE = eng
         todo.sort(key=lambda t: -len(contents[t[0]][1]))  # largest first: better load balance
         jobs_args = {
             d: (d, contents[d][0].module, contents[d][1], varying, stable,
@@ -291,6 +233,7 @@ def scan_paths(
             done += 1
             result.files_parsed += 1
             if out[0] == "facts":
+                out[1].digest = contents[d][2]  # what a fix decided on these facts must find on disk
                 facts_by_path[d] = out[1]
             elif out[0] == "error":
                 result.errors.append(FileError(d, out[1], out[2]))
@@ -334,11 +277,10 @@ def scan_paths(
             result.errors.append(FileError(d, err["message"], err.get("line")))
             return True
         try:
-            facts = get_engine(full=False).facts_from_dict(entry["facts"])
-        except InternalError:
-            raise
+            facts = FileFacts.from_dict(entry["facts"])
         except Exception:  # a corrupt or outdated cache entry: rebuild it
             return False
+        facts.digest = contents[d][2]
         facts_by_path[d] = facts
         return True
 
@@ -377,16 +319,15 @@ def scan_paths(
     for d, (sf, _, _) in contents.items():
         by_module.setdefault(sf.module, d)
     for _ in range(8):
-        known = {_get(k, "qualname") for f in facts_by_path.values() for k in _get(f, "kernels") or []}
+        known = {k.qualname for f in facts_by_path.values() for k in f.kernels}
         wanted: list[str] = []
         for f in list(facts_by_path.values()):
-            for launch in _get(f, "launches") or []:
-                for target in _get(launch, "targets") or []:
-                    if not isinstance(target, str) or target in known:
+            for launch in f.launches:
+                for target in launch.targets:
+                    if target in known:
                         continue
-                    parts = target.split(".")
-                    for cut in range(len(parts) - 1, 0, -1):
-                        d = by_module.get(".".join(parts[:cut]))
+                    for prefix in module_prefixes(target):
+                        d = by_module.get(prefix)
                         if d is not None and d not in done_set and d not in wanted:
                             # it must at least name a kernel (an import or alias of one)
                             if matcher(contents[d][1]):
@@ -406,13 +347,12 @@ def scan_paths(
     # class, when few files define and call that name (_Methods).
     from jitguard.static import link as _link
 
-    follow = get_engine(full=False).follows_calls
     methods = None
     recorded: dict[str, frozenset[str]] = {}  # file -> the names whose calls its facts record
     asked: set[tuple] = set()
     refs = None
     fresh: list = list(facts_by_path.values())
-    for _ in range(3 if follow else 0):
+    for _ in range(3):
         try:
             registry = _link.op_registry(facts_by_path.values())
             refs = _link.launch_entry_refs(fresh) if refs is None else _link.caller_entry_refs(fresh, refs, registry)
@@ -473,14 +413,14 @@ def scan_paths(
     ordered = [facts_by_path[d] for d in sorted(facts_by_path)]
     result.files_analyzed = len(ordered)
     for f in ordered:
-        result.kernels += len(_get(f, "kernels") or [])
-        result.launches += len(_get(f, "launches") or [])
+        result.kernels += len(f.kernels)
+        result.launches += len(f.launches)
     try:
         extra = {"method_defs": methods.defs} if methods is not None and methods.defs else {}
         hidden: list[Finding] = []
-        if any(_get(f, "suppressions") for f in ordered):
+        if any(f.suppressions for f in ordered):
             extra["suppressed"] = hidden
-        findings = get_engine(full=False).link(
+        findings = _link.link(
             ordered, varying_names=config.varying_names, stable_names=config.stable_names, **extra
         )
     except InternalError:
@@ -594,11 +534,11 @@ def suppression_warnings(facts: list) -> list[FileError]:
 
     out: list[FileError] = []
     for f in facts:
-        for line, codes in sorted((_get(f, "suppressions") or {}).items()):
+        for line, codes in sorted((f.suppressions or {}).items()):
             unknown = [c for c in codes if not any(r.startswith(c) for r in RULES)]
             if unknown:
                 out.append(FileError(
-                    _get(f, "path"), f"`# jitguard: ignore[...]` names {', '.join(map(repr, unknown))}, "
+                    f.path, f"`# jitguard: ignore[...]` names {', '.join(map(repr, unknown))}, "
                     f"which no rule has (codes: {min(RULES)}-{max(RULES)}): it silences nothing",
                     int(line)))
     return out
@@ -640,17 +580,12 @@ def _mp_context():
     return mp.get_context()
 
 
-def _get(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
 def _kernel_names(facts: Any) -> set[str]:
     """Every name a launch elsewhere could use for the kernels a file defines: the bound name,
     the last component of the qualified name, and the function's own name."""
     out: set[str] = set()
-    for k in _get(facts, "kernels") or []:
-        for attr in ("name", "qualname", "function"):
-            v = _get(k, attr)
-            if isinstance(v, str) and v:
+    for k in facts.kernels:
+        for v in (k.name, k.qualname, k.function):
+            if v:
                 out.add(v.rsplit(".", 1)[-1])
     return out
