@@ -252,3 +252,13 @@ def test_predict_autotuned_kernel_gets_one_key_per_config():
     pred = jitguard.predict(k, [(x, x, n) for n in (1, 17, 32, 33)])
     assert len(pred) == 3 * len(blocks)
     assert {v.params[3].constexpr for v in pred} == set(blocks)
+
+
+def test_predict_tells_an_annotated_int_equal_to_one_apart():
+    from runtime_kernels import copy_body_i64
+
+    x = FakeTensor(16 * RNG.randrange(1, 1 << 20), dtype("float16"))
+    pred = jitguard.predict(fresh(copy_body_i64), [(x, x, n, 64) for n in (1000, 1, 1024, 1)])
+    assert [keys.describe(v.params[2]) for v in pred] == ["i64", "folded constant 1", "i64, divisible by 16"]
+    assert [v.calls for v in pred] == [[0], [1, 3], [2]]
+    assert [d.what for d in pred.variants[1].diff] == ["n: i64 -> folded constant 1"]

@@ -14,7 +14,7 @@ import jitguard  # noqa: E402
 from jitguard.runtime import compat, keys, steps  # noqa: E402
 from jitguard.runtime.watch import _STATE  # noqa: E402
 from runtime_helpers import FakeTensor, cache_keys, dtype, stand_in_driver  # noqa: E402
-from runtime_kernels import copy_body, fresh  # noqa: E402
+from runtime_kernels import copy_body, copy_body_i64, fresh  # noqa: E402
 
 RNG = random.Random(os.urandom(8))
 
@@ -76,6 +76,25 @@ def test_value_class_changes_are_explained_in_words():
     assert ev[0].call_path == os.path.abspath(__file__)
     assert all(e.warmup for e in ev) and all(e.compile_ms > 0 for e in ev)
     assert all(e.overhead_ms is not None and e.overhead_ms < 50 for e in ev)
+
+
+def test_annotated_int_equal_to_one_is_a_folded_constant():
+    """``n: tl.int64`` equal to 1 is keyed ``('i64', 1)`` from Triton 3.3 (``('constexpr', 1)``
+    before): either way the recompile says why, and the trace gives fix a JG001 finding."""
+    k = fresh(copy_body_i64)
+    x, y = tensors()
+    with jitguard.watch() as w:
+        k.warmup(x, y, odd(), BLOCK=64, grid=(1,))
+        k.warmup(x, y, 1, BLOCK=64, grid=(1,))
+        k.warmup(x, y, div16(), BLOCK=64, grid=(1,))
+    assert [[d.what for d in e.diff] for e in w.events[1:]] == [
+        ["n: i64 -> folded constant 1"], ["n: i64 -> i64, divisible by 16"]]
+    assert all(d.change == "value_class" for e in w.events[1:] for d in e.diff)
+    one = w.events[1].params[2]
+    assert (one.kind, one.value_class) == ("int", "one")
+    assert 'add "n" to do_not_specialize' in w.events[1].remedy
+    found = w.findings()
+    assert [(f.code, f.param, f.fix_safety) for f in found] == [("JG001", "n", "safe")]
 
 
 def test_constexpr_alignment_options_and_width_diffs():

@@ -10,6 +10,10 @@ new Triton release means editing this file only.
 | disk-cache-hit listener         | ``triton.knobs.compilation.listener``                  | 3.4+      |
 | autotune listener               | ``triton.knobs.autotuning.listener``                   | 3.8+      |
 | autotune adapter                | wrap ``Autotuner.run`` and watch ``Autotuner.cache``   | 3.2-3.7   |
+| active driver                   | ``driver._active`` (None until set or first read)      | 3.5+      |
+|                                 | ``driver.active`` (the ``driver.default`` LazyProxy until set) | 3.2-3.4 |
+| autotuner's benchmarker         | read from the active driver when ``@triton.autotune`` runs | 3.2   |
+|                                 | read at the first benchmark                            | 3.3+      |
 | key format                      | ``str(specialization) + str(options)``                 | 3.3+      |
 |                                 | ``''.join(types + specs) + str((constexprs, options))``, | 3.2     |
 |                                 | rebuilt here in the 3.3 format (``normalized_key``)    |           |
@@ -123,6 +127,36 @@ def autotune_listener_site() -> HookSite | None:
     if at is None or not hasattr(at, "listener"):
         return None
     return _attr_site(at, "listener", "triton.knobs.autotuning.listener")
+
+
+def explicit_driver(driver_config: Any) -> Any | None:
+    """The driver made active with ``set_active`` (a real one or a stand-in), or None while Triton
+    would still use its default (the machine's GPU driver, created on first use). Never creates one."""
+    if isinstance(getattr(type(driver_config), "active", None), property):  # 3.5+
+        return vars(driver_config).get("_active")
+    active = vars(driver_config).get("active")  # 3.2-3.4: the default LazyProxy until set
+    default = vars(driver_config).get("default")
+    if active is None or active is default:
+        return None
+    return active
+
+
+def machine_driver(driver_config: Any) -> Any | None:
+    """The machine's own (GPU) driver, or None where this machine has none (creating it fails)."""
+    try:
+        default = driver_config.default  # 3.5+: a property that creates it
+        init = getattr(default, "_initialize_obj", None)  # 3.2-3.4: a LazyProxy
+        if init is not None:
+            init()
+        return default
+    except Exception:
+        return None
+
+
+def autotuner_reads_driver_at_decoration() -> bool:
+    """Triton 3.2's ``@triton.autotune`` asks the active driver for its benchmarker when the
+    decorator runs (3.3+ waits for the first benchmark)."""
+    return version_tuple()[:2] < (3, 3)
 
 
 def autotuner_class():

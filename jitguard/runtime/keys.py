@@ -4,7 +4,8 @@ A key (3.3+) is ``str(specialization) + str(options)``, e.g.
 ``[('*fp16', 'D'), ('i32', ''), ('constexpr', 128)]{'num_warps': 4, 'debug': False}``: one
 ``(type, attribute)`` entry per kernel parameter, where the attribute is ``'D'`` (divisible by 16 /
 16-byte aligned), ``''`` (no value class), ``None`` (not specialized) or, for constexpr entries, the
-value itself. A plain int argument equal to 1 shows up as ``('constexpr', 1)``: it was folded.
+value itself. A plain int argument equal to 1 shows up as ``('constexpr', 1)``: it was folded; an
+annotated one (``n: tl.int64``) keeps its type and shows up as ``('i64', 1)`` (3.3+), folded too.
 """
 from __future__ import annotations
 
@@ -60,6 +61,8 @@ def decode_param(name: str, index: int, declared_constexpr: bool, entry: tuple[A
     if ty in _BOOL_TYPES:
         return Param(name, index, "bool", ty)
     if ty in _INT_TYPES:
+        if attr == 1 and not isinstance(attr, bool):  # an annotated int equal to 1: folded as well
+            return Param(name, index, "int", ty, value_class="one", constexpr=1)
         vc = "div16" if attr == "D" else "none"
         return Param(name, index, "int", ty, value_class=vc)
     if ty.startswith(("fp", "bf")):
@@ -88,6 +91,8 @@ def describe(p: Param) -> str:
     if p.kind == "constexpr":
         return _fmt_value(p.constexpr)
     if p.kind == "int":
+        if p.value_class == "one":
+            return f"folded constant {p.constexpr if p.constexpr is not None else 1}"
         if p.type == "constexpr":
             return f"folded constant {p.constexpr}" if p.value_class == "one" else f"constant {p.constexpr}"
         return f"{p.type}, divisible by 16" if p.value_class == "div16" else f"{p.type}"
