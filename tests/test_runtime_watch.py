@@ -160,6 +160,27 @@ def test_chains_to_existing_hooks_and_restores_them_exactly():
         post.set(None)
 
 
+def test_a_compile_is_recorded_when_a_chained_post_hook_raises():
+    """vLLM's jit_monitor raises from jit_post_compile_hook in error mode: the compile happened,
+    so the watch has it, and the other tool's error still reaches the caller."""
+    _, post = compat.compile_hook_sites()
+
+    def strict_post(**kw):
+        raise RuntimeError("compiled after warmup")
+
+    post.set(strict_post)
+    try:
+        k = fresh()
+        x, y = tensors()
+        with jitguard.watch() as w:
+            with pytest.raises(RuntimeError, match="compiled after warmup"):
+                k.warmup(x, y, odd(), BLOCK=32, grid=(1,))
+        assert len(w.events) == 1 and w.events[0].compile_ms is not None
+        assert w.events[0].key in cache_keys(k)
+    finally:
+        post.set(None)
+
+
 def test_foreign_hook_that_skips_the_compile_is_respected():
     pre, _ = compat.compile_hook_sites()
     pre.set(lambda **kw: True)  # another tool tells Triton to skip compile and launch
@@ -485,3 +506,30 @@ def test_trace_path_placeholders(monkeypatch, tmp_path):
     with jitguard.watch(trace=tmp_path / "{{literal}}-{rank}.json"):
         pass
     assert (tmp_path / "{literal}-none.json").is_file()
+
+
+def test_autotune_config_compiles_point_at_the_launch_and_leave_the_rebenchmarks_in_view():
+    """Eight configs, four key values in three value classes: 24 config compiles, 4 benchmarks. The config compiles
+    are attributed to the launching line (not to the benchmarker that ran them), and the report
+    folds each benchmark's compiles into one line, so its per-kernel cap shows every re-benchmark."""
+    from jitguard.report.recompiles import render_text
+
+    configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (32, 64, 128, 256) for w in (4, 8)]
+    k = triton.autotune(configs=configs, key=["n"])(fresh(copy_body))  # the stand-in's benchmarker
+    x, y = tensors()
+    ns = [odd(), div16(), 1, odd()]  # three value classes: 24 config compiles
+    with jitguard.watch() as w:
+        for n in ns:
+            k[(1,)](x, y, n); launch_line = _this_line()  # noqa: E702
+    compiles = [e for e in w.events if e.kind == "compile"]
+    assert len(compiles) == 24 and all(e.autotuning for e in compiles)
+    assert {(e.call_path, e.call_line) for e in compiles} == {(os.path.abspath(__file__), launch_line)}
+    text = render_text(w.snapshot())
+    assert [f"autotune #{i}:" in text for i in (1, 2, 3, 4)] == [True] * 4
+    assert "config compiles while autotuning" in text and "more events" not in text
+
+
+def _this_line() -> int:
+    import inspect
+
+    return inspect.currentframe().f_back.f_lineno

@@ -143,6 +143,21 @@ def summarize(trace: Trace) -> list[dict[str, Any]]:
     return out
 
 
+def _fold_config_compiles(events: list[Event]) -> list:
+    """Events in order, each run of consecutive config compiles (an autotuner benchmarking) as one
+    list: so a per-kernel cap counts each benchmark once and the re-benchmarks stay in view."""
+    out: list = []
+    for e in events:
+        if e.kind == "compile" and e.autotuning:
+            if out and isinstance(out[-1], list):
+                out[-1].append(e)
+                continue
+            out.append([e])
+        else:
+            out.append(e)
+    return out
+
+
 def render_text(trace: Trace, *, cwd: str | None = None, max_events_per_kernel: int = 20) -> str:
     """The single-trace report: a header, then per kernel its totals and each event explained."""
     p = trace.process
@@ -171,12 +186,18 @@ def render_text(trace: Trace, *, cwd: str | None = None, max_events_per_kernel: 
                      f"{k['variants']} variant{'s' if k['variants'] != 1 else ''}, "
                      f"{k['recompiles']} recompile{'s' if k['recompiles'] != 1 else ''}{extra}, "
                      f"{_ms(k['compile_ms'])}{hits}")
-        shown = 0
-        for e in by_kernel[k["kernel"]]:
+        groups = _fold_config_compiles(by_kernel[k["kernel"]])
+        for shown, e in enumerate(groups):
             if shown >= max_events_per_kernel:
-                lines.append(f"  ... {len(by_kernel[k['kernel']]) - shown} more events (see the JSON trace)")
+                rest = sum(len(g) if isinstance(g, list) else 1 for g in groups[shown:])
+                lines.append(f"  ... {rest} more events (see the JSON trace)")
                 break
-            shown += 1
+            if isinstance(e, list):  # a run of config compiles while the autotuner benchmarked
+                ms = sum(c.compile_ms or 0.0 for c in e)
+                lines.append(f"  {len(e)} config compile{'s' if len(e) != 1 else ''} while autotuning "
+                             f"({_ms(ms)}, expected)  at {_where(e[0], cwd)}"
+                             + (f" step {e[0].step}" if e[0].step is not None else ""))
+                continue
             step = f" step {e.step}" if e.step is not None else ""
             what = _what_happened(e)
             if e.kind == "compile":

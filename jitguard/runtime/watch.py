@@ -154,9 +154,12 @@ def _user_frame(skip: tuple[str, ...], depth: int = 4) -> tuple[str | None, int 
     while f is not None:
         name = f.f_code.co_filename
         if name.startswith(skip):
-            if name.endswith("autotuner.py") and f.f_code.co_name in ("_bench", "benchmark", "kernel_call",
-                                                                       "check_disk_cache"):
-                autotuning = True
+            if name.endswith("autotuner.py"):
+                if f.f_code.co_name in ("_bench", "benchmark", "kernel_call", "check_disk_cache"):
+                    autotuning = True
+                # a frame seen before this one ran inside the autotuner (its benchmarker, a
+                # pre_hook): the launching line is further out
+                found, callers = (None, None), []
         elif found[0] is None:
             found = (os.path.abspath(name), f.f_lineno)
         elif not name.startswith(_NOT_CALLERS) and not any(t in name for t in _NOT_CALLER_PARTS):
@@ -307,15 +310,14 @@ def _log_once(where: str, exc: BaseException) -> None:
 
 
 def _make_chained(site: compat.HookSite, handler: Callable, previous: Any, returns_prev: bool = False) -> Callable:
-    """A hook for ``site`` that first calls ``previous`` (what was installed before: another tool's
-    hook) and returns what it returned, then runs ``handler`` while any watch is active. After
+    """A hook for ``site`` that calls ``previous`` (what was installed before: another tool's hook)
+    and returns what it returned, and runs ``handler`` while any watch is active: after
+    ``previous`` for the pre-compile hook (``returns_prev``: a truthy return skips the compile),
+    before it for the others (a compile that happened is recorded even if ``previous`` raises). After
     uninstall it stays a pure pass-through (``hook.jitguard_active = False``), so a tool that
     installed its hook on top of ours and chains to it keeps working, without double events."""
 
-    def hook(*args, **kwargs):
-        ret = previous(*args, **kwargs) if previous is not None else None
-        if returns_prev and ret:
-            return ret  # the other tool asked Triton to skip this compile: nothing happens
+    def run_handler(kwargs):
         if hook.jitguard_active and _STATE.watches:
             try:
                 handler(kwargs)
@@ -323,6 +325,17 @@ def _make_chained(site: compat.HookSite, handler: Callable, previous: Any, retur
                 raise
             except Exception as exc:
                 _log_once(site.name, exc)
+
+    def hook(*args, **kwargs):
+        if not returns_prev:
+            # A notification (after a compile, a disk-cache hit, an autotune): record first, so a
+            # tool whose hook raises (vLLM's jit_monitor in error mode) cannot hide a compile.
+            run_handler(kwargs)
+            return previous(*args, **kwargs) if previous is not None else None
+        ret = previous(*args, **kwargs) if previous is not None else None
+        if ret:
+            return ret  # the other tool asked Triton to skip this compile: nothing happens
+        run_handler(kwargs)
         return ret
 
     hook.jitguard_active = True
