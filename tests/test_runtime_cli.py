@@ -132,13 +132,17 @@ def test_pytest_plugin_marker_and_report(tmp_path):
         @pytest.mark.jitguard(max_recompiles=0)
         def test_one_variant():
             run([{RNG.randrange(1, 99) * 16 + 5}, {RNG.randrange(1, 99) * 16 + 7}])
+
+        @pytest.mark.jitguard(max_compiles=2)  # a compile budget alone: its recompile is allowed
+        def test_two_compiles_allowed():
+            run([{RNG.randrange(1, 99) * 16 + 9}, 1])
     """))
     env = _env(tmp_path)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--jitguard", "test_k.py"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     out = r.stdout
     assert r.returncode == 1, out
-    assert "1 failed, 1 passed" in out
+    assert "1 failed, 2 passed" in out
     assert "jitguard: 1 recompile (max_recompiles=0)" in out and "n: i32 -> i32, divisible by 16" in out
     assert "Triton compiles per test" in out and "test_k.py::test_one_variant" in out
 
