@@ -297,6 +297,42 @@ def parse_specialization(spec_text: str) -> list[tuple[Any, Any]] | None:
     return out
 
 
+# One specialization entry as Triton prints it: ('i32', 'D'), ('constexpr', 128), ('i64', None), ...
+# followed by ", " or by the closing "]". Anything else (a dtype object, a tuple, an escaped
+# quote) goes through ast in parse_specialization.
+_SIMPLE_ENTRY = re.compile(r"\('([^'\\]*)', (None|True|False|-?\d+|'[^'\\]*')\)(, |\])")
+_ATOMS = {"None": None, "True": True, "False": False}
+
+
+def split_and_parse(key: str) -> tuple[list[tuple[Any, Any]] | None, str]:
+    """(entries, options text) of a 3.3+ key, in one pass: a regular expression over the common
+    entries (jitguard's per-event cost is mostly this, on kernels of 40+ parameters), ast for the
+    rest."""
+    if key.startswith("[]"):
+        return [], key[2:]
+    if key.startswith("["):
+        entries = []
+        pos, n = 1, len(key)
+        match = _SIMPLE_ENTRY.match
+        while pos < n:
+            m = match(key, pos)
+            if m is None:
+                break
+            ty, attr, end = m.groups()
+            if attr in _ATOMS:
+                value = _ATOMS[attr]
+            elif attr[0] == "'":
+                value = attr[1:-1]
+            else:
+                value = int(attr)
+            entries.append((ty, value))
+            pos = m.end()
+            if end == "]":
+                return entries, key[pos:]
+    spec_text, opt_text = split_key(key)
+    return parse_specialization(spec_text), opt_text
+
+
 _OPTIONS_CACHE: dict[str, Any] = {}
 
 

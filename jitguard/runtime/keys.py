@@ -72,8 +72,8 @@ def decode_param(name: str, index: int, declared_constexpr: bool, entry: tuple[A
 
 def decode_key(key: str, params: Sequence[tuple[str, bool, bool, bool]]) -> Variant:
     """Decode ``key`` for a kernel whose parameters are ``compat.jit_params(jit_function)``."""
-    spec_text, opt_text = compat.split_key(key)
-    entries = compat.parse_specialization(spec_text) or []
+    entries, opt_text = compat.split_and_parse(key)
+    entries = entries or []
     decoded = []
     for i, (name, is_cx, dns, dns_al) in enumerate(params):
         entry = entries[i] if i < len(entries) else None
@@ -152,8 +152,8 @@ _MISSING = object()
 def diff(a: Variant, b: Variant) -> list[DiffEntry]:
     """What changed from variant ``a`` to variant ``b``, one entry per parameter or option."""
     out = []
-    for pa, pb in zip(a.params, b.params):
-        if describe(pa) != describe(pb):
+    for pa, pb, sa, sb in zip(a.params, b.params, a.signature, b.signature):
+        if sa != sb:  # the signature holds describe() of each parameter
             out.append(_param_change(pa, pb))
     return out + _options_diff(a, b)
 
@@ -182,10 +182,11 @@ def closest(new: Variant, previous: Sequence[Variant]) -> int | None:
 
 
 class VariantIndex:
-    """The variants of one kernel, indexed per parameter so ``closest`` stays cheap when a kernel
-    has hundreds of variants (a constexpr fed a per-call value): counting matching parameters
-    walks only the variants that share a value, and the facet tie-break looks at the most
-    recent ``TIE_WINDOW`` of the equally close ones."""
+    """The variants of one kernel, indexed per parameter so ``closest`` stays cheap on kernels of
+    40+ parameters and with hundreds of variants (a constexpr fed a per-call value): counting
+    differing parameters walks only the variants that differ from the new one at a position
+    (most positions never change), and the facet tie-break looks at the most recent
+    ``TIE_WINDOW`` of the equally close ones."""
 
     TIE_WINDOW = 64
 
@@ -209,15 +210,22 @@ class VariantIndex:
 
     def closest(self, new: Variant) -> int | None:
         n = len(self.variants)
-        if n <= self.TIE_WINDOW:
-            return closest(new, self.variants)
-        matches = [0] * n
-        for pos, value in enumerate(new.signature):
-            if pos < len(self._by_position):
-                for j in self._by_position[pos].get(value, ()):
-                    matches[j] += 1
-        top = max(matches)
-        tied = [j for j in range(n) if matches[j] == top][-self.TIE_WINDOW:]
+        if n == 0:
+            return None
+        differ = [0] * n
+        sig = new.signature
+        for pos, by_value in enumerate(self._by_position):
+            value = sig[pos] if pos < len(sig) else _MISSING
+            if len(by_value) == 1 and value in by_value:
+                continue  # every variant has this value here
+            for other, idxs in by_value.items():
+                if other != value:
+                    for j in idxs:
+                        differ[j] += 1
+        least = min(differ)
+        tied = [j for j in range(n) if differ[j] == least][-self.TIE_WINDOW:]
+        if len(tied) == 1:
+            return tied[0]
         pick = closest(new, [self.variants[j] for j in tied])
         return tied[pick] if pick is not None else None
 
