@@ -26,3 +26,10 @@ def copy_body_i64(x_ptr, y_ptr, n: tl.int64, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+def copy_rows_body(x_ptr, y_ptr, n, rows, BLOCK: tl.constexpr):
+    """Two ints: ``rows`` (an autotune key in the tests) and ``n`` (not in the key)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n * rows
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)

@@ -533,3 +533,33 @@ def _this_line() -> int:
     import inspect
 
     return inspect.currentframe().f_back.f_lineno
+
+
+def test_another_tuned_config_is_not_called_per_call_variation():
+    """A config table (vLLM's per-M MoE configs) switches tile sizes with num_warps/num_stages:
+    another config, expected once per config; no "bucket it", no "pass them the same way", no
+    finding. Options passed explicitly at one call and left default at another stay JG007."""
+    k = fresh()
+    x, y = tensors()
+    n = odd()
+    small, large = RNG.choice([(16, 2, 3), (32, 4, 3)]), RNG.choice([(128, 8, 4), (256, 8, 5)])
+    with jitguard.watch() as w:
+        k.warmup(x, y, n, BLOCK=small[0], num_warps=small[1], num_stages=small[2], grid=(1,))
+        k.warmup(x, y, n, BLOCK=large[0], num_warps=large[1], num_stages=large[2], grid=(1,))
+    e = w.events[1]
+    assert {d.change for d in e.diff} == {"config"}
+    assert {d.param if d.param != "options" else d.option for d in e.diff} == {"BLOCK", "num_warps", "num_stages"}
+    assert e.remedy.startswith("another config (") and "expected once per config" in e.remedy
+    assert "bucket" not in e.remedy and "same way" not in e.remedy
+    assert w.findings() == []
+
+
+def test_autotuner_config_compiles_say_another_config():
+    configs = [triton.Config({"BLOCK": 32}, num_warps=4), triton.Config({"BLOCK": 128}, num_warps=8)]
+    k = triton.autotune(configs=configs, key=["n"])(fresh(copy_body))
+    x, y = tensors()
+    with jitguard.watch() as w:
+        k[(1,)](x, y, odd())
+    second = [e for e in w.events if e.kind == "compile"][1]
+    assert second.autotuning and {d.change for d in second.diff} == {"config"}
+    assert second.remedy == "expected: the autotuner compiles each config it benchmarks"

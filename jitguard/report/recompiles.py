@@ -34,7 +34,7 @@ def _loc(path: str | None, line: int | None, cwd: str | None = None) -> str:
 _CHANGE_WORDS = {
     "value_class": "value class", "type": "int width", "constexpr": "constexpr value",
     "alignment": "alignment", "dtype": "dtype", "kind": "kind", "option": "option",
-    "option_order": "option order", "autotune_key": "autotune key",
+    "option_order": "option order", "autotune_key": "autotune key", "config": "config",
 }
 
 

@@ -10,7 +10,7 @@ annotated one (``n: tl.int64``) keeps its type and shows up as ``('i64', 1)`` (3
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from jitguard.runtime import compat
 from jitguard.runtime.trace import DiffEntry, Param
@@ -230,6 +230,27 @@ class VariantIndex:
         return tied[pick] if pick is not None else None
 
 
+# Launch options a tuned config sets (triton.Config, or a table of configs such as vLLM's per-M
+# MoE configs): changing one of them together with tile sizes is another config, not drift.
+CONFIG_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def mark_config_changes(entries: list[DiffEntry], config_names: Iterable[str] = ()) -> list[DiffEntry]:
+    """Re-label as ``change="config"`` the entries that make another tuned config rather than
+    per-call variation: constexprs named in the autotuner's configs (``config_names``), and, when
+    a config option (``CONFIG_OPTIONS``) changes between two explicit values, every constexpr and
+    config option that changed with it. Returns ``entries`` (changed in place)."""
+    names = set(config_names)
+    switched = any(e.change == "option" and e.option in CONFIG_OPTIONS and "default" not in (e.before, e.after)
+                   for e in entries)
+    for e in entries:
+        if e.change == "constexpr" and (switched or e.param in names):
+            e.change = "config"
+        elif e.change in ("option", "option_order") and e.option in CONFIG_OPTIONS and (switched or e.option in names):
+            e.change = "config"
+    return entries
+
+
 def remedy(entries: Sequence[DiffEntry], kernel_name: str = "") -> str | None:
     """What to do about the differences, in one or two sentences."""
     if not entries:
@@ -242,6 +263,10 @@ def remedy(entries: Sequence[DiffEntry], kernel_name: str = "") -> str | None:
     dtypes = [e.param for e in entries if e.change == "dtype"]
     kinds = [e.param for e in entries if e.change == "kind"]
     opts = [e for e in entries if e.change in ("option", "option_order")]
+    configs = [e for e in entries if e.change == "config"]
+    if configs:
+        what = ", ".join(dict.fromkeys(e.option if e.param == "options" and e.option else e.param for e in configs))
+        parts.append(f"another config ({what}): expected once per config; warm it up if it appears mid-serving")
     if ints:
         names = ", ".join(f'"{n}"' for n in ints)
         parts.append(f"add {names} to do_not_specialize (@triton.jit(do_not_specialize=[{names}])): "

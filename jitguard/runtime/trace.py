@@ -96,7 +96,8 @@ class DiffEntry:
 
     ``param`` is a parameter name, or "options" for launch options (then ``option`` names it).
     ``change`` classifies it: "value_class", "type", "constexpr", "alignment", "dtype", "option",
-    "kind" (e.g. an int that became a folded constant through None).
+    "kind" (e.g. an int that became a folded constant through None), "config" (another tuned
+    config: its constexprs and num_warps/num_stages changed together; expected once per config).
     """
 
     param: str

@@ -143,12 +143,14 @@ _NOT_CALLERS = ("<", sysconfig.get_paths()["stdlib"] + os.sep)
 _NOT_CALLER_PARTS = (f"{os.sep}_pytest{os.sep}", f"{os.sep}pluggy{os.sep}")
 
 
-def _user_frame(skip: tuple[str, ...], depth: int = 4) -> tuple[str | None, int | None, bool, list[str]]:
+def _user_frame(skip: tuple[str, ...], depth: int = 4) -> tuple[str | None, int | None, bool, list[str], Any]:
     """(path, line) of the first frame outside Triton and jitguard's runtime (the launching
     frame), whether an autotuner is benchmarking on the way (its config compiles are expected),
-    and up to ``depth`` further ``path:line`` callers (a wrapper's callers)."""
+    up to ``depth`` further ``path:line`` callers (a wrapper's callers), and the autotuner the
+    launch went through (None without one)."""
     f = sys._getframe(2)
     autotuning = False
+    tuner = None
     found: tuple[str | None, int | None] = (None, None)
     callers: list[str] = []
     while f is not None:
@@ -157,6 +159,9 @@ def _user_frame(skip: tuple[str, ...], depth: int = 4) -> tuple[str | None, int 
             if name.endswith("autotuner.py"):
                 if f.f_code.co_name in ("_bench", "benchmark", "kernel_call", "check_disk_cache"):
                     autotuning = True
+                if tuner is None and f.f_code.co_name == "run":
+                    cand = f.f_locals.get("self")
+                    tuner = cand if hasattr(cand, "configs") else None
                 # a frame seen before this one ran inside the autotuner (its benchmarker, a
                 # pre_hook): the launching line is further out
                 found, callers = (None, None), []
@@ -167,7 +172,16 @@ def _user_frame(skip: tuple[str, ...], depth: int = 4) -> tuple[str | None, int 
             if len(callers) >= depth:
                 break
         f = f.f_back
-    return found[0], found[1], autotuning, callers
+    return found[0], found[1], autotuning, callers, tuner
+
+
+def _config_names(tuner: Any) -> set[str]:
+    """The constexprs and options an autotuner's configs set (what differs between its configs)."""
+    names: set[str] = set()
+    for cfg in getattr(tuner, "configs", None) or ():
+        names.update(getattr(cfg, "kwargs", None) or {})
+        names.update(o for o in keys.CONFIG_OPTIONS if getattr(cfg, o, None) is not None)
+    return names
 
 
 # ---------------------------------------------------------------------------------------------
@@ -353,7 +367,7 @@ def _on_pre(kwargs: dict) -> None:
     call = compat.compile_call(kwargs)
     if call.jit_function is None:
         return
-    path, line, autotuning, callers = _user_frame(_STATE.skip_dirs)
+    path, line, autotuning, callers, tuner = _user_frame(_STATE.skip_dirs)
     me = threading.get_ident()
     with _STATE.lock:
         h = _STATE.history(call.jit_function, call.device, call.key)
@@ -364,6 +378,7 @@ def _on_pre(kwargs: dict) -> None:
                                   or call.key, h.params)
         idx = h.variants.closest(variant)
         entries: list[DiffEntry] = keys.diff(h.variants[idx], variant) if idx is not None else []
+        keys.mark_config_changes(entries, _config_names(tuner) if tuner is not None else ())
         event = Event(
             kind="compile",
             seq=-1,
@@ -387,8 +402,9 @@ def _on_pre(kwargs: dict) -> None:
             variant=len(h.variants) + 1 + sum(1 for p in _STATE.pending.values() if p.history is h),
             closest_variant=idx + 1 if idx is not None else None,
             diff=entries,
-            remedy=(("expected: the autotuner compiles each config it benchmarks; " if autotuning else "")
-                    + (keys.remedy(entries) or "")) or None,
+            remedy=("expected: the autotuner compiles each config it benchmarks"
+                    + (f"; {r}" if (r := keys.remedy([e for e in entries if e.change != "config"])) else "")
+                    if autotuning else keys.remedy(entries)),
         )
         pending = _Pending(event, variant, h, 0.0, me)
         _STATE.pending[(id(call.jit_function), call.key)] = pending
@@ -462,7 +478,7 @@ def _on_autotune(tuner: Any, key: Any, best: Any, timings: Any, duration: Any, c
         with contextlib.suppress(TypeError):
             jf = compat.base_jit_function(tuner)
     qual, kpath, kline = _kernel_identity(jf) if jf is not None else ("?", None, None)
-    path, line, _, callers = _user_frame(_STATE.skip_dirs)
+    path, line, _, callers, _ = _user_frame(_STATE.skip_dirs)
     key_t = tuple(key) if isinstance(key, (tuple, list)) else (key,)
     names = [n for n in (getattr(tuner, "keys", None) or [])]
     labels = names[: len(key_t)] + [f"dtype{i}" for i in range(len(key_t) - len(names))]
