@@ -10,6 +10,8 @@ import random
 
 import pytest
 
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+
 from jitguard.runtime.merge import (
     MergeError,
     _ranks_words,

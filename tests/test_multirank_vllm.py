@@ -15,6 +15,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
 from click.testing import CliRunner
 
 from jitguard.cli.report import report as report_cmd

@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+
 pytest.importorskip("triton")
 
 from jitguard.runtime.trace import load_trace  # noqa: E402

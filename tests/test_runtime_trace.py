@@ -7,6 +7,8 @@ import random
 
 import pytest
 
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+
 triton = pytest.importorskip("triton")
 
 import jitguard  # noqa: E402

@@ -8,6 +8,8 @@ import threading
 
 import pytest
 
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+
 triton = pytest.importorskip("triton")
 
 import jitguard  # noqa: E402

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+
 triton = pytest.importorskip("triton")
 from triton.runtime import driver  # noqa: E402
 

@@ -8,7 +8,7 @@ import sys
 import click
 
 from jitguard.runtime.trace import SCHEMA as TRACE_SCHEMA
-from jitguard.runtime.trace import Trace, TraceError, iter_trace_files, load_trace
+from jitguard.runtime.trace import Trace, TraceError, iter_trace_files, load_trace, read_json_file
 
 
 def _load(paths: tuple[str, ...]) -> tuple[list[Trace], list[str]]:
@@ -22,14 +22,14 @@ def _load(paths: tuple[str, ...]) -> tuple[list[Trace], list[str]]:
             found = 0
             for f in files:
                 try:
-                    with open(f, encoding="utf-8") as fh:
-                        head = json.load(fh)
-                except (OSError, ValueError):
-                    head = None
+                    head = read_json_file(f)  # regular files only, size-capped: no FIFO hangs
+                except TraceError as exc:
+                    notes.append(f"skipped {exc}")
+                    continue
                 if not isinstance(head, dict) or head.get("schema") != TRACE_SCHEMA:
                     notes.append(f"skipped {f}: not a jitguard trace")
                     continue
-                traces.append(load_trace(f))
+                traces.append(Trace.from_dict(head, path=f))
                 found += 1
             if not found:
                 subdirs = sorted(
