@@ -257,3 +257,86 @@ def test_rank_and_pid_placeholders_in_jitguard_trace(monkeypatch, tmp_path):
     for bad in ("{rank!r}.json", "{rank:z}.json", "a{.json"):
         with pytest.raises(ActivationError, match="JITGUARD_TRACE"):
             env_settings({"JITGUARD": "record", "JITGUARD_TRACE": str(tmp_path / bad)})
+
+
+SLEEPER = textwrap.dedent("""
+    import os, sys, time
+    sys.path.insert(0, {tests!r})
+    from runtime_helpers import stand_in_driver, FakeTensor, dtype
+    from runtime_kernels import fresh
+    k = fresh()
+    with stand_in_driver():
+        x = FakeTensor(16 * 4096, dtype("float16"))
+        for n in (17, 32):
+            k.warmup(x, x, n, BLOCK=64, grid=(1,))
+    print("ready", os.getpid(), flush=True)
+    time.sleep(120)
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie waiting for its parent counts as gone
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("how", ["SIGTERM to jitguard run", "SIGINT to the process group"])
+def test_signals_reach_the_command_which_writes_its_trace(tmp_path, how):
+    import signal
+    import time
+
+    (tmp_path / "prog.py").write_text(SLEEPER.format(tests=TESTS))
+    proc = subprocess.Popen([sys.executable, "-m", "jitguard", "run", "--mode", "record", "--trace", "t.json",
+                             "--", sys.executable, "prog.py"], cwd=tmp_path, env=_env(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("ready"), proc.stderr.read()
+        child = int(line.split()[1])
+        if how.startswith("SIGTERM"):
+            os.kill(proc.pid, signal.SIGTERM)
+            want = 128 + signal.SIGTERM
+        else:
+            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: every process of the group
+            want = 128 + signal.SIGINT
+        rc = proc.wait(timeout=60)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert rc == want, err
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the command was left running"
+    trace = load_trace(tmp_path / "t.json")
+    assert [e.variant for e in trace.events] == [1, 2]
+
+
+def test_could_not_activate_is_said_once_by_jitguard_run(tmp_path):
+    """Child Pythons that cannot import jitguard (another venv) run jitguard's sitecustomize too:
+    one line from `jitguard run` at the end, not one on each child's stderr."""
+    broken = tmp_path / "other_venv" / "jitguard"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('no jitguard in this venv')\n")
+    (tmp_path / "prog.py").write_text(textwrap.dedent(f"""
+        import os, subprocess, sys
+        env = dict(os.environ)
+        env["PYTHONPATH"] = env["PYTHONPATH"] + os.pathsep + {str(broken.parent)!r}
+        for _ in range(3):
+            subprocess.run([sys.executable, "-c", "print('child ran')"], env=env, check=True)
+    """))
+    r = _jitguard("run", "--mode", "record", "--trace", "t.json", "--", sys.executable, "prog.py",
+                  cwd=tmp_path, env=_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("child ran") == 3
+    lines = [ln for ln in r.stderr.splitlines() if "could not activate" in ln]
+    assert len(lines) == 1, r.stderr
+    assert "3 Python processes" in lines[0] and "no jitguard in this venv" in lines[0]

@@ -138,7 +138,30 @@ def activate(mode: str = "warn", *, trace: str | None = None, max_recompiles: in
         _active = w
         if write_at_exit:
             atexit.register(_finish)
+            _finish_on_sigterm()
         return w
+
+
+def _finish_on_sigterm() -> None:
+    """SIGTERM's default action ends the process without atexit: where the program left it at
+    the default, write the trace first, then die of SIGTERM as it would have (same exit status).
+    A handler the program installs (before or later) is left alone."""
+    import signal
+
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+
+        def on_sigterm(signum, frame):
+            try:
+                _finish()
+            finally:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+    except (ValueError, OSError, AttributeError):  # not the main thread, or no SIGTERM here
+        pass
 
 
 def deactivate():
