@@ -256,7 +256,7 @@ def main() -> int:
 
     import jitguard
     rope_fp8 = _import_kernels()
-    from jitguard.report.recompiles import render_text
+    from jitguard.runtime.text import render_trace as render_text
     from jitguard.runtime.trace import load_trace
 
     if not torch.cuda.is_available():

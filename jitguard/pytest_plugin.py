@@ -92,7 +92,7 @@ def pytest_runtest_call(item):
         problems.append(f"{n} recompile{'s' if n != 1 else ''} (max_recompiles={limits['max_recompiles']})")
     if not problems:
         return
-    from jitguard.report.recompiles import explain_event
+    from jitguard.runtime.text import explain_event
 
     text = "\n".join(explain_event(e) for e in offending[:10])
     exc = pytest.fail.Exception(f"jitguard: {' and '.join(problems)}:\n{text}", pytrace=False)

@@ -17,9 +17,9 @@ from jitguard.runtime.merge import (
     _ranks_words,
     describe_param,
     merge_traces,
-    render_text,
-    straggler_line,
 )
+from jitguard.runtime.text import render_merged as render_text
+from jitguard.runtime.text import straggler_line
 from jitguard.runtime.trace import (
     DiffEntry,
     Event,

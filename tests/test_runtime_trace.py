@@ -12,7 +12,8 @@ pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton version
 triton = pytest.importorskip("triton")
 
 import jitguard  # noqa: E402
-from jitguard.report.recompiles import render_text, summarize  # noqa: E402
+from jitguard.runtime.text import render_trace as render_text  # noqa: E402
+from jitguard.runtime.text import summarize  # noqa: E402
 from jitguard.runtime import compat, keys, steps  # noqa: E402
 from jitguard.runtime.findings import findings_from_trace  # noqa: E402
 from jitguard.runtime.trace import (  # noqa: E402

@@ -389,7 +389,7 @@ def test_wrapper_callers_and_compiles_between_watches_are_known():
     assert e.variant == 3 and e.closest_variant in (1, 2)
     assert e.call_line == _launch_through_wrapper.__code__.co_firstlineno + 1
     assert e.call_stack and e.call_stack[0].startswith(os.path.abspath(__file__) + ":")
-    from jitguard.report.recompiles import explain_event
+    from jitguard.runtime.text import explain_event
 
     assert f"<- {os.path.basename(__file__)}:" in explain_event(e, cwd=os.path.dirname(__file__))
 
@@ -514,7 +514,7 @@ def test_autotune_config_compiles_point_at_the_launch_and_leave_the_rebenchmarks
     """Eight configs, four key values in three value classes: 24 config compiles, 4 benchmarks. The config compiles
     are attributed to the launching line (not to the benchmarker that ran them), and the report
     folds each benchmark's compiles into one line, so its per-kernel cap shows every re-benchmark."""
-    from jitguard.report.recompiles import render_text
+    from jitguard.runtime.text import render_trace as render_text
 
     configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (32, 64, 128, 256) for w in (4, 8)]
     k = triton.autotune(configs=configs, key=["n"])(fresh(copy_body))  # the stand-in's benchmarker

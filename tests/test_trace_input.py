@@ -19,7 +19,8 @@ from jitguard.cli.fix import fix as fix_cmd  # noqa: E402
 from jitguard.cli.report import report as report_cmd  # noqa: E402
 from jitguard.runtime import trace as T  # noqa: E402
 from jitguard.runtime.findings import findings_from_trace  # noqa: E402
-from jitguard.runtime.merge import merge_traces, render_text  # noqa: E402
+from jitguard.runtime.merge import merge_traces  # noqa: E402
+from jitguard.runtime.text import render_merged as render_text  # noqa: E402
 
 RNG = random.Random(os.urandom(8))
 
@@ -164,7 +165,7 @@ def test_values_in_range_of_every_type_go_through_every_consumer():
             continue
         render_text(merge_traces([tr]))
         findings_from_trace(tr)
-        from jitguard.report.recompiles import render_text as render_one
+        from jitguard.runtime.text import render_trace as render_one
 
         render_one(tr)
 

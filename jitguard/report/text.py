@@ -5,9 +5,10 @@ Also the helpers the other renderers share: rule metadata lookup and per-code co
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
+    from jitguard.findings import Finding
     from jitguard.static.runner import ScanResult
 
 
@@ -25,8 +26,17 @@ def rule_name(code: str, rules: dict[str, Any] | None = None) -> str:
     return getattr(rule, "name", "") or ""
 
 
-def counts_by_code(result: "ScanResult") -> dict[str, int]:
-    return dict(sorted(Counter(f.code for f in result.findings).items()))
+def findings_and_errors(result: "ScanResult | Sequence[Finding]") -> tuple[list, list, list]:
+    """(findings, file errors, internal errors) of what a renderer is given: a scan's result, or
+    a list of findings from anywhere (a trace's: ``jitguard report --format sarif TRACE``)."""
+    if isinstance(result, (list, tuple)):
+        return list(result), [], []
+    return list(result.findings), list(result.errors), list(result.internal_errors)
+
+
+def counts_by_code(result: "ScanResult | Sequence[Finding]") -> dict[str, int]:
+    findings = findings_and_errors(result)[0]
+    return dict(sorted(Counter(f.code for f in findings).items()))
 
 
 def message_of(finding: Any) -> str:
@@ -43,7 +53,10 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'es' if word.endswith(('ch', 'sh', 's', 'x')) else 's'}"
 
 
-def summary_line(result: "ScanResult") -> str:
+def summary_line(result: "ScanResult | Sequence[Finding]") -> str:
+    if isinstance(result, (list, tuple)):  # findings without a scan (from a trace)
+        per_code = ", ".join(f"{c} x{k}" for c, k in counts_by_code(result).items())
+        return f"Found {_plural(len(result), 'finding')} ({per_code})." if result else "No findings."
     n = len(result.findings)
     scanned = _plural(result.files_scanned, "file")
     if n:

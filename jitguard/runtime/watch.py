@@ -528,7 +528,7 @@ def _on_autotune(tuner: Any, key: Any, best: Any, timings: Any, duration: Any, c
 
 def explain(event: Event, *, cwd: str | None = None) -> str:
     """A compile event in a few lines: what compiled where, what changed, and the fix."""
-    from jitguard.report.recompiles import explain_event
+    from jitguard.runtime.text import explain_event
 
     return explain_event(event, cwd=cwd)
 
@@ -681,9 +681,9 @@ class watch(contextlib.ContextDecorator):
 
     def summary(self) -> str:
         """The per-kernel text report (variants, recompiles, compile ms, culprits, fix)."""
-        from jitguard.report.recompiles import render_text
+        from jitguard.runtime.text import render_trace
 
-        return render_text(self.snapshot())
+        return render_trace(self.snapshot())
 
     def snapshot(self) -> Trace:
         """A copy of the trace so far, with the process info refreshed."""
