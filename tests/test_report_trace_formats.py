@@ -6,11 +6,11 @@ import ast
 import json
 import pathlib
 
-import jsonschema
 import pytest
 from click.testing import CliRunner
 
 pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+jsonschema = pytest.importorskip("jsonschema")  # a test dependency (not on every GPU image)
 
 from jitguard.cli.report import report as report_cmd  # noqa: E402
 from jitguard.runtime.findings import findings_from_trace  # noqa: E402
