@@ -18,11 +18,11 @@ cat "$OUT/device.txt"
 # the runtime test files (tests/test_fix_from_trace.py needs libcst, which the device image lacks)
 files=$(grep -l 'pytest.mark.runtime' tests/test_*.py | grep -v test_fix_from_trace)
 { echo "# python3 -m pytest -m gpu tests/test_runtime_gpu.py; $(tr '\n' ' ' < "$OUT/device.txt")"
-  timeout 240 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_runtime_gpu.py -rs 2>&1; } \
+  timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_runtime_gpu.py -rs 2>&1; } \
   | tee "$OUT/gpu_tests_runtime.txt"
 { echo "# python3 -m pytest -m runtime (the CPU tests, stand-in driver, on the device's Triton); $(tr '\n' ' ' < "$OUT/device.txt")"
-  timeout 300 python3 -m pytest -q -p no:cacheprovider -m "runtime and not gpu" $files -rs 2>&1 | tail -25; } \
+  timeout 240 python3 -m pytest -q -p no:cacheprovider -m "runtime and not gpu" $files -rs 2>&1 | tail -25; } \
   | tee "$OUT/runtime_tests_device_triton.txt"
-timeout 200 python3 bench/bench_event_cost.py --variants 60 --repeats 5 --out "$OUT" \
+timeout 150 python3 bench/bench_event_cost.py --variants 60 --repeats 5 --out "$OUT" \
   --label "on the device host (16 cores, idle): Triton's real JIT path through the stand-in sm_90 driver" \
   2>&1 | grep -v -i warn | tee "$OUT/event_cost_log.txt"
