@@ -2,7 +2,7 @@
 # One device call for the runtime watcher: its GPU tests, its CPU tests on the device's Triton
 # (a version CI does not run), and jitguard's own cost per compile event on the device host.
 # Results land in $OUT. Run from the repository root (or a copy of it):
-#   bash bench/runtime_device_run.sh
+#   bash bench/runtime_device_run.sh               # SKIP_BENCH=1: the tests only
 OUT=${OUT:-/tmp/runtime_device_out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null 2>&1 \
@@ -21,8 +21,8 @@ files=$(grep -l 'pytest.mark.runtime' tests/test_*.py | grep -v test_fix_from_tr
   timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_runtime_gpu.py -rs 2>&1; } \
   | tee "$OUT/gpu_tests_runtime.txt"
 { echo "# python3 -m pytest -m runtime (the CPU tests, stand-in driver, on the device's Triton); $(tr '\n' ' ' < "$OUT/device.txt")"
-  timeout 240 python3 -m pytest -q -p no:cacheprovider -m "runtime and not gpu" $files -rs 2>&1 | tail -25; } \
+  timeout 240 python3 -m pytest -q -p no:cacheprovider -m "runtime and not gpu" $files -rfs --tb=line 2>&1 | tail -60; } \
   | tee "$OUT/runtime_tests_device_triton.txt"
-timeout 150 python3 bench/bench_event_cost.py --variants 60 --repeats 5 --out "$OUT" \
+[ "${SKIP_BENCH:-0}" = 1 ] || timeout 150 python3 bench/bench_event_cost.py --variants 60 --repeats 5 --out "$OUT" \
   --label "on the device host (16 cores, idle): Triton's real JIT path through the stand-in sm_90 driver" \
   2>&1 | grep -v -i warn | tee "$OUT/event_cost_log.txt"
