@@ -329,7 +329,8 @@ def test_could_not_activate_is_said_once_by_jitguard_run(tmp_path):
     (tmp_path / "prog.py").write_text(textwrap.dedent(f"""
         import os, subprocess, sys
         env = dict(os.environ)
-        env["PYTHONPATH"] = env["PYTHONPATH"] + os.pathsep + {str(broken.parent)!r}
+        parts = env["PYTHONPATH"].split(os.pathsep)  # jitguard's site dir first, then the broken venv
+        env["PYTHONPATH"] = os.pathsep.join(parts[:1] + [{str(broken.parent)!r}] + parts[1:])
         for _ in range(3):
             subprocess.run([sys.executable, "-c", "print('child ran')"], env=env, check=True)
     """))
