@@ -341,3 +341,31 @@ def test_could_not_activate_is_said_once_by_jitguard_run(tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if "could not activate" in ln]
     assert len(lines) == 1, r.stderr
     assert "3 Python processes" in lines[0] and "no jitguard in this venv" in lines[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_worker_ended_by_sigterm_writes_no_trace(tmp_path):
+    """multiprocessing's terminate() sends SIGTERM to forked workers, which hold a copy of the
+    parent's watch: only the process that started the watch writes a trace."""
+    (tmp_path / "prog.py").write_text(textwrap.dedent(f"""
+        import os, signal, sys, time
+        sys.path.insert(0, {TESTS!r})
+        from runtime_helpers import stand_in_driver, FakeTensor, dtype
+        from runtime_kernels import fresh
+        k = fresh()
+        with stand_in_driver():
+            k.warmup(FakeTensor(16 * 4096, dtype("float16")), FakeTensor(16 * 4096, dtype("float16")), 17,
+                     BLOCK=64, grid=(1,))
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        print("worker", os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)
+    """))
+    r = _jitguard("run", "--mode", "record", "--trace", "traces/", "--", sys.executable, "prog.py",
+                  cwd=tmp_path, env=_env(tmp_path))
+    assert r.returncode == 0 and "worker True" in r.stdout, r.stderr
+    assert len(os.listdir(tmp_path / "traces")) == 1  # the parent's only

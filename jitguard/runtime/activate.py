@@ -152,9 +152,12 @@ def _finish_on_sigterm() -> None:
         if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
             return
 
+        owner = os.getpid()
+
         def on_sigterm(signum, frame):
             try:
-                _finish()
+                if os.getpid() == owner:  # a forked worker (multiprocessing's terminate()) writes nothing
+                    _finish()
             finally:
                 signal.signal(signum, signal.SIG_DFL)
                 os.kill(os.getpid(), signum)
