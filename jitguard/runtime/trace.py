@@ -2,7 +2,7 @@
 
 A trace is one JSON document per process::
 
-    {"schema": "jitguard.trace", "version": 1,
+    {"schema": "jitguard.trace", "version": 2,
      "process": {...ProcessInfo...},
      "events": [{...Event...}, ...],
      "kernels": {"qualname": {"compiles": 3, "autotunes": 0, "compile_ms": 120.5}},
@@ -27,7 +27,7 @@ from typing import Any, Iterable
 from jitguard.atomic_write import write_text_atomic
 
 SCHEMA = "jitguard.trace"
-VERSION = 1
+VERSION = 2  # 2: events name the kernel's module and qualname apart (for jitguard.warmup)
 SUPPORTED_VERSIONS = tuple(range(1, VERSION + 1))  # every version up to the current one loads
 DEFAULT_MAX_EVENTS = 20_000
 MAX_STRING = 2_000  # characters kept of a raw key / repr / config string
@@ -156,6 +156,8 @@ class Event:
     seq: int  # 0-based order within the process
     kernel: str  # qualified name "module.func"
     step: int | None = None
+    kernel_module: str | None = None  # the kernel function's __module__ (None in version 1)
+    kernel_qualname: str | None = None  # its __qualname__ (None in version 1)
     wall: float = 0.0
     monotonic: float = 0.0
     thread: str | None = None
@@ -166,6 +168,7 @@ class Event:
     call_stack: list[str] = field(default_factory=list)  # further callers "path:line", innermost first
     warmup: bool = False
     autotuning: bool = False  # a compile of one config while an autotuner benchmarks (expected)
+    from_trace: bool = False  # compiled by jitguard.warmup from a trace, before traffic (expected)
     compile_ms: float | None = None
     disk_cache_hit: bool | None = None
     params: list[Param] = field(default_factory=list)
@@ -187,6 +190,8 @@ class Event:
             "monotonic": self.monotonic,
             "thread": self.thread,
             "kernel": self.kernel,
+            "kernel_module": self.kernel_module,
+            "kernel_qualname": self.kernel_qualname,
             "kernel_path": self.kernel_path,
             "kernel_line": self.kernel_line,
             "call_path": self.call_path,
@@ -194,6 +199,7 @@ class Event:
             "call_stack": list(self.call_stack[:8]),
             "warmup": self.warmup,
             "autotuning": self.autotuning,
+            "from_trace": self.from_trace,
             "compile_ms": self.compile_ms,
             "disk_cache_hit": self.disk_cache_hit,
             "params": [p.to_dict() for p in self.params],
@@ -217,6 +223,7 @@ class Event:
         kw["autotune"] = AutotuneInfo.from_dict(d["autotune"]) if d.get("autotune") else None
         kw["warmup"] = bool(kw.get("warmup", False))
         kw["autotuning"] = bool(kw.get("autotuning", False))
+        kw["from_trace"] = bool(kw.get("from_trace", False))
         return cls(**kw)
 
     def where(self) -> str:
@@ -541,6 +548,8 @@ EVENT_FIELDS = (
     F("monotonic", "number", required=True),
     F("thread", "string|null"),
     F("kernel", "string", required=True),
+    F("kernel_module", "string|null", required=True, since=2),
+    F("kernel_qualname", "string|null", required=True, since=2),
     F("kernel_path", "string|null"),
     F("kernel_line", "integer|null", minimum=0),
     F("call_path", "string|null"),
@@ -548,6 +557,7 @@ EVENT_FIELDS = (
     F("call_stack", "array", items="string", max_items=64),
     F("warmup", "boolean"),
     F("autotuning", "boolean"),
+    F("from_trace", "boolean"),  # compiled ahead of traffic by jitguard.warmup (version 2)
     F("compile_ms", "number|null"),
     F("disk_cache_hit", "boolean|null"),
     F("params", "array", required=True, items=PARAM_FIELDS, max_items=MAX_PARAMS),
@@ -697,14 +707,15 @@ def _field_schema(f: Field) -> dict[str, Any]:
 
 def _table_schema(table: tuple, with_type: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "object"} if with_type else {}
-    out["required"] = [f.name for f in table if f.required and f.since == 1]
+    out["required"] = [f.name for f in table if f.required and f.since <= VERSION]
     out["properties"] = {f.name: _field_schema(f) for f in table}
     return out
 
 
-#: JSON Schema (draft 2020-12) of every supported version, built from the tables above.
+#: JSON Schema (draft 2020-12) of the current version (what jitguard writes), built from the tables
+#: above; ``validate`` reads every supported version.
 TRACE_JSON_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": f"jitguard trace, versions {', '.join(map(str, SUPPORTED_VERSIONS))}",
+    "title": f"jitguard trace, version {VERSION}",
     **_table_schema(TRACE_FIELDS),
 }

@@ -1,0 +1,591 @@
+"""The Classifier: follows a launch argument through local assignments, tuple unpacking of shapes,
+closures, module constants and the wrapper functions of the same module that call the launcher, to a
+class (VARYING, BUCKETED, STABLE, UNKNOWN) with the evidence for it."""
+from __future__ import annotations
+
+import ast
+
+from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef
+from jitguard.static.names import dotted
+from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo
+from jitguard.static.provenance.conventions import (
+    _ALLOC, _ARITH_FUNCS, _ARRAY_MODULES, _BUCKET, _DATA_DEP, _LIKE, _REDUCE, _ROUND_UP, _STABLE_CALLS, _WARMUP,
+    annotation_vtype, name_class, strong_stable, weight_like,
+)
+from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal
+from jitguard.static.provenance.tensors import TensorLayouts
+from jitguard.static.provenance.value import Prov, join
+
+
+class Classifier(TensorLayouts):
+    def __init__(self, info: ModuleInfo, segment, varying: frozenset[str], stable: frozenset[str]):
+        self.info = info
+        self.segment = segment
+        self.varying = varying
+        self.stable = stable
+        self._busy: set[tuple[int, str]] = set()
+        self._memo: dict[tuple[int, str], Prov] = {}
+        self._tensor_memo: dict[int, tuple] = {}
+
+    # ---- helpers ----
+    def code(self, node: ast.AST) -> str:
+        text = " ".join(self.segment(node).split())
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    def by_name(self, name: str | None) -> str | None:
+        return name_class(name, self.varying, self.stable)
+
+    def lookup(self, name: str, fn: FunctionInfo | None) -> tuple[FunctionInfo | None, str]:
+        """Where ``name`` is bound: ('assign'|'param'|'import'|'module'|'free') and the function."""
+        f = fn
+        while f is not None:
+            if name in f.assigns:
+                return f, "assign"
+            if name in f.params:
+                return f, "param"
+            if name in f.imported:
+                return f, "import"
+            f = f.parent
+        if name in self.info.constants:
+            return None, "module"
+        if name in self.info.imported:
+            return None, "import"
+        return None, "free"
+
+    def apply_name(self, name: str, prov: Prov) -> Prov:
+        cls = self.by_name(name)
+        if cls is None:
+            return prov
+        return Prov(cls, prov.vtype, (f"{name}: the name suggests a {'per-call' if cls == VARYING else 'fixed'} value",),
+                    False, True)
+
+    # ---- entry point ----
+    def classify(self, expr: ast.AST, fn: FunctionInfo | None, depth: int = 0) -> Prov:
+        try:
+            return self._classify(expr, fn, depth)
+        except RecursionError:
+            return Prov(UNKNOWN)
+
+    def _classify(self, e: ast.AST, fn: FunctionInfo | None, depth: int) -> Prov:
+        if depth > 60:
+            return Prov(UNKNOWN)
+        d = depth + 1
+        if isinstance(e, ast.Constant):
+            v = e.value
+            if isinstance(v, bool):
+                return Prov(STABLE, "bool", (f"literal {v}",))
+            if isinstance(v, int):
+                return Prov(STABLE, "int", (f"literal {v}",), v != 0 and v % 16 == 0)
+            if isinstance(v, float):
+                return Prov(STABLE, "float", (f"literal {v}",))
+            if v is None:
+                return Prov(STABLE, "none", ("None",))
+            return Prov(STABLE, "str")
+        if isinstance(e, ast.Name):
+            return self.name(e.id, fn, d)
+        if isinstance(e, ast.UnaryOp):
+            inner = self._classify(e.operand, fn, d)
+            return inner.as_type("bool") if isinstance(e.op, ast.Not) else inner._replace(div16=inner.div16 and isinstance(e.op, ast.USub))
+        if isinstance(e, ast.BinOp):
+            left, right = self._classify(e.left, fn, d), self._classify(e.right, fn, d)
+            out = join([left, right], "float" if isinstance(e.op, ast.Div) else None)
+            if isinstance(e.op, ast.Mult):
+                out = out._replace(div16=left.div16 or right.div16)
+            elif isinstance(e.op, ast.LShift):
+                shift = int_literal(e.right)
+                out = out._replace(div16=left.div16 or (shift is not None and shift >= 4))
+                if int_literal(e.left) == 1 and right.cls == VARYING:
+                    return Prov(BUCKETED, "int", (f"{self.code(e)}: a power of two (few distinct values)",) + right.evidence)
+                if int_literal(e.left) == 1 and right.cls != VARYING and right.entry is not None:
+                    out = out._replace(bucket=True)
+            elif isinstance(e.op, ast.Pow) and int_literal(e.left) == 2 and right.cls == VARYING:
+                return Prov(BUCKETED, "int", (f"{self.code(e)}: a power of two (few distinct values)",) + right.evidence)
+            elif isinstance(e.op, ast.Pow) and int_literal(e.left) == 2 and right.cls != VARYING and right.entry is not None:
+                out = out._replace(bucket=True)
+            elif not isinstance(e.op, (ast.Add, ast.Sub)):
+                out = out._replace(div16=False)
+            if isinstance(e.op, (ast.FloorDiv, ast.Div)) and right.cls == VARYING and self.written_int(e.left, fn):
+                # 512 // n: a budget written in the code shared out over a count is no longer that
+                # count: a name saying "model dimension" does not describe the count the guess is about
+                out = out._replace(guess=False)
+            if out.cls == VARYING:
+                return out.why(f"{self.code(e)}: arithmetic on a varying value")
+            return out
+        if isinstance(e, ast.Compare):
+            out = join([self._classify(x, fn, d) for x in [e.left, *e.comparators]])
+            return out._replace(vtype="bool", div16=False)
+        if isinstance(e, ast.BoolOp):
+            return join([self._classify(x, fn, d) for x in e.values])
+        if isinstance(e, ast.IfExp):
+            return join([self._classify(e.body, fn, d), self._classify(e.orelse, fn, d)])
+        if isinstance(e, ast.Attribute):
+            return self.attribute(e, fn, d)
+        if isinstance(e, ast.Subscript):
+            return self.subscript(e, fn, d)
+        if isinstance(e, ast.Call):
+            return self.call(e, fn, d)
+        if isinstance(e, ast.NamedExpr):
+            return self._classify(e.value, fn, d)
+        if isinstance(e, (ast.Tuple, ast.List)):
+            return Prov(UNKNOWN, "tuple")
+        return Prov(UNKNOWN)
+
+    # ---- names ----
+    def name(self, name: str, fn: FunctionInfo | None, depth: int) -> Prov:
+        owner, where = self.lookup(name, fn)
+        if where == "assign":
+            key = (id(owner), name)
+            if key in self._memo:
+                return self._memo[key]
+            if key in self._busy:
+                return Prov(UNKNOWN)
+            self._busy.add(key)
+            try:
+                entries = owner.assigns[name]
+                # `x = f(x)` (x = min(x, cap)): the earlier values first; the reassignment sees them
+                own = [en for en in entries if en.kind in ("expr", "aug") and en.node is not None
+                       and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(en.node))]
+                first = [self.entry(name, en, owner, depth) for en in entries if all(en is not o for o in own)]
+                if own and first:
+                    self._memo[key] = join(first)
+                out = join(first + [self.entry(name, en, owner, depth) for en in own])
+            finally:
+                self._busy.discard(key)
+                self._memo.pop(key, None)
+            if out.cls == UNKNOWN:
+                out = self.apply_name(name, out)
+            self._memo[key] = out
+            return out
+        if where == "param":
+            return self.param(owner, name, depth)
+        if where == "module":
+            key = (0, name)
+            if key in self._busy:
+                return Prov(STABLE, evidence=(f"{name}: module-level value",))
+            self._busy.add(key)
+            try:
+                inner = self._classify(self.info.constants[name], None, depth)
+            finally:
+                self._busy.discard(key)
+            if inner.cls in (UNKNOWN, STABLE):
+                return Prov(STABLE, inner.vtype, (f"{name}: module-level constant",), inner.div16)
+            return inner.why(f"module-level {name} = {self.code(self.info.constants[name])}")
+        if where == "import":
+            return Prov(STABLE, "unknown", (f"{name}: imported constant",))
+        return self.apply_name(name, Prov(UNKNOWN))
+
+    def entry(self, name: str, en: Entry, fn: FunctionInfo, depth: int) -> Prov:
+        where = f"line {en.line}"
+        if en.kind == "loop":
+            if en.node is not None and self.fixed_collection(en.node, fn):
+                return Prov(STABLE, "unknown", (f"{name}: loop over a fixed set of values written in the code ({where})",))
+            return Prov(VARYING, "int", (f"{name}: loop variable ({where})",))
+        if en.kind == "opaque":
+            return Prov(UNKNOWN)
+        if en.kind == "dim":
+            return self.name_overrides_guess(name, self.dim(en.node, en.index, fn, depth, target=name, ndim=en.ndim, line=en.line))
+        if en.kind == "item":
+            # a, b = f(...) with f a function of this module returning a tuple: take element i
+            call = en.node
+            if en.index is not None and isinstance(call, ast.Call) and (callee := self.local_callee(call, fn)) is not None:
+                got = self.returns(callee, depth, item=en.index)
+                if got is not None and got.cls != UNKNOWN:
+                    return got.why(f"{name} = element {en.index} of what {callee.name}() returns (line {en.line})")
+            if en.index is not None and isinstance(call, ast.Attribute) and call.attr in self.info.attrs:
+                # a, b = meta.plan: element i of the tuples assigned to .plan in this module
+                got = self.assigned_attr(call.attr, depth, item=en.index)
+                if got is not None and got.cls in (VARYING, BUCKETED):
+                    return got.why(f"{name} = element {en.index} of {self.code(call)} (line {en.line})")
+            return self.apply_name(name, Prov(UNKNOWN))
+        shape_dim = self._shape_dim(en.node)
+        if shape_dim is not None:  # n = x.shape[i] / x.size(i): the target's name is evidence for i
+            t, i = shape_dim
+            return self.name_overrides_guess(name, self.dim(t, i, fn, depth, target=name, line=en.line))
+        inner = self._classify(en.node, fn, depth)
+        if inner.cls == UNKNOWN:
+            return self.apply_name(name, inner)
+        return self.name_overrides_guess(name, inner).why(f"{name} = {self.code(en.node)} ({where})")
+
+    @staticmethod
+    def _shape_dim(node: ast.AST) -> tuple[ast.AST, int | None] | None:
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+                and not isinstance(node.slice, (ast.Slice, ast.Tuple)):
+            return node.value.value, int_literal(node.slice)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+                and len(node.args) == 1 and not node.keywords:
+            return node.func.value, int_literal(node.args[0])
+        return None
+
+    def name_overrides_guess(self, name: str, prov: Prov) -> Prov:
+        """``num_experts = x.shape[0]``: the leading dim of a tensor we know nothing about is only a
+        guess; a name that says model dimension (or configured maximum) wins over it."""
+        if prov.cls == VARYING and prov.guess and strong_stable(name, self.varying, self.stable):
+            return Prov(STABLE, prov.vtype, (f"{name}: the name says a fixed dimension, over the guess that "
+                                            f"a leading dimension varies",) + prov.evidence[:1], prov.div16, True)
+        return prov
+
+    def written_int(self, node: ast.AST, fn) -> bool:
+        """An int written in the code: a literal, or a name bound once to one (locally or at module
+        level)."""
+        if int_literal(node) is not None:
+            return True
+        if isinstance(node, ast.Name):
+            owner, where = self.lookup(node.id, fn)
+            if where == "module":
+                return int_literal(self.info.constants[node.id]) is not None
+            if where == "assign":
+                entries = owner.assigns[node.id]
+                return len(entries) == 1 and entries[0].kind == "expr" and int_literal(entries[0].node) is not None
+        return False
+
+    def fixed_collection(self, node: ast.AST, fn, depth: int = 0) -> bool:
+        """A literal list/tuple/set (or a module constant holding one), or zip/product/enumerate of
+        those: a loop over it takes a fixed, small set of values."""
+        if depth > 4:
+            return False
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return all(not isinstance(x, ast.Starred) for x in node.elts)
+        if isinstance(node, ast.Dict):
+            return True
+        if isinstance(node, ast.Name):
+            owner, where = self.lookup(node.id, fn)
+            if where == "module":
+                return self.fixed_collection(self.info.constants[node.id], None, depth + 1)
+            if where == "assign" and len(owner.assigns[node.id]) == 1 and owner.assigns[node.id][0].kind == "expr":
+                return self.fixed_collection(owner.assigns[node.id][0].node, owner, depth + 1)
+            return False
+        if isinstance(node, ast.Call) and _call_name(node.func) in ("zip", "product", "enumerate", "reversed", "sorted", "list", "tuple"):
+            return bool(node.args) and all(self.fixed_collection(a, fn, depth + 1) for a in node.args)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("items", "keys", "values"):
+            return self.fixed_collection(node.func.value, fn, depth + 1)
+        return False
+
+    def returns(self, callee: FunctionInfo, depth: int, item: int | None = None) -> Prov | None:
+        """What a module-level function returns (its params resolved through its callers); with
+        ``item``, element ``item`` of the tuples it returns."""
+        key = (id(callee), f"returns:{item}")
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._busy or depth > 30:
+            return None
+        self._busy.add(key)
+        try:
+            values = []
+            stack = list(callee.node.body)
+            while stack:
+                st = stack.pop()
+                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                    continue
+                if isinstance(st, ast.Return):
+                    value = st.value
+                    if item is not None:
+                        if value is None or (isinstance(value, ast.Constant) and value.value is None):
+                            continue  # `return None`: nothing to unpack (the caller checks for it)
+                        if not isinstance(value, (ast.Tuple, ast.List)) or item >= len(value.elts) \
+                                or any(isinstance(e, ast.Starred) for e in value.elts):
+                            return None
+                        value = value.elts[item]
+                    elif value is None or isinstance(value, (ast.Tuple, ast.List, ast.Dict)):
+                        return None
+                    values.append(value)
+                    continue
+                stack.extend(c for c in ast.iter_child_nodes(st) if isinstance(c, ast.stmt))
+                for attr in ("handlers", "cases"):
+                    for h in getattr(st, attr, []) or []:
+                        stack.extend(h.body)
+            out = join([self._classify(v, callee, depth + 2) for v in values]) if values else None
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = out
+        return out
+
+    # ---- parameters of the enclosing function: follow the callers in this module ----
+    def _callee(self, call: ast.Call, fn: FunctionInfo) -> str:
+        """How a caller reaches ``fn``: its name, or ``torch.ops.ns.op -> fn`` for a custom op."""
+        parts = dotted(call.func) if isinstance(call.func, ast.Attribute) else None
+        if parts and len(parts) >= 4 and parts[1] == "ops" and fn.name not in parts:
+            return f"{'.'.join(parts[:4])} -> {fn.name}"
+        return fn.name
+
+    def param(self, fn: FunctionInfo, name: str, depth: int) -> Prov:
+        p = fn.params[name]
+        key = (id(fn), "param:" + name)
+        if key in self._memo:
+            return self._memo[key]
+        vt = annotation_vtype(self.code(p.annotation) if p.annotation is not None else None)
+        if key in self._busy or depth > 40:
+            return Prov(UNKNOWN, vt)
+        self._busy.add(key)
+        try:
+            results: list[Prov] = []
+            callers = self.info.calls.get(fn.qual, []) if p.kind != "star" else []
+            for call, caller in callers[:50]:
+                if caller is not None and _WARMUP.search(caller.qual):
+                    continue  # warm-up code enumerates variants on purpose: not evidence of serving
+                arg = self.arg_for(call, p)
+                if arg is None:
+                    if p.default is not None:
+                        results.append(self._classify(p.default, None, depth).why(f"{name} defaults to {self.code(p.default)}"))
+                    continue
+                if isinstance(arg, str):  # *args / **kwargs at the call: can't map
+                    continue
+                r = self._classify(arg, caller, depth + 4)
+                cname = caller.qual if caller is not None else "module level"
+                results.append(r.why(f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"))
+            out = join(results) if results else Prov(UNKNOWN)
+            if out.cls == UNKNOWN:
+                named = self.apply_name(name, out)
+                if named.cls != UNKNOWN:
+                    out = named
+                elif not results and p.default is not None:
+                    dflt = self._classify(p.default, None, depth)
+                    if dflt.cls == STABLE:
+                        out = Prov(STABLE, dflt.vtype, (f"{name} defaults to {self.code(p.default)} and no caller in this module passes it",))
+            if vt == "unknown" and not results and isinstance(p.default, ast.Constant) \
+                    and type(p.default.value) is float:
+                # no caller here passes it and its default is a float literal (``scale=1.0``): a
+                # float, which Triton never specializes, whatever its name suggests
+                vt = "float"
+            if vt != "unknown":
+                out = out.as_type(vt)
+            if not results and p.kind != "star" and fn.parent is None and (fn.class_name is None or fn.is_method):
+                # an entry parameter: a module-level function's, or a method's (called through
+                # objects elsewhere: link.py binds obj.meth(...) calls by name)
+                out = out._replace(entry=EntryRef(fn.qual, name, p.index))
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = out
+        return out
+
+    @staticmethod
+    def arg_for(call: ast.Call, p: ParamInfo):
+        """The argument expression a call passes for ``p``; None if defaulted; 'star' if unmappable."""
+        pos = 0
+        for a in call.args:
+            if isinstance(a, ast.Starred):
+                return "star"
+            if p.kind == "pos" and pos == p.index:
+                return a
+            pos += 1
+        for kw in call.keywords:
+            if kw.arg == p.name:
+                return kw.value
+        if any(kw.arg is None for kw in call.keywords):
+            return "star"
+        return None
+
+    # ---- attributes, shapes, strides ----
+    def attribute(self, e: ast.Attribute, fn, depth) -> Prov:
+        attr = e.attr
+        if attr in ("ndim", "itemsize", "dtype", "device", "is_cuda", "layout"):
+            return Prov(STABLE, "int" if attr in ("ndim", "itemsize") else "unknown", (f"{self.code(e)}: tensor metadata",))
+        if attr in ("T", "mT", "data"):
+            return Prov(UNKNOWN, "tensor")
+        base = e
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        root = base.id if isinstance(base, ast.Name) else None
+        named = self.by_name(attr)
+        if root in ("self", "cls") or (root and ("config" in root.lower() or "cfg" in root.lower())):
+            return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of {root} (fixed for the model)",))
+        if root is not None and attr in self.info.attrs and self.lookup(root, fn)[1] != "import":
+            got = self.assigned_attr(attr, depth)
+            if got is not None and got.cls in (VARYING, BUCKETED):
+                return got
+        if named is not None:
+            return Prov(named, "unknown", (f"{self.code(e)}: the attribute name suggests a {'per-call' if named == VARYING else 'fixed'} value",), False, True)
+        if root is not None and self.lookup(root, fn)[1] == "import":
+            return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of an imported module",))
+        return Prov(UNKNOWN)
+
+    def subscript(self, e: ast.Subscript, fn, depth) -> Prov:
+        if isinstance(e.slice, (ast.Slice, ast.Tuple)):
+            return Prov(UNKNOWN)
+        idx = int_literal(e.slice)
+        v = e.value
+        if isinstance(v, ast.Attribute) and v.attr == "shape":
+            return self.dim(v.value, idx, fn, depth, line=e.lineno)
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and not v.args and not v.keywords:
+            if v.func.attr == "size":
+                return self.dim(v.func.value, idx, fn, depth, line=e.lineno)
+            if v.func.attr == "stride":
+                return self.stride(v.func.value, idx, fn, depth)
+        if isinstance(v, ast.Name):
+            owner, where = self.lookup(v.id, fn)
+            if where == "assign" and len(owner.assigns[v.id]) == 1:
+                en = owner.assigns[v.id][0]
+                if en.kind == "expr" and isinstance(en.node, ast.Attribute) and en.node.attr == "shape":
+                    return self.dim(en.node.value, idx, owner, depth, line=e.lineno)
+                if en.kind == "expr" and isinstance(en.node, (ast.Tuple, ast.List)) and idx is not None:
+                    els = en.node.elts
+                    if -len(els) <= idx < len(els) and not any(isinstance(x, ast.Starred) for x in els):
+                        return self._classify(els[idx], owner, depth)
+            if where == "assign" and len(owner.assigns[v.id]) > 1:
+                entries = owner.assigns[v.id]
+                first = entries[0]
+                if first.kind == "expr" and isinstance(first.node, ast.List) and all(en.kind == "aug" for en in entries[1:]) \
+                        and not any(isinstance(x, ast.Starred) for x in first.node.elts):
+                    # a list built by appending: an element is any of the values put in
+                    key = (id(owner), "items:" + v.id)
+                    if key in self._busy:
+                        return Prov(UNKNOWN)
+                    self._busy.add(key)
+                    try:
+                        items = [self._classify(x, owner, depth) for x in first.node.elts]
+                        items += [self._classify(en.node, owner, depth) for en in entries[1:]]
+                    finally:
+                        self._busy.discard(key)
+                    out = join(items)
+                    if out.cls == VARYING:
+                        return out.why(f"{self.code(e)}: an element of {v.id}, built by appending per-call values")
+                    return out
+        return Prov(UNKNOWN)
+
+    def assigned_attr(self, attr: str, depth: int, item: int | None = None) -> Prov | None:
+        """What ``<obj>.attr`` holds, from this module's ``<obj>.attr = value`` assignments and
+        constructor calls ``Cls(attr=value)``: the most varying of those values (with ``item``,
+        element ``item`` of the tuples assigned, or returned by the function called there)."""
+        key = (0, f"attr:{attr}:{item}")
+        if key in self._memo:
+            return self._memo[key]
+        if key in self._busy or depth > 30:
+            return None
+        self._busy.add(key)
+        try:
+            results = []
+            for value, vfn, line in self.info.attrs.get(attr, [])[:20]:
+                where = vfn.qual if vfn is not None else "module level"
+                if item is None:
+                    got = self._classify(value, vfn, depth + 2)
+                elif isinstance(value, (ast.Tuple, ast.List)) and item < len(value.elts) \
+                        and not any(isinstance(x, ast.Starred) for x in value.elts):
+                    got = self._classify(value.elts[item], vfn, depth + 2)
+                elif isinstance(value, ast.Call) and (callee := self.local_callee(value, vfn)) is not None:
+                    got = self.returns(callee, depth + 2, item=item) or Prov(UNKNOWN)
+                else:
+                    continue
+                if got.cls == VARYING and got.guess:
+                    # Objects hold plans, descriptors and bundles, mostly built once: that a field
+                    # was filled from the size of a tensor or list we know nothing about is not
+                    # evidence that it changes between calls (sglang: len(layers), t[0].shape[0]).
+                    got = got._replace(cls=UNKNOWN, guess=False)
+                results.append(got.why(f".{attr} = {self.code(value)} in {where} (line {line})"))
+            out = join(results) if results else None
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = out
+        return out
+
+    def local_callee(self, call: ast.Call, fn: FunctionInfo | None) -> FunctionInfo | None:
+        """The function of this module a call runs: ``f(...)`` (a module-level function),
+        ``self.m(...)`` (a method of the caller's class), ``obj.m(...)`` (the one method named ``m``
+        in this module's classes)."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            f = self.info.functions.get(func.id)
+            return f if f is not None and not f.is_method and self.lookup(func.id, fn)[1] in ("free", "module") else None
+        if not isinstance(func, ast.Attribute):
+            return None
+        if isinstance(func.value, ast.Name) and func.value.id in ("self", "cls") and fn is not None and fn.class_name:
+            return self.info.functions.get(f"{fn.qual.rsplit('.', 1)[0]}.{func.attr}")
+        found = [f for f in self.info.functions.values() if f.name == func.attr and f.is_method and f.parent is None]
+        return found[0] if len(found) == 1 else None
+
+    # ---- calls ----
+    def call(self, e: ast.Call, fn, depth) -> Prov:
+        name = _call_name(e.func)
+        recv = e.func.value if isinstance(e.func, ast.Attribute) else None
+        args = [a for a in e.args if not isinstance(a, ast.Starred)]
+        if recv is not None and name == "size":
+            if not args:
+                return Prov(UNKNOWN, "tuple")
+            return self.dim(recv, int_literal(args[0]), fn, depth, line=e.lineno)
+        if recv is not None and name == "stride" and args:
+            return self.stride(recv, int_literal(args[0]), fn, depth)
+        if isinstance(e.func, ast.Name) and name in self.info.functions and not self.info.functions[name].is_method:
+            returned = self.returns(self.info.functions[name], depth)
+            if returned is not None:
+                return returned.why(f"{self.code(e)}: what {name}() returns")
+        if recv is not None and name in ("numel", "nelement") and isinstance(recv, ast.Subscript) \
+                and _int_index(recv.slice) and self.tensor(recv.value, fn, depth)[0] is None:
+            return Prov(STABLE, "int", (f"{self.code(e)}: size of one row (the non-leading dimensions)",))
+        if recv is not None and name in ("numel", "nelement"):
+            dims, _, w, desc = self.tensor(recv, fn, depth)
+            if dims is not None:
+                j = join(dims)
+                return Prov(j.cls, "int", (f"{self.code(e)}: product of the dims of {desc}",) + j.evidence)
+            if w:
+                return Prov(STABLE, "int", (f"{self.code(e)}: size of the weight-like tensor",))
+            return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation",), guess=True)
+        if name == "len" and isinstance(e.func, ast.Name) and args:
+            dims, _, w, desc = self.tensor(args[0], fn, depth)
+            if dims:
+                return Prov(dims[0].cls, "int", (f"{self.code(e)}: first dim of {desc}",) + dims[0].evidence)
+            if w or self.fixed_collection(args[0], fn):
+                return Prov(STABLE, "int", (f"{self.code(e)}: length of a fixed collection",))
+            return Prov(VARYING, "int", (f"{self.code(e)}: length of a per-call collection",), guess=True)
+        if recv is not None and name in ("bit_length", "__index__", "__int__", "conjugate"):
+            inner = self._classify(recv, fn, depth)
+            return inner._replace(vtype="int", div16=False)
+        if name in _DATA_DEP and recv is not None:
+            return Prov(VARYING, "unknown", (f"{self.code(e)}: value read from device data",))
+        if name in _REDUCE and recv is not None:
+            reduced = self.reduction(e, recv, args, fn, depth)
+            if reduced is not None:
+                return reduced
+        if name in _STABLE_CALLS:
+            return Prov(STABLE, "int", (f"{self.code(e)}: device/tensor property",))
+        if name in ("float", "bool") and isinstance(e.func, ast.Name):
+            inner = self._classify(args[0], fn, depth) if args else Prov(STABLE)
+            return inner._replace(vtype=name, div16=False)
+        if name and _BUCKET.search(name.lower()):
+            inner = join([self._classify(a, fn, depth) for a in args]) if args else Prov(UNKNOWN)
+            if inner.cls == VARYING:
+                return Prov(BUCKETED, "int", (f"{self.code(e)}: bucketed (a few distinct values)",) + inner.evidence)
+            return inner._replace(vtype="int", div16=False, bucket=inner.entry is not None)
+        if name in _ARITH_FUNCS or (recv is not None and isinstance(recv, ast.Name) and recv.id == "math"):
+            parts = [self._classify(a, fn, depth) for a in args]
+            out = join(parts)
+            if name in _ROUND_UP and len(parts) == 2:
+                out = out._replace(div16=parts[1].div16)
+            elif name in ("min", "max"):
+                # min(round_up(v, 64), cap): a multiple of 16, or the one fixed cap: the parts fixed
+                # for the model add at most one value each, never a per-call class
+                moving = [p for p in parts if p.cls != STABLE]
+                out = out._replace(div16=all(p.div16 for p in (moving or parts)))
+            else:
+                out = out._replace(div16=False)
+            if out.cls == VARYING:
+                return out.why(f"{self.code(e)}: arithmetic on a varying value")
+            return out.as_type(out.vtype if out.vtype != "unknown" else "int")
+        if name in _ALLOC or name in _LIKE:
+            return Prov(UNKNOWN, "tensor")
+        return Prov(UNKNOWN)
+
+
+    def reduction(self, e: ast.Call, recv: ast.AST, args: list, fn, depth) -> Prov | None:
+        """``lengths.max()``, ``counts[:r].sum()``, ``np.max(a)``: a value computed from the contents
+        of a tensor or array, like ``.item()``, unless those contents are fixed for the model (a
+        weight-like tensor, a module constant, an attribute of self/an imported module)."""
+        data = recv
+        if isinstance(recv, ast.Name) and recv.id in _ARRAY_MODULES and self.lookup(recv.id, fn)[1] in ("import", "free"):
+            if not args:
+                return None
+            data = args[0]
+        base = data
+        while isinstance(base, (ast.Subscript, ast.Attribute, ast.Call)):
+            if isinstance(base, ast.Call):
+                if not isinstance(base.func, ast.Attribute):
+                    break
+                base = base.func.value
+            else:
+                base = base.value
+        if isinstance(base, ast.Constant) or isinstance(data, (ast.Tuple, ast.List, ast.Set, ast.ListComp)):
+            return None  # (1, 2).count... / a literal: not an array's contents
+        if self.tensor(data, fn, depth)[2] or weight_like(data):
+            return Prov(STABLE, "unknown", (f"{self.code(e)}: reduction of a weight-like tensor",))
+        if isinstance(base, ast.Name):
+            where = self.lookup(base.id, fn)[1]
+            if base.id in ("self", "cls") or where in ("module", "import"):
+                return Prov(STABLE, "unknown", (f"{self.code(e)}: reduction of a value fixed for the model",))
+        return Prov(VARYING, "unknown", (f"{self.code(e)}: computed from the contents of {self.code(data)} (a reduction)",))
