@@ -81,12 +81,13 @@ def summary_line(result: "ScanResult | Sequence[Finding]") -> str:
     return line + "."
 
 
-def error_lines(result: "ScanResult") -> list[str]:
+def error_lines(result: "ScanResult | Sequence[Finding]") -> list[str]:
+    _, file_errors, internal_errors = findings_and_errors(result)
     out = []
-    for e in result.errors:
+    for e in file_errors:
         where = f"{e.path}:{e.line}:1" if e.line else e.path
         out.append(f"{where}: error: {e.message}")
-    for e in result.internal_errors:
+    for e in internal_errors:
         out.append(f"{e.path}: internal-error: {e.message}")
     return out
 
