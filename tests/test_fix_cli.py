@@ -264,7 +264,7 @@ def test_read_only_file_is_left_alone(tmp_path, monkeypatch):
     r = fix("--write", ".")
     assert r.exit_code == 1
     assert (tmp_path / "ro.py").read_bytes() == ro_before
-    assert "ro.py:6: JG001 ro.k_ro." in r.stderr and "file is read-only" in r.stderr
+    assert "ro.py:6:1: JG001 ro.k_ro." in r.stderr and "file is read-only" in r.stderr
     assert dns_of((tmp_path / "rw.py").read_text(), "k_rw") != []
     assert "1 file changed, 1 fix applied; 1 fix left for a human: 1 in files left untouched" in r.stderr
 
@@ -311,7 +311,10 @@ def test_usage_errors_have_no_traceback(tmp_path, monkeypatch):
         assert "Traceback" not in r.output
     (tmp_path / "bad.json").write_text("{not json")
     r = fix("--from-trace", "bad.json", ".")
-    assert r.exit_code == 2 and "not a jitguard trace" in r.output
+    # one line that says what is wrong (not JSON), naming the file once
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and r.output.count("bad.json") == 1
+    assert r.output.startswith("jitguard fix: error: --from-trace bad.json: not JSON: ")
+    assert "not a jitguard trace" not in r.output
 
 
 def test_rope_fp8_uncorrected_gets_the_corrected_set(tmp_path, monkeypatch):
@@ -379,7 +382,7 @@ def launch(x):
     assert "JG005" not in codes
     assert ("JG002" in codes) == (not unsafe)
     assert fix("--write", *(["--unsafe-fixes"] if unsafe else []), ".").stderr.startswith(
-        "0 files changed" if unsafe else "k.py:5: JG002")
+        "0 files changed" if unsafe else "k.py:5:1: JG002")
 
 
 def test_parallel_planning_gives_the_same_diff(tmp_path, monkeypatch):

@@ -12,8 +12,10 @@ from jitguard.cli.ci_options import add_ignore_requested, fix_add_ignore_option,
 
 EPILOG = """\b
 Exit status: 0 done (or nothing to do); 1 with --check when fixes are
-pending, or with --write when a file could not be written; 2 usage error,
-or an internal error on some file (the other files are still fixed).
+pending or a file could not be analyzed, or with --write when a file could
+not be written; 2 usage error, or an internal error on some file (the
+other files are still fixed); 130 interrupted (the files written so far
+are named).
 
 \b
 Fix safety (jitguard rule CODE says more):
@@ -96,9 +98,10 @@ def _strip_code(code: str, message: str) -> str:
               help="Only fix these codes or prefixes (comma-separated; repeatable).")
 @click.option("--ignore", multiple=True, metavar="CODES",
               help="Don't fix these codes or prefixes (comma-separated; repeatable).")
-@click.option("--from-trace", "traces", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
-              help="Also fix what a runtime trace (jitguard run / jitguard.watch) saw recompile "
-                   "(repeatable; merged with the static findings).")
+@click.option("--from-trace", "traces", multiple=True, type=click.Path(), metavar="TRACE",
+              help="Also fix what a runtime trace (jitguard run / jitguard.watch) saw recompile: a "
+                   "trace file or a directory of them, as `jitguard report` takes (repeatable; merged "
+                   "with the static findings).")
 @click.option("--no-scan", is_flag=True, help="With --from-trace: use the trace findings only.")
 @click.option("--extend-select", multiple=True, metavar="CODES",
               help="Add codes or prefixes to the selection.")
@@ -114,7 +117,10 @@ def _strip_code(code: str, message: str) -> str:
               help="Skip files that .gitignore excludes (default: on, or the config's value).")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None, envvar="JITGUARD_CACHE_DIR",
               help="Scan cache directory (as in scan).")
-@click.option("--jobs", "-j", type=int, default=None, help="Worker processes for the scan and the edits (default: CPUs).")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Worker processes for the scan and the edits (default: CPUs).")
+@click.option("--progress/--no-progress", default=None,
+              help="Progress on stderr (default: only on a terminal, never with CI set or --format json).")
 @click.option("--no-cache", is_flag=True, help="Don't read or write the scan cache.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the diff and the summary line.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
@@ -123,7 +129,7 @@ def _strip_code(code: str, message: str) -> str:
 @fix_add_ignore_option
 def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
         config_file, exclude, jobs, no_cache, quiet, fmt, extend_select, isolated, varying_names,
-        stable_names, respect_gitignore, cache_dir):
+        stable_names, respect_gitignore, cache_dir, progress=None):
     """Add do_not_specialize where `jitguard scan` (or a runtime trace) says a kernel argument
     recompiles per call; remove entries that do nothing.
 
@@ -135,13 +141,22 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
     try:
         scan_options = dict(extend_select=extend_select, isolated=isolated, varying_names=varying_names,
                             stable_names=stable_names, respect_gitignore=respect_gitignore,
-                            cache_dir=cache_dir)
+                            cache_dir=cache_dir, progress=progress)
         code = _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
                     config_file, exclude, jobs, no_cache, quiet, fmt, scan_options)
-    except click.exceptions.Exit:
+    except (click.exceptions.Exit, click.ClickException):
         raise
-    except click.UsageError:
-        raise
+    except _Interrupted as stop:
+        for path in stop.written:
+            click.echo(f"jitguard fix: wrote {path}", err=True)
+        n = len(stop.written)
+        click.echo(f"jitguard fix: interrupted after writing {_plural(n, 'file')}"
+                   + (" (each one whole; no other file was changed)" if n else "; no file was changed"),
+                   err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("jitguard fix: interrupted; no file was changed", err=True)
+        sys.exit(130)
     except Exception as e:  # a jitguard bug: say so, no traceback unless asked
         click.echo(f"jitguard fix: internal error: {type(e).__name__}: {e}", err=True)
         if os.environ.get("JITGUARD_DEBUG"):
@@ -154,19 +169,24 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
 
 def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
          config_file, exclude, jobs, no_cache, quiet, fmt="text", scan_options=None) -> int:
-    from jitguard.static.fixes import plan_fixes, write_plan
-
     if write and check:
-        raise click.UsageError("--write and --check exclude each other")
+        raise _usage("--write and --check exclude each other")
     if no_scan and not traces:
-        raise click.UsageError("--no-scan needs --from-trace")
+        raise _usage("--no-scan needs --from-trace")
     paths = list(paths) or ["."]
     for p in paths:
-        if not os.path.exists(p):
-            raise click.UsageError(f"path does not exist: {p}")
+        if not os.path.lexists(p):
+            raise _usage(f"{p}: no such file or directory", path=p)
     err = lambda msg: click.echo(msg, err=True)  # noqa: E731
     opts = scan_options or {}
+    for name, values in (("--select", select), ("--extend-select", opts.get("extend_select", ()))):
+        if values and not _split(values):
+            raise _usage(f"{name}: no rule codes given (e.g. {name} JG001)")
     config = _config(config_file, _split(select), _split(ignore), exclude, paths[0], opts)
+    trace_findings = [f for t in _trace_files(traces, err) for f in _trace_findings(t)]
+    progress = opts.get("progress")
+    if progress is None:
+        progress = fmt == "text" and sys.stderr.isatty() and not os.environ.get("CI")
 
     findings = []
     facts = []
@@ -176,19 +196,22 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
         from jitguard.static.runner import scan_paths
 
         result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache, keep_facts=True,
-                            cache_dir=opts.get("cache_dir"))
+                            cache_dir=opts.get("cache_dir"), progress=progress)
         facts = list(result.facts)
         findings.extend(result.findings)  # select/ignore/per-file-ignores already applied
         internal_errors = list(getattr(result, "internal_errors", []))
         scan_errors = list(result.errors) + internal_errors
+        from jitguard.static.files import excluded_note
+
         for path in result.named_excluded:
-            err(f"jitguard fix: note: {path} was not read: an exclude pattern or a .gitignore "
-                "excludes it (--no-respect-gitignore, or drop the pattern)")
-    for t in traces:
-        findings.extend(
-            f for f in _trace_findings(t)
-            if config.is_enabled(f.code, config.ignores_for_path(f.path))
-        )
+            err(f"jitguard fix: note: {excluded_note(path, result.excluded_by.get(path, ''), result.config)}")
+        for w in result.warnings:
+            err(f"{w.path}:{w.line}: warning: {w.message}" if w.line else f"{w.path}: warning: {w.message}")
+        if not result.files_scanned and not result.errors and not result.named_excluded:
+            err(_no_files_note(paths, result))
+    findings.extend(
+        f for f in trace_findings if config.is_enabled(f.code, config.ignores_for_path(f.path))
+    )
 
     if add_ignore_requested():  # fix --add-ignore: suppressions instead of fixes
         return run_add_ignore(findings, scan_errors, check=check, show_diff=show_diff, quiet=quiet,
@@ -197,21 +220,17 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
 
     from jitguard.static.runner import default_jobs
 
-    plan = plan_fixes(findings, unsafe=unsafe_fixes, roots=paths, facts=facts,
-                      jobs=jobs if jobs and jobs > 0 else default_jobs())
     if show_diff is None:
         show_diff = not write
-    diffs = {
-        ff.path: _unified_diff(ff.path, ff.snapshot.data, ff.new_data, _encoding(ff.snapshot.data))
-        for ff in plan.changed_files
-    }
-    if show_diff and fmt == "text":
-        for text in diffs.values():
-            click.echo(text, nl=False)
+    # Plan and write a few files at a time: the first file is written after seconds, not after
+    # every file of a large tree is planned (LibCST is the cost), and progress can be shown.
+    plan, diffs = _plan_and_write(
+        findings, unsafe=unsafe_fixes, roots=paths, facts=facts,
+        jobs=jobs if jobs and jobs > 0 else default_jobs(), write=write,
+        echo_diff=show_diff and fmt == "text", progress=progress,
+    )
     pending = plan.pending
-    n_pending_files = len(plan.changed_files)
-    if write:
-        write_plan(plan)
+    n_pending_files = len(diffs)
     if fmt == "json":
         click.echo(_json_doc(plan, diffs, pending, write, scan_errors, internal_errors))
         quiet = True
@@ -224,12 +243,7 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
             where = f"{e.path}:{e.line}" if getattr(e, "line", None) else e.path
             err(f"{where}: not analyzed: {e.message}")
         for x in plan.fixes:
-            if x.action == "none":  # a suggestion: point where the finding points (a launch...)
-                f = x.site
-                where = f"{f.path}:{f.line}:{f.column}"
-            else:  # an edit: point at the kernel it edits
-                where = f"{x.path}:{x.kernel_line}" if x.kernel_line else x.path
-            head = f"{where}: {x.code} {x.kernel}" + (f".{x.param}" if x.param else "")
+            head = f"{_position(x)}: {x.code} {x.kernel}" + (f".{x.param}" if x.param else "")
             src = " [trace]" if x.sources == ["runtime"] else ""
             if x.status == "unsafe":
                 err(f"{head}: unsafe fix not applied{src} ({x.describe()}): {x.detail}; "
@@ -267,11 +281,21 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
         err(f"jitguard fix: {_plural(len(internal_errors), 'file')} hit an internal error (a bug in "
             "jitguard; set JITGUARD_DEBUG=1 with `jitguard scan` for tracebacks); please report it")
         return 2
-    if check and pending:
+    if check and (pending or scan_errors):  # a file not analyzed may hide a pending fix
         return 1
     if write and any(f.error and f.changed and not f.written for f in plan.files):
         return 1
     return 0
+
+
+def _position(x) -> str:
+    """``path:line:column`` where the finding points, as `jitguard scan` prints it (README:
+    "Positions"); a runtime finding recorded with another spelling of the path is shown at the
+    kernel's def in the file the fix edits."""
+    f = x.site
+    if x.action == "none" or os.path.abspath(f.path) == os.path.abspath(x.path):
+        return f"{x.path if x.action != 'none' else f.path}:{f.line}:{f.column}"
+    return f"{x.path}:{x.kernel_line}:1" if x.kernel_line else x.path
 
 
 def _json_doc(plan, diffs, pending, write, scan_errors, internal_errors) -> str:
@@ -346,19 +370,142 @@ def _config(config_file, select, ignore, exclude, start, opts):
             respect_gitignore=opts.get("respect_gitignore"),
         )
     except ConfigError as e:
-        raise click.UsageError(str(e))
+        raise _usage(str(e))
+
+
+def _usage(message: str, path: str = ""):
+    """A usage, configuration or input error: one line, exit 2 (jitguard/cli/errors.py)."""
+    from jitguard.cli.errors import CliError
+
+    return CliError(message, 2, path=path, command="fix")
+
+
+class _Interrupted(Exception):
+    """Ctrl-C while planning or writing: the files written so far, each written whole."""
+
+    def __init__(self, written: list[str]) -> None:
+        super().__init__("interrupted")
+        self.written = written
+
+
+def _kernel_file(f) -> str:
+    """The file a finding's fix edits (as fixes.py groups them): its kernel's file."""
+    d = f.details or {}
+    return os.path.abspath(str(d.get("kernel_path") or d.get("def_path") or f.path))
+
+
+def _plan_and_write(findings, *, unsafe, roots, facts, jobs, write, echo_diff, progress):
+    """``plan_fixes`` (and ``write_plan`` with --write) over a few kernel files at a time; the
+    diffs are printed as each group is planned. Returns the whole plan and each changed file's
+    diff. On Ctrl-C raises ``_Interrupted`` naming the files written (each one whole: writes are
+    atomic)."""
+    from jitguard.static.fixes import FixPlan, plan_fixes, write_plan
+    from jitguard.static.runner import _Progress
+
+    by_file: dict[str, list] = {}
+    for f in findings:
+        by_file.setdefault(_kernel_file(f), []).append(f)
+    files = sorted(by_file)
+    step = max(4, 2 * jobs)
+    show = _Progress(progress)
+    plans: list = []
+    diffs: dict[str, str] = {}
+    try:
+        for i in range(0, len(files), step):
+            show.update("fixing" if write else "planning fixes in", i, len(files))
+            group = [f for path in files[i:i + step] for f in by_file[path]]
+            part = plan_fixes(group, unsafe=unsafe, roots=roots, facts=facts, jobs=jobs)
+            plans.append(part)
+            for ff in part.changed_files:
+                diffs[ff.path] = _unified_diff(ff.path, ff.snapshot.data, ff.new_data,
+                                               _encoding(ff.snapshot.data))
+                if echo_diff:
+                    show.clear()
+                    click.echo(diffs[ff.path], nl=False)
+            if write:
+                write_plan(part)
+        show.update("fixing" if write else "planning fixes in", len(files), len(files))
+    except KeyboardInterrupt:
+        show.clear()
+        raise _Interrupted(_written(plans)) from None
+    show.clear()
+    all_files = [ff for part in plans for ff in part.files]
+    all_fixes = sorted((x for part in plans for x in part.fixes),
+                       key=lambda x: (x.path, x.kernel_line or 0, x.code, x.param or ""))
+    return FixPlan(files=all_files, fixes=all_fixes), diffs
+
+
+def _written(plans) -> list[str]:
+    """The changed files whose bytes on disk are now the fixed ones (a Ctrl-C may land between a
+    file's rename and its ``written`` flag, so the disk is asked)."""
+    out = []
+    for part in plans:
+        for ff in part.changed_files:
+            if ff.written:
+                out.append(ff.path)
+                continue
+            try:
+                with open(ff.snapshot.path, "rb") as fh:
+                    if fh.read() == ff.new_data:
+                        out.append(ff.path)
+            except OSError:
+                pass
+    return out
+
+
+def _no_files_note(paths, result) -> str:
+    where = ", ".join(paths)
+    excluded = getattr(result, "files_excluded", 0)
+    if excluded:
+        return (f"jitguard fix: warning: no Python files to read under {where}: "
+                f"{_plural(excluded, 'path')} excluded by patterns or .gitignore")
+    return f"jitguard fix: warning: no Python files under {where}"
+
+
+def _trace_files(traces, err) -> list[str]:
+    """The trace files named, directories expanded to the traces directly inside them (as
+    `jitguard report DIR` reads them), each file once."""
+    import json
+
+    out: list[str] = []
+    seen: set[str] = set()
+    for given in traces:
+        if os.path.isdir(given):
+            from jitguard.runtime.trace import SCHEMA, iter_trace_files
+
+            found = 0
+            for f in iter_trace_files([given]):
+                try:
+                    with open(f, encoding="utf-8") as fh:
+                        head = json.load(fh)
+                except (OSError, ValueError):
+                    head = None
+                if not isinstance(head, dict) or head.get("schema") != SCHEMA:
+                    err(f"jitguard fix: note: skipped {f}: not a jitguard trace")
+                    continue
+                found += 1
+                if os.path.realpath(f) not in seen:
+                    seen.add(os.path.realpath(f))
+                    out.append(f)
+            if not found:
+                raise _usage(f"--from-trace {given}: no jitguard traces (*.json) in this directory",
+                             path=given)
+        elif not os.path.exists(given):
+            raise _usage(f"--from-trace {given}: no such file or directory", path=given)
+        elif os.path.realpath(given) not in seen:
+            seen.add(os.path.realpath(given))
+            out.append(given)
+    return out
 
 
 def _trace_findings(path: str):
-    if not os.path.isfile(path):
-        raise click.UsageError(f"--from-trace: {path}: no such file")
     try:
         from jitguard.runtime.findings import findings_from_trace
-        from jitguard.runtime.trace import load_trace
+        from jitguard.runtime.trace import TraceError, load_trace
     except ImportError as e:
-        raise click.UsageError(f"--from-trace: the runtime side is not available ({e})")
+        raise _usage(f"--from-trace: the runtime side is not available ({e})")
     try:
         trace = load_trace(path)
-    except Exception as e:  # a bad trace is the user's input, not a crash
-        raise click.UsageError(f"--from-trace: {path}: not a jitguard trace: {e}")
+    except TraceError as e:  # its message names the file and what is wrong with it
+        raise _usage(f"--from-trace {e}", path=path)
     return findings_from_trace(trace)

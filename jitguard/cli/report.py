@@ -16,6 +16,15 @@ def _load(paths: tuple[str, ...]) -> tuple[list[Trace], list[str]]:
     directory that is not one (a merged report, a config) is skipped with a note."""
     traces: list[Trace] = []
     notes: list[str] = []
+    seen: set[str] = set()  # one file named twice (or also found in a directory) counts once
+
+    def first_time(f: str) -> bool:
+        real = os.path.realpath(f)
+        if real in seen:
+            return False
+        seen.add(real)
+        return True
+
     for given in paths:
         if os.path.isdir(given):
             files = iter_trace_files([given])
@@ -29,8 +38,9 @@ def _load(paths: tuple[str, ...]) -> tuple[list[Trace], list[str]]:
                 if not isinstance(head, dict) or head.get("schema") != TRACE_SCHEMA:
                     notes.append(f"skipped {f}: not a jitguard trace")
                     continue
-                traces.append(Trace.from_dict(head, path=f))
                 found += 1
+                if first_time(f):
+                    traces.append(Trace.from_dict(head, path=f))
             if not found:
                 subdirs = sorted(
                     os.path.join(given, d) for d in os.listdir(given)
@@ -42,7 +52,7 @@ def _load(paths: tuple[str, ...]) -> tuple[list[Trace], list[str]]:
                 raise TraceError(f"{given}: no jitguard traces (*.json) in this directory{hint}")
         elif not os.path.exists(given):
             raise TraceError(f"{given}: no such file or directory")
-        else:
+        elif first_time(given):
             traces.append(load_trace(given))
     return traces, notes
 

@@ -65,7 +65,8 @@ def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None,
 
     COMMAND is a program and its arguments after `--` (`python prog.py args`, `torchrun ...`,
     or just `prog.py args`, run with this Python). Exits with COMMAND's exit code (128 + N when
-    signal N ended it); SIGTERM, SIGHUP and a SIGINT not from the terminal are passed on to it.
+    signal N ended it); 127 when COMMAND is not found, 126 when it cannot be run, 2 for a usage
+    error. SIGTERM, SIGHUP and a SIGINT not from the terminal are passed on to it.
     """
     if print_site_dir:
         click.echo(site_dir())
@@ -75,8 +76,10 @@ def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None,
     argv = list(command)
     if argv[0].endswith(".py") and os.path.isfile(argv[0]):
         argv = [sys.executable, *argv]
-    elif shutil.which(argv[0]) is None:
-        raise click.UsageError(f"{argv[0]}: command not found")
+    elif shutil.which(argv[0]) is None:  # as a shell says it: exit 127
+        from jitguard.cli.errors import CliError
+
+        raise CliError(f"{argv[0]}: command not found", 127, command="run")
     from jitguard.runtime.trace import check_trace_template, has_placeholders
 
     try:
@@ -118,8 +121,10 @@ def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None,
         env["JITGUARD_ACTIVATION_NOTES"] = notes
         try:
             code = _run_forwarding_signals(argv, env)
-        except OSError as exc:
-            raise click.ClickException(f"cannot run {argv[0]}: {exc}") from None
+        except OSError as exc:  # found but not runnable: exit 126, as a shell says it
+            from jitguard.cli.errors import CliError
+
+            raise CliError(f"cannot run {argv[0]}: {exc.strerror or exc}", 126, command="run") from None
         _say_activation_failures(notes)
     _say_where_traces_are(trace_abs, started)
     sys.exit(code)

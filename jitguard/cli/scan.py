@@ -47,9 +47,11 @@ def _emit(text: str) -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def _fail(message: str) -> "click.exceptions.Exit":
-    click.echo(f"jitguard scan: error: {_printable(message)}", err=True)
-    return click.exceptions.Exit(EXIT_ERROR)
+def _fail(message: str, path: str = ""):
+    """A usage or configuration error: one line, exit 2, an ``errors`` entry with --format json."""
+    from jitguard.cli.errors import CliError
+
+    return CliError(message, EXIT_ERROR, path=path, command="scan")
 
 
 def _debug() -> bool:
@@ -88,7 +90,8 @@ def write_atomically(path: str, text: str) -> None:
 @click.option("--exit-zero", is_flag=True,
               help="Exit 0 even with findings or unanalyzable files (internal errors still exit 2).")
 @click.option("--statistics", is_flag=True,
-              help="Print counts per code instead of each finding (text and json).")
+              help="Print counts per code instead of each finding (text); with json, add them "
+              "as `statistics` beside the findings.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=str),
               help="Read settings from FILE (a pyproject.toml with [tool.jitguard], or a TOML "
               "file with the keys at top level) instead of the nearest pyproject.toml.")
@@ -159,7 +162,7 @@ def scan(
             config_file, isolated, varying_names, stable_names, packages, respect_gitignore, jobs,
             no_cache, cache_dir, progress,
         )  # fmt: skip
-    except click.exceptions.Exit:
+    except (click.exceptions.Exit, click.ClickException):
         raise
     except KeyboardInterrupt:
         click.echo("jitguard scan: interrupted", err=True)
@@ -204,8 +207,11 @@ def _run(
         # A path that is not there at all is a usage error; a dangling link or a link loop is a
         # problem with that file, reported as a file error while the rest is scanned.
         if not os.path.lexists(p):
-            raise _fail(f"{p}: no such file or directory")
+            raise _fail(f"{p}: no such file or directory", path=p)
 
+    for name, values in (("--select", select), ("--extend-select", extend_select)):
+        if values and not _split(values):
+            raise _fail(f"{name}: no rule codes given (e.g. {name} JG001)")
     try:
         if isolated:
             config = Config(root=os.getcwd())
@@ -268,12 +274,23 @@ def _run(
     else:
         _emit(text)
 
+    if not result.files_scanned and not result.errors and not result.named_excluded:
+        where = ", ".join(targets)
+        if result.files_excluded:
+            note = (f"no Python files to scan under {where}: {result.files_excluded} "
+                    "path(s) excluded by patterns or .gitignore")
+        else:
+            note = f"no Python files under {where}"
+        click.echo(_printable(f"jitguard scan: warning: {note}"), err=True)
+    from jitguard.static.files import excluded_note
+
     for path in result.named_excluded:
-        click.echo(
-            _printable(f"jitguard scan: note: {path} was not scanned: an exclude pattern or a "
-                       ".gitignore excludes it (--no-respect-gitignore, or drop the pattern)"),
-            err=True,
-        )
+        why = excluded_note(path, result.excluded_by.get(path, ""), result.config, "scanned")
+        click.echo(_printable(f"jitguard scan: note: {why}"), err=True)
+    if fmt != "json":
+        for w in result.warnings:
+            where = f"{w.path}:{w.line}" if w.line else w.path
+            click.echo(_printable(f"{where}: warning: {w.message}"), err=True)
     if result.internal_errors:
         if _debug():
             for path, tb in result.internal_tracebacks:

@@ -76,6 +76,8 @@ def summary_line(result: "ScanResult | Sequence[Finding]") -> str:
         extra.append(f"{result.baselined} baselined")
     if getattr(result, "diff_base", None):
         extra.append(f"{result.outside_diff} outside the lines changed since {result.diff_base}")
+    if getattr(result, "config", None):
+        extra.append(f"settings from {result.config}")
     if extra:
         line += " (" + "; ".join(extra) + ")"
     return line + "."

@@ -19,6 +19,7 @@ while ``kernels`` keeps exact per-kernel totals. Long strings (raw keys, reprs) 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -215,6 +216,12 @@ class Event:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Event":
+        if not isinstance(d, dict):
+            raise ValueError(f"an event is {type(d).__name__}, not an object")
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in d
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        if missing:  # said as what the file lacks, not as a constructor's TypeError
+            raise ValueError(f"an event lacks {', '.join(map(repr, missing))}")
         kw = {k: d.get(k) for k in cls.__dataclass_fields__ if k in d}
         kw["params"] = [Param.from_dict(p) for p in d.get("params") or []]
         kw["diff"] = [DiffEntry.from_dict(x) for x in d.get("diff") or []]
@@ -348,7 +355,22 @@ class Trace:
                 path=path,
             )
         except (TypeError, ValueError, AttributeError) as exc:
-            raise TraceError(f"{where}malformed trace: {exc}") from None
+            raise TraceError(f"{where}malformed trace: {_plain(exc)}") from None
+
+
+def _plain(exc: Exception) -> str:
+    """An exception about the file's content in the file's terms, not the constructor's:
+    ``Param.__init__() missing 1 required positional argument: 'name'`` -> ``a param lacks 'name'``."""
+    import re
+
+    text = str(exc)
+    m = re.match(r"(\w+)\.__init__\(\) missing \d+ required (?:positional |keyword-only )?arguments?: (.*)", text)
+    if m:
+        return f"a {m.group(1).lower()} entry lacks {m.group(2).replace(' and ', ', ')}"
+    m = re.match(r"(\w+)\.__init__\(\) got an unexpected keyword argument (.*)", text)
+    if m:
+        return f"a {m.group(1).lower()} entry has an unknown field {m.group(2)}"
+    return text
 
 
 def read_json_file(path: str | os.PathLike, max_bytes: int = MAX_TRACE_BYTES) -> Any:
@@ -387,7 +409,7 @@ def read_json_file(path: str | os.PathLike, max_bytes: int = MAX_TRACE_BYTES) ->
     except UnicodeDecodeError as exc:
         raise TraceError(f"{p}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise TraceError(f"{p}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        raise TraceError(f"{p}: not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
         raise TraceError(f"{p}: not a jitguard trace (JSON nested too deeply)") from None
 
@@ -495,11 +517,14 @@ def write_trace(trace: Trace | dict[str, Any], path: str | os.PathLike) -> str:
 class Field:
     """One field of a trace object. ``types``: JSON types, "|"-separated ("string|null"), or
     "any". ``fields``: the object's own table; ``values``: every value of the object has that
-    table (a map keyed by name); ``items``: an array's element, a JSON type or a table."""
+    table (a map keyed by name); ``items``: an array's element, a JSON type or a table.
+    ``required``: jitguard always writes it; ``needed``: a trace without it cannot be read (the
+    other fields have defaults, so older or hand-made traces keep loading)."""
 
     name: str
     types: str
-    required: bool = False
+    required: bool = False  # always written (the JSON schema requires it)
+    needed: bool = False  # a reader cannot do without it (no default): load_trace refuses its absence
     enum: tuple | None = None
     minimum: float | None = None
     maximum: float | None = None
@@ -513,9 +538,9 @@ class Field:
 F = Field
 
 PARAM_FIELDS = (
-    F("name", "string", required=True),
-    F("index", "integer", required=True, minimum=0, maximum=MAX_PARAMS),
-    F("kind", "string", required=True, enum=KINDS),
+    F("name", "string", required=True, needed=True),
+    F("index", "integer", required=True, needed=True, minimum=0, maximum=MAX_PARAMS),
+    F("kind", "string", required=True, needed=True, enum=KINDS),
     F("type", "string|null"),
     F("value_class", "string|null", enum=VALUE_CLASSES),
     F("constexpr", "any"),
@@ -524,10 +549,10 @@ PARAM_FIELDS = (
 )
 
 DIFF_FIELDS = (
-    F("param", "string", required=True),
-    F("before", "string", required=True),
-    F("after", "string", required=True),
-    F("what", "string", required=True),
+    F("param", "string", required=True, needed=True),
+    F("before", "string", required=True, needed=True),
+    F("after", "string", required=True, needed=True),
+    F("what", "string", required=True, needed=True),
     F("change", "string"),
     F("option", "string|null"),
 )
@@ -541,13 +566,13 @@ AUTOTUNE_FIELDS = (
 )
 
 EVENT_FIELDS = (
-    F("kind", "string", required=True, enum=("compile", "autotune")),
-    F("seq", "integer", required=True, minimum=0),
+    F("kind", "string", required=True, needed=True, enum=("compile", "autotune")),
+    F("seq", "integer", required=True, needed=True, minimum=0),
     F("step", "integer|null", required=True),
     F("wall", "number", required=True),
     F("monotonic", "number", required=True),
     F("thread", "string|null"),
-    F("kernel", "string", required=True),
+    F("kernel", "string", required=True, needed=True),
     F("kernel_module", "string|null", required=True, since=2),
     F("kernel_qualname", "string|null", required=True, since=2),
     F("kernel_path", "string|null"),
@@ -597,8 +622,8 @@ KERNEL_TOTALS_FIELDS = (
 )
 
 TRACE_FIELDS = (
-    F("schema", "string", required=True, enum=(SCHEMA,)),
-    F("version", "integer", required=True, enum=SUPPORTED_VERSIONS),
+    F("schema", "string", required=True, needed=True, enum=(SCHEMA,)),
+    F("version", "integer", required=True, needed=True, enum=SUPPORTED_VERSIONS),
     F("process", "object", required=True, fields=PROCESS_FIELDS),
     F("events", "array", required=True, items=EVENT_FIELDS, max_items=MAX_EVENTS_READ),
     F("kernels", "object", values=KERNEL_TOTALS_FIELDS),
@@ -626,16 +651,21 @@ def _type_ok(value: Any, types: str) -> bool:
     return got in allowed or (got == "integer" and "number" in allowed)
 
 
+def _noun(table: tuple) -> str:
+    return {id(EVENT_FIELDS): "an event", id(PARAM_FIELDS): "a param entry", id(DIFF_FIELDS): "a diff entry",
+            id(AUTOTUNE_FIELDS): "an autotune entry", id(PROCESS_FIELDS): "the process",
+            id(KERNEL_TOTALS_FIELDS): "a kernel entry"}.get(id(table), "the trace")
+
+
 def _check_object(obj: Any, table: tuple, where: str, version: int) -> None:
     if not isinstance(obj, dict):
         raise TraceError(f"{where or 'the document'}: expected an object, got {_json_type(obj)}")
+    lacking = [f.name for f in table if f.needed and version >= f.since and f.name not in obj]
+    if lacking:
+        raise TraceError(f"{where + ': ' if where else ''}{_noun(table)} lacks {', '.join(map(repr, lacking))}")
     for f in table:
-        here = f"{where}.{f.name}" if where else f.name
-        if f.name not in obj:
-            if f.required and version >= f.since:
-                raise TraceError(f"{here}: missing")
-            continue
-        _check_value(obj[f.name], f, here, version)
+        if f.name in obj:
+            _check_value(obj[f.name], f, f"{where}.{f.name}" if where else f.name, version)
 
 
 def _check_value(value: Any, f: Field, where: str, version: int) -> None:

@@ -424,13 +424,18 @@ def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_n
     return program
 
 
+def _silences(codes: list[str], code: str) -> bool:
+    """A ``# jitguard: ignore[...]`` with ``codes`` ([] = every code) silences ``code``: by the
+    code itself or a prefix of it (``ignore[JG00]``)."""
+    return not codes or any(code == c or code.startswith(c) for c in codes)
+
+
 def _suppressed(finding: Finding, by_path: dict[str, FileFacts], kernel_lines: dict[tuple[str, str], list[int]]) -> bool:
     def hit(path: str, line: int) -> bool:
         f = by_path.get(path)
         if f is None or line not in f.suppressions:
             return False
-        codes = f.suppressions[line]
-        return not codes or finding.code in codes or any(finding.code.startswith(c) for c in codes if len(c) < 5)
+        return _silences(f.suppressions[line], finding.code)
 
     if hit(finding.path, finding.line):
         return True
@@ -442,13 +447,17 @@ def _suppressed(finding: Finding, by_path: dict[str, FileFacts], kernel_lines: d
 
 
 def link(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=frozenset(),
-         method_defs: dict[str, list[str]] | None = None) -> list[Finding]:
+         method_defs: dict[str, list[str]] | None = None,
+         suppressed: list[Finding] | None = None) -> list[Finding]:
     """Every finding over the files, sorted, with inline suppressions applied. ``method_defs``: the
-    files that define each method name whose calls through objects the runner recorded."""
+    files that define each method name whose calls through objects the runner recorded.
+    ``suppressed``: if given, the findings that inline comments hid are appended to it (those on a
+    kernel's lines, and those a comment on a launch line kept from being made)."""
     from jitguard.static.rules import RULES
 
     program = build_program(facts, varying_names=varying_names, stable_names=stable_names, method_defs=method_defs)
     by_path = {f.path: f for f in facts}
+    all_launches = program.launches
     # launches on suppressed lines don't count
     program.launches = [
         b for b in program.launches
@@ -464,13 +473,29 @@ def link(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=froz
         launches = program.launches
         program.launches = [
             b for b in launches
-            if code not in b.file.suppressions.get(b.launch.line, [code + "x"])
+            if not (b.launch.line in b.file.suppressions
+                    and _silences(b.file.suppressions[b.launch.line], code))
         ]
+        silenced_launches = len(program.launches) < len(all_launches)
+        kept: list[Finding] = []
         try:
             for finding in rule.check(program):
                 if not _suppressed(finding, by_path, kernel_lines):
-                    findings.append(finding)
+                    kept.append(finding)
+                elif suppressed is not None:
+                    suppressed.append(finding)
+            if suppressed is not None and silenced_launches:
+                # what the silenced launches alone would have reported
+                seen = {(f.path, f.kernel, f.param) for f in kept}
+                seen.update((f.path, f.kernel, f.param) for f in suppressed if f.code == code)
+                program.launches = all_launches
+                for finding in rule.check(program):
+                    ident = (finding.path, finding.kernel, finding.param)
+                    if ident not in seen:
+                        seen.add(ident)
+                        suppressed.append(finding)
         finally:
             program.launches = launches
+        findings.extend(kept)
     findings.sort(key=Finding.sort_key)
     return findings

@@ -20,7 +20,13 @@ from typing import Any, Callable, NamedTuple, Sequence
 from jitguard.config import Config
 from jitguard.findings import FileError, Finding
 from jitguard.static import prefilter
-from jitguard.static.cache import FactsCache, content_digest, default_cache_dir, write_entry
+from jitguard.static.cache import (
+    CacheUnavailable,
+    FactsCache,
+    content_digest,
+    default_cache_dir,
+    write_entry,
+)
 from jitguard.static.files import SourceFile, collect_files
 
 
@@ -34,12 +40,16 @@ class ScanResult:
     errors: list[FileError] = field(default_factory=list)  # files that could not be analyzed
     internal_errors: list[FileError] = field(default_factory=list)  # jitguard bugs, per file
     files_scanned: int = 0  # Python files found after excludes
+    files_excluded: int = 0  # files and directories that excludes or .gitignore skipped
     named_excluded: list[str] = field(default_factory=list)  # files named by the user, excluded
+    excluded_by: dict[str, str] = field(default_factory=dict)  # each of those: "exclude" | ".gitignore"
     files_analyzed: int = 0  # files with facts (parsed now or read from the cache)
     files_parsed: int = 0  # files parsed by LibCST in this run
     files_skipped: int = 0  # files the prefilter ruled out (no kernels, no kernel names)
     cache_hits: int = 0
-    suppressed: int = 0  # findings dropped by select/ignore/per-file-ignores
+    suppressed: int = 0  # findings dropped by inline comments, select/ignore, per-file-ignores
+    config: str | None = None  # the configuration file the settings came from
+    warnings: list[FileError] = field(default_factory=list)  # e.g. ignore[...] naming no rule
     kernels: int = 0
     launches: int = 0
     jobs: int = 1
@@ -180,15 +190,25 @@ def scan_paths(
     t0 = time.perf_counter()
     config = config or Config()
     jobs = jobs if jobs and jobs > 0 else default_jobs()
-    result = ScanResult(jobs=jobs)
+    result = ScanResult(jobs=jobs, config=config.source)
     show = _Progress(progress)
 
     fileset = collect_files(paths, config)
     result.errors.extend(fileset.errors)
     result.files_scanned = len(fileset.files)
+    result.files_excluded = fileset.excluded
     result.named_excluded = list(fileset.named_excluded)
+    result.excluded_by = dict(fileset.excluded_by)
 
-    cache = FactsCache(cache_dir or default_cache_dir(), config.facts_key()) if use_cache else None
+    cache = None
+    if use_cache:
+        where = cache_dir or default_cache_dir()
+        try:
+            cache = FactsCache(where, config.facts_key())
+        except CacheUnavailable as exc:  # another user's directory: scan without it, say why
+            result.warnings.append(FileError(where, f"cache not used: {exc}"))
+        else:
+            cache.maybe_prune()
 
     # Read every file once; bytes of files that turn out irrelevant are dropped after phase 2.
     contents: dict[str, tuple[SourceFile, bytes, str]] = {}
@@ -212,7 +232,7 @@ def scan_paths(
             (d, sf.module, digest) for d, (sf, _, digest) in sorted(contents.items())
         )
         memo_entry = cache.load_tree(tree_key)
-        if memo_entry is not None and _apply_tree(result, memo_entry):
+        if memo_entry is not None and _apply_tree(result, memo_entry, config):
             result.cache_hits = result.files_analyzed
             result.files_skipped = len(contents) - result.files_analyzed
             return _finish(result, result.findings, config, t0)
@@ -457,6 +477,9 @@ def scan_paths(
         result.launches += len(_get(f, "launches") or [])
     try:
         extra = {"method_defs": methods.defs} if methods is not None and methods.defs else {}
+        hidden: list[Finding] = []
+        if any(_get(f, "suppressions") for f in ordered):
+            extra["suppressed"] = hidden
         findings = get_engine(full=False).link(
             ordered, varying_names=config.varying_names, stable_names=config.stable_names, **extra
         )
@@ -468,9 +491,14 @@ def scan_paths(
             + traceback.format_exc(limit=-6)
         ) from exc
 
+    inline_hidden = [f for f in hidden if config.is_enabled(f.code, config.ignores_for_path(f.path))]
+    result.suppressed += len(inline_hidden)
+    result.warnings.extend(suppression_warnings(ordered))
     if tree_key is not None and cache is not None and not result.internal_errors:
         cache.save_tree(tree_key, {
             "findings": [f.to_dict() for f in findings],
+            "suppressed": [f.to_dict() for f in hidden],
+            "warnings": [w.to_dict() for w in result.warnings],
             "errors": [e.to_dict() for e in result.errors[walk_errors:]],
             "files_analyzed": result.files_analyzed,
             "kernels": result.kernels,
@@ -539,20 +567,41 @@ class _Methods:
         return out
 
 
-def _apply_tree(result: ScanResult, entry: dict) -> bool:
+def _apply_tree(result: ScanResult, entry: dict, config: Config) -> bool:
     """Fill ``result`` from a tree memo; False if the entry is unusable (then scan normally)."""
     try:
         findings = [Finding.from_dict(f) for f in entry["findings"]]
         errors = [FileError(**e) for e in entry["errors"]]
         analyzed, kernels, launches = (int(entry[k]) for k in ("files_analyzed", "kernels",
                                                               "launches"))
+        hidden = [Finding.from_dict(f) for f in entry.get("suppressed", [])]
+        warnings = [FileError(**w) for w in entry.get("warnings", [])]
     except (KeyError, TypeError, ValueError):
         return False
     # Errors found while walking/reading this time are already in result.errors.
     result.errors.extend(errors)
     result.findings = findings
+    result.warnings.extend(warnings)
+    result.suppressed += sum(1 for f in hidden if config.is_enabled(f.code, config.ignores_for_path(f.path)))
     result.files_analyzed, result.kernels, result.launches = analyzed, kernels, launches
     return True
+
+
+def suppression_warnings(facts: list) -> list[FileError]:
+    """A ``# jitguard: ignore[...]`` naming a code no rule has or starts (``JG0001``) silences
+    nothing: one warning each, as ruff warns of unknown codes in ``# noqa``."""
+    from jitguard.static.rules import RULES
+
+    out: list[FileError] = []
+    for f in facts:
+        for line, codes in sorted((_get(f, "suppressions") or {}).items()):
+            unknown = [c for c in codes if not any(r.startswith(c) for r in RULES)]
+            if unknown:
+                out.append(FileError(
+                    _get(f, "path"), f"`# jitguard: ignore[...]` names {', '.join(map(repr, unknown))}, "
+                    f"which no rule has (codes: {min(RULES)}-{max(RULES)}): it silences nothing",
+                    int(line)))
+    return out
 
 
 def _finish(result: ScanResult, findings: list[Finding], config: Config, t0: float) -> ScanResult:
