@@ -9,6 +9,8 @@ import random
 import sys
 
 import pytest
+
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
 from click.testing import CliRunner
 
 triton = pytest.importorskip("triton")

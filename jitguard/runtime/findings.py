@@ -15,7 +15,10 @@ names (jitguard.static.trace_fixes); ``jitguard fix --from-trace`` applies it.
 """
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections import OrderedDict
+from typing import Iterable
 
 from jitguard.format import ms as _fmt_ms
 from jitguard.format import relative_path as _display_path
@@ -119,3 +122,28 @@ def findings_from_trace(trace: Trace) -> list[Finding]:
         ))
     out.sort(key=Finding.sort_key)
     return out
+
+
+def findings_from_traces(traces: Iterable[Trace]) -> list[Finding]:
+    """The findings of several traces (the ranks of one job), one per (code, kernel, parameter):
+    recompiles and compile time summed, the ranks and pids that saw it listed."""
+    merged: "OrderedDict[tuple, Finding]" = OrderedDict()
+    for trace in traces:
+        for f in findings_from_trace(trace):
+            key = (f.code, f.path, f.line, f.kernel, f.param)
+            seen = merged.get(key)
+            if seen is None:
+                d = dict(f.details)
+                d["ranks"] = [d.pop("rank")] if d.get("rank") is not None else []
+                d["pids"] = [d.pop("pid")]
+                merged[key] = dataclasses.replace(f, details=d)
+                continue
+            d = seen.details
+            d["recompiles"] += f.details["recompiles"]
+            d["compile_ms"] = round(d["compile_ms"] + f.details["compile_ms"], 3)
+            if f.details.get("rank") is not None:
+                d["ranks"].append(f.details["rank"])
+            d["pids"].append(f.details["pid"])
+            if seen.fix_safety != f.fix_safety and "manual" in (seen.fix_safety, f.fix_safety):
+                merged[key] = dataclasses.replace(seen, fix_safety="manual")
+    return sorted(merged.values(), key=Finding.sort_key)
