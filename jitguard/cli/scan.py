@@ -83,6 +83,9 @@ def write_atomically(path: str, text: str) -> None:
               "select/ignore wins: --select JG001 --ignore JG00 keeps JG001.")
 @click.option("--exclude", multiple=True, metavar="PATTERN",
               help=".gitignore-style pattern of paths to skip (adds to the config's).")
+@click.option("--confidence", type=click.Choice(["low", "medium", "high"]), default=None,
+              help="Least sure findings to report: medium (the default) reports high and medium, "
+              "low adds findings resting on a name alone. [tool.jitguard] confidence sets it too.")
 @click.option("--exit-zero", is_flag=True,
               help="Exit 0 even with findings or unanalyzable files (internal errors still exit 2).")
 @click.option("--statistics", is_flag=True,
@@ -117,6 +120,7 @@ def scan(
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
     exclude: tuple[str, ...],
+    confidence: str | None,
     exit_zero: bool,
     statistics: bool,
     config_file: str | None,
@@ -154,7 +158,7 @@ def scan(
         code = _run(
             paths, fmt, output, select, extend_select, ignore, exclude, exit_zero, statistics,
             config_file, isolated, varying_names, stable_names, packages, respect_gitignore, jobs,
-            no_cache, cache_dir, progress,
+            no_cache, cache_dir, progress, confidence,
         )  # fmt: skip
     except click.exceptions.Exit:
         raise
@@ -178,7 +182,7 @@ def scan(
 def _run(
     paths, fmt, output, select, extend_select, ignore, exclude, exit_zero, statistics,
     config_file, isolated, varying_names, stable_names, packages, respect_gitignore, jobs,
-    no_cache, cache_dir, progress,
+    no_cache, cache_dir, progress, confidence=None,
 ) -> int:  # fmt: skip
     from jitguard.config import Config, ConfigError, load_config
     from jitguard.static.files import package_paths
@@ -217,6 +221,7 @@ def _run(
             varying_names=_names(varying_names),
             stable_names=_names(stable_names),
             respect_gitignore=respect_gitignore,
+            confidence=confidence,
         )
     except ConfigError as exc:
         raise _fail(str(exc)) from None

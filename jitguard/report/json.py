@@ -35,6 +35,9 @@ _FINDING = {
         "message": {"type": "string", "description": "one line: what and the fix"},
         "fix_safety": {"enum": ["safe", "unsafe", "manual"]},
         "source": {"enum": ["static", "runtime"]},
+        "confidence": {"enum": ["high", "medium", "low"],
+                       "description": "how sure: high when the evidence follows from the code (or was "
+                       "observed), medium when it rests on a convention, low on a name alone"},
         "details": {
             "type": "object",
             "description": "rule-specific evidence (launch sites, provenance chain, uses); "
@@ -92,6 +95,8 @@ SCAN_SCHEMA: dict[str, Any] = {
                 "launches": {"type": "integer", "minimum": 0},
                 "suppressed": {"type": "integer", "minimum": 0,
                                "description": "findings dropped by select/ignore/per-file-ignores"},
+                "below_confidence": {"type": "integer", "minimum": 0,
+                                     "description": "findings less sure than --confidence, not listed"},
                 "duration_s": {"type": "number", "minimum": 0},
                 "by_code": {"type": "object", "additionalProperties": {"type": "integer"}},
             },
@@ -139,6 +144,7 @@ def to_document(result: "ScanResult", *, statistics: bool = False) -> dict[str, 
             "kernels": result.kernels,
             "launches": result.launches,
             "suppressed": result.suppressed,
+            "below_confidence": getattr(result, "below_confidence", 0),
             "duration_s": round(result.duration_s, 4),
             "by_code": counts_by_code(result),
         },
@@ -154,6 +160,7 @@ def to_document(result: "ScanResult", *, statistics: bool = False) -> dict[str, 
                 "message": message_of(f),
                 "fix_safety": f.fix_safety,
                 "source": f.source,
+                "confidence": f.confidence,
                 "details": _jsonable(f.details or {}),
             }
             for f in result.findings

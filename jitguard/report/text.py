@@ -61,6 +61,9 @@ def summary_line(result: "ScanResult") -> str:
         extra.append(f"{_plural(len(result.internal_errors), 'internal error')} (a jitguard bug)")
     if extra:
         line += " (" + "; ".join(extra) + ")"
+    below = getattr(result, "below_confidence", 0)
+    if below:
+        line += f"; {_plural(below, 'less sure finding')} not shown (--confidence low to see them)"
     return line + "."
 
 

@@ -45,6 +45,7 @@ class Program:
         fix_safety: str,
         details: dict[str, Any] | None = None,
         path: str | None = None,
+        confidence: str = "high",
     ) -> Finding:
         d = {"kernel_path": kfile.path, "kernel_line": kernel.line, "decorator_line": kernel.decorator_line}
         d.update(details or {})
@@ -58,5 +59,6 @@ class Program:
             message=message,
             fix_safety=fix_safety,  # type: ignore[arg-type]
             source="static",
+            confidence=confidence,  # type: ignore[arg-type]
             details=d,
         )

@@ -19,6 +19,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from jitguard.config import Config
 from jitguard.findings import FileError, Finding
+from jitguard.static.provenance.rules import limit
 from jitguard.static import prefilter
 from jitguard.static.cache import FactsCache, content_digest, default_cache_dir, write_entry
 from jitguard.static.files import SourceFile, collect_files
@@ -40,6 +41,7 @@ class ScanResult:
     files_skipped: int = 0  # files the prefilter ruled out (no kernels, no kernel names)
     cache_hits: int = 0
     suppressed: int = 0  # findings dropped by select/ignore/per-file-ignores
+    below_confidence: int = 0  # findings less sure than the configured confidence level
     kernels: int = 0
     launches: int = 0
     jobs: int = 1
@@ -478,8 +480,8 @@ def scan_paths(
 
 # A method name defined in more files than this, or called as obj.name( in more, is too common to
 # bind calls through objects of unknown class to one definition by name.
-_METHOD_MAX_DEFS = 3
-_METHOD_MAX_CALLERS = 10
+_METHOD_MAX_DEFS = limit("method-by-name", "defining_files")
+_METHOD_MAX_CALLERS = limit("method-by-name", "calling_files")
 _DEF_NAME = re.compile(rb"\bdef[ \t]+([A-Za-z_]\w*)[ \t]*\(")
 _METHOD_CALL_NAME = re.compile(rb"\.[ \t]*([A-Za-z_]\w*)[ \t]*\(")
 
@@ -557,6 +559,9 @@ def _finish(result: ScanResult, findings: list[Finding], config: Config, t0: flo
     for f in findings:
         if not config.is_enabled(f.code, config.ignores_for_path(f.path)):
             result.suppressed += 1
+            continue
+        if not config.reports(f.confidence):
+            result.below_confidence += 1
             continue
         ident = (f.code, f.path, f.line, f.column, f.kernel, f.param, f.message)
         if ident in seen:

@@ -6,6 +6,7 @@ import re
 from jitguard.static.facts import VARYING, ArgFacts
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.provenance import strong_stable
+from jitguard.static.provenance.rules import confidence as chain_confidence
 
 
 def where(b: BoundLaunch, kernel_path: str) -> str:
@@ -58,6 +59,19 @@ def varying_hits(program: Program, accept, provenances=(VARYING,)) -> dict[tuple
     return out
 
 
+_LEVEL = {"high": 0, "medium": 1, "low": 2}
+
+
+def arg_confidence(arg: ArgFacts) -> str:
+    """How sure the class of one launch argument is, from the inference rules its chain cites."""
+    return chain_confidence(arg.rules, arg.by_name)
+
+
+def most_sure(hits: list[tuple[BoundLaunch, ArgFacts]]) -> list[tuple[BoundLaunch, ArgFacts]]:
+    """The hits with the most sure first (stable otherwise): its argument speaks for the finding."""
+    return sorted(hits, key=lambda h: _LEVEL[arg_confidence(h[1])])
+
+
 def launch_records(hits, kernel_path: str) -> list[dict]:
     return [
         {
@@ -68,6 +82,8 @@ def launch_records(hits, kernel_path: str) -> list[dict]:
             "provenance": a.provenance,
             "value_type": a.value_type,
             "evidence": list(a.evidence),
+            "rules": list(a.rules),
+            "confidence": arg_confidence(a),
         }
         for b, a in hits
     ]

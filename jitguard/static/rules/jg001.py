@@ -4,7 +4,7 @@ from __future__ import annotations
 from jitguard.static.facts import BUCKETED, USE_ADDRESS, USE_CALL, VARYING
 from jitguard.static.program import Program
 from jitguard.static.rules import Rule
-from jitguard.static.rules._common import launch_records, source_of, uses_record, varying_hits
+from jitguard.static.rules._common import arg_confidence, launch_records, most_sure, source_of, uses_record, varying_hits
 
 CODE = "JG001"
 
@@ -26,6 +26,7 @@ def check(program: Program):
     # A bucketed value (next_power_of_2 of a token count) still spans the ==1 / other / %16 classes of
     # a plain int: 3 compiles, like the raw value. Only a tl.constexpr profits from bucketing.
     for (_, name), hits in varying_hits(program, _accept, (VARYING, BUCKETED)).items():
+        hits = most_sure(hits)
         b, arg = hits[0]
         k, kfile = b.kernel, b.kernel_file
         p = k.param(name)
@@ -49,8 +50,9 @@ def check(program: Program):
                 "uses": uses_record(p),
                 "use_kinds": sorted(kinds),
                 "launches": launch_records(hits, kfile.path),
-                "evidence": list(arg.evidence),
+                "evidence": list(arg.evidence), "rules": list(arg.rules),
             },
+            confidence=arg_confidence(arg),
         )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from jitguard.static.facts import USE_CONSTEXPR
 from jitguard.static.program import Program
 from jitguard.static.rules import Rule
-from jitguard.static.rules._common import launch_records, source_of, uses_record, varying_hits
+from jitguard.static.rules._common import arg_confidence, launch_records, most_sure, source_of, uses_record, varying_hits
 
 CODE = "JG002"
 
@@ -16,6 +16,7 @@ def _accept(k, p, arg) -> bool:
 
 def check(program: Program):
     for (_, name), hits in varying_hits(program, _accept).items():
+        hits = most_sure(hits)
         b, arg = hits[0]
         k, kfile = b.kernel, b.kernel_file
         p = k.param(name)
@@ -40,8 +41,9 @@ def check(program: Program):
                 "uses": uses_record(p),
                 "constexpr_needed_at": [{"line": u.line, "column": u.column, "context": u.context} for u in needed],
                 "launches": launch_records(hits, kfile.path),
-                "evidence": list(arg.evidence),
+                "evidence": list(arg.evidence), "rules": list(arg.rules),
             },
+            confidence=arg_confidence(arg),
         )
 
 
