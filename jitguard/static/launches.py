@@ -175,7 +175,7 @@ class LaunchExtraction:
                 prov = classifier.stride(recv, i, fn, 0) if what == "stride" else classifier.dim(recv, i, fn, 0)
             out.append(ArgFacts(text=f"{self.short(recv, 40)}.{what}({i})", provenance=prov.cls, value_type="int",
                                 evidence=list(prov.evidence)[:8], line=value.lineno, column=value.col_offset + 1,
-                                div16=prov.div16, by_name=prov.by_name, guess=prov.guess, rules=list(prov.rules)))
+                                div16=prov.div16, by_name=prov.by_name, guess=prov.guess, rules=list(dict.fromkeys(prov.rules))))
         return out
 
     @staticmethod
@@ -230,7 +230,7 @@ class LaunchExtraction:
             guess=prov.guess,
             entry=self.entry_ref(prov),
             bucketed=prov.bucket and prov.entry is not None,
-            rules=list(prov.rules),
+            rules=list(dict.fromkeys(prov.rules)),
         )
 
     def entry_ref(self, prov) -> EntryRef | None:
