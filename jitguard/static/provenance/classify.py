@@ -18,6 +18,7 @@ from jitguard.static.provenance.tensors import TensorLayouts
 from jitguard.static.provenance.value import Prov, join
 
 _LITERAL = ("literal",)
+_TO_INT = {"ceil", "floor", "int", "trunc", "round", "cdiv", "ceil_div", "div_up", "ceildiv"}
 _DEPTH = limit("assignment", "depth")
 _FIXED_DEPTH = limit("fixed-loop", "depth")
 _RETURNS_DEPTH = limit("returns", "depth")
@@ -189,6 +190,15 @@ class Classifier(TensorLayouts):
     def entry(self, name: str, en: Entry, fn: FunctionInfo, depth: int) -> Prov:
         where = f"line {en.line}"
         if en.kind == "loop":
+            dims = self._dims_iterated(en.node)
+            if dims is not None:
+                # for s in x.shape[1:]: n *= s -- each value is a dim of x, not a counter
+                t, start = dims
+                if start >= 1:
+                    return Prov(STABLE, "int", (f"{name}: a non-leading dimension of {self.code(t)} ({where})",),
+                                rules=("shape-product", "model-dim"))
+                return self.dim(t, 0, fn, depth, line=en.line).why(
+                    f"{name}: a dimension of {self.code(t)}, the leading one among them ({where})", "shape-product")
             if en.node is not None and self.fixed_collection(en.node, fn):
                 return Prov(STABLE, "unknown", (f"{name}: loop over a fixed set of values written in the code ({where})",),
                             rules=("fixed-loop",))
@@ -218,6 +228,23 @@ class Classifier(TensorLayouts):
         if inner.cls == UNKNOWN:
             return self.apply_name(name, inner)
         return self.name_overrides_guess(name, inner).why(f"{name} = {self.code(en.node)} ({where})", "assignment")
+
+    @staticmethod
+    def _dims_iterated(node: ast.AST | None) -> tuple[ast.AST, int] | None:
+        """``x.shape`` / ``x.size()`` / ``x.shape[i:]`` (a literal i) iterated over: (x, first dim)."""
+        start = 0
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.step is None:
+            lo = node.slice.lower
+            start = 0 if lo is None else int_literal(lo)
+            if start is None or start < 0:
+                return None
+            node = node.value
+        if isinstance(node, ast.Attribute) and node.attr == "shape":
+            return node.value, start
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+                and not node.args and not node.keywords:
+            return node.func.value, start
+        return None
 
     @staticmethod
     def _shape_dim(node: ast.AST) -> tuple[ast.AST, int | None] | None:
@@ -571,6 +598,9 @@ class Classifier(TensorLayouts):
         if name in _ARITH_FUNCS or (recv is not None and isinstance(recv, ast.Name) and recv.id == "math"):
             parts = [self._classify(a, fn, depth) for a in args]
             out = join(parts)
+            if name in _TO_INT and out.vtype == "float":
+                # math.ceil(n / BLOCK), int(a / b): a true division rounded to an int
+                out = out.as_type("int")
             if name in _ROUND_UP and len(parts) == 2:
                 out = out._replace(div16=parts[1].div16)
             elif name in ("min", "max"):

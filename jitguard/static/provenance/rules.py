@@ -87,8 +87,9 @@ _ALL = (
     # ---- tensor dims and strides
     _rule("leading-dim", "VARYING", CONVENTIONAL, "the leading dim of a tensor of unknown origin is taken for its "
           "token or batch dim (a guess)"),
-    _rule("sequence-dim", "VARYING", CONVENTIONAL, "in a batch-first 4-d unpacking `B, T, H, D = q.shape` the second "
-          "dim is a sequence dim (a guess, like the leading one)"),
+    _rule("sequence-dim", "VARYING", CONVENTIONAL, "in a 4-d unpacking `B, T, H, D = q.shape` the second dim, named "
+          "like a per-call size, is the sequence dim of a batch-first layout: position and name agree (a guess, like "
+          "the leading one)"),
     _rule("element-count", "VARYING", CONVENTIONAL, "`x.numel()` of a tensor of unknown origin counts its tokens too "
           "(a guess)"),
     _rule("collection-length", "VARYING", CONVENTIONAL, "`len(x)` of a collection nothing is known of is a per-call "
@@ -103,11 +104,8 @@ _ALL = (
           "(`empty/zeros/full/new_*`, `*_like`, views, transposes, `as_strided`) follow from the sizes it was made "
           "of; stride i is the product of the dims after i",
           depth=(80, "views of views rarely go past 10; the bound only stops cycles the memo misses")),
-    _rule("sliced-buffer", "carries", STRUCTURAL, "`buf[:n]` of a persistent buffer has n as its leading dim"),
-    _rule("full-buffer", "STABLE", STRUCTURAL, "the leading dim of a persistent buffer allocated from a configured "
-          "maximum (an attribute or module constant, never a per-call value) is that maximum"),
-    _rule("shape-product", "carries", STRUCTURAL, "a product over a tensor's trailing dims in a loop "
-          "(`for s in x.shape[1:]: n *= s`) is a product of dims, not a loop counter"),
+    _rule("shape-product", "carries", STRUCTURAL, "a loop over a tensor's dims (`for s in x.shape[1:]: n *= s`) takes "
+          "dims, not counter values: non-leading ones are model dims, the whole shape includes the leading dim"),
     _rule("weight-like", "STABLE", CONVENTIONAL, "a tensor named like a weight, bias, cache or per-expert table (or "
           "`self.*`) keeps its shape for the model's life"),
     # ---- where a value comes from
@@ -138,9 +136,6 @@ _ALL = (
     _rule("float-default", "float", STRUCTURAL, "a parameter no caller passes, whose default is a float literal, "
           "is a float: never value-specialized"),
     _rule("default", "carries", STRUCTURAL, "a parameter a caller leaves out has the class of its default"),
-    _rule("per-site-fixed", "carries", STRUCTURAL, "a value fixed at each launch site but different between sites "
-          "(literals, per-layer tables) gives a few variants per process, each compiled on first use"),
-    # ---- value classes
     _rule("multiple-of-16", "div16", STRUCTURAL, "a value that is always a multiple of 16 (a factor of 16, "
           "`round_up(v, 16)`, a count times a 16-aligned dim) is one value class however it varies"),
     # ---- names (conventions)

@@ -259,6 +259,10 @@ class TensorLayouts:
                             rules=("name-over-guess",))
             return Prov(VARYING, "int", (f"{label}{at}: leading (token/batch) dimension of {tdesc}",), guess=True,
                         rules=("leading-dim",))
+        if named == VARYING and ndim == 4 and idx in (1, -3):
+            # B, T, H, D = q.shape: the position of a batch-first layout and the name agree
+            return Prov(VARYING, "int", (f"{label}{at}: the sequence dimension of a batch-first [B, T, H, D] layout",),
+                        guess=True, rules=("sequence-dim",))
         if named == VARYING:
             return Prov(VARYING, "int", (f"{label}{at}: {target} names a per-call dimension",), False, True,
                         rules=("name-varying",))
