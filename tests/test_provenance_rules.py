@@ -171,3 +171,84 @@ def test_config_rejects_an_unknown_confidence_level(tmp_path):
     assert config_from_table({"confidence": "high"}, str(tmp_path), "pyproject.toml").confidence == "high"
     with pytest.raises(ConfigError, match="confidence"):
         config_from_table({"confidence": "sure"}, str(tmp_path), "pyproject.toml")
+
+
+def _findings(tmp_path, body: str, level: str = "low") -> dict[str, str]:
+    """{param: confidence} of the JG001/JG002 findings of KERNEL plus ``body`` (random kernel names)."""
+    rng = random.Random()
+    k, n = _ident(rng), _ident(rng)
+    src = KERNEL.format(k=k, n=n) + body.replace("KERNEL", k)
+    return {f.param: f.confidence for f in _scan(tmp_path, src, level).findings if f.code in ("JG001", "JG002")}
+
+
+def test_arguments_gathered_in_a_local_dict_and_splatted(tmp_path):
+    got = _findings(tmp_path, """
+def w(x, lengths):
+    kw = dict(BLOCK=64)
+    kw2 = {"BLOCK": 64}
+    KERNEL[(1,)](x, int(lengths.max()), **kw)
+""")
+    assert list(got.values()) == ["high"]
+    # a dict built elsewhere (a parameter) stays unmapped: nothing is guessed
+    assert _findings(tmp_path, """
+def w(x, kw):
+    KERNEL[(1,)](x, **kw)
+""") == {}
+
+
+def test_a_launch_through_a_bound_grid(tmp_path):
+    got = _findings(tmp_path, """
+def w(x, lengths):
+    launch = KERNEL[(1,)]
+    launch(x, int(lengths.sum()), BLOCK=64)
+""")
+    assert list(got.values()) == ["high"]
+
+
+def test_a_loop_over_trailing_dims_is_not_a_loop_counter(tmp_path):
+    body = """
+def w(x):
+    rows = 1
+    for s in x.shape[{start}]:
+        rows *= s
+    KERNEL[(1,)](x, rows, BLOCK=64)
+"""
+    assert _findings(tmp_path, body.format(start="1:")) == {}
+    assert _findings(tmp_path, body.format(start="2:")) == {}
+    # the whole shape includes the leading dim: the guess that it varies
+    assert list(_findings(tmp_path, body.format(start=":")).values()) == ["medium"]
+    # a loop over a per-call range is a counter
+    assert list(_findings(tmp_path, """
+def w(x, lengths):
+    for i in range(int(lengths.max())):
+        KERNEL[(1,)](x, i, BLOCK=64)
+""").values()) == ["high"]
+
+
+def test_a_rounded_true_division_is_an_int(tmp_path):
+    for expr in ("math.ceil(int(t.sum()) / 128)", "int(int(t.sum()) / 3)"):
+        got = _findings(tmp_path, f"""
+import math
+
+def w(x, t):
+    KERNEL[(1,)](x, {expr}, BLOCK=64)
+""")
+        assert list(got.values()) == ["high"], expr
+    # a true division left as it is is a float: never value-specialized
+    assert _findings(tmp_path, """
+def w(x, t):
+    KERNEL[(1,)](x, int(t.sum()) / 3, BLOCK=64)
+""") == {}
+
+
+def test_batch_first_sequence_dim_is_a_convention_not_a_name_alone(tmp_path):
+    body = """
+def w(q):
+    {a}, {b}, {c}, {d} = q.shape
+    KERNEL[(1,)](q, {pick}, BLOCK=64)
+"""
+    assert list(_findings(tmp_path, body.format(a="B", b="T", c="H", d="D", pick="T")).values()) == ["medium"]
+    # the same name at a position that is not a batch-first sequence dim: a name alone
+    assert list(_findings(tmp_path, body.format(a="B", b="H", c="T", d="D", pick="T")).values()) == ["low"]
+    # a model dim at that position (its name does not say per-call): not reported
+    assert _findings(tmp_path, body.format(a="B", b="H", c="T", d="D", pick="H")) == {}

@@ -24,6 +24,22 @@ from jitguard.static.source import Source, decode, parse, suppressions
 __all__ = ["extract_file", "decode", "suppressions"]
 
 
+
+def _bound_grid(name: str, fn) -> ast.Subscript | None:
+    """The ``kernel[grid]`` a local of ``fn`` (or of an enclosing function) is bound to, once."""
+    f = fn
+    while f is not None:
+        if name in f.assigns:
+            entries = f.assigns[name]
+            if len(entries) == 1 and entries[0].kind == "expr" and isinstance(entries[0].node, ast.Subscript) \
+                    and dotted(entries[0].node.value) is not None:
+                return entries[0].node
+            return None
+        if name in f.params:
+            return None
+        f = f.parent
+    return None
+
 class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
     def __init__(self, path: str, text: str, tree: ast.Module, module: str, varying, stable, calls_of=None):
         self.calls_of = calls_of  # record only calls of these (short) names; None: every imported call
@@ -64,6 +80,10 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
                 launches.append((call, scope, fn, "grid"))
             elif isinstance(func, ast.Attribute) and func.attr in ("run", "warmup") and dotted(func.value) is not None:
                 launches.append((call, scope, fn, func.attr))
+            elif isinstance(func, ast.Name) and fn is not None and (bound := _bound_grid(func.id, fn)) is not None:
+                # k = kernel[grid]; k(*args): the call launches kernel[grid]
+                synthetic = ast.copy_location(ast.Call(func=bound, args=call.args, keywords=call.keywords), call)
+                launches.append((synthetic, scope, fn, "grid"))
             callee = None
             if isinstance(func, ast.Name):
                 q = qualified(func, scope)

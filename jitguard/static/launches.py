@@ -122,11 +122,37 @@ class LaunchExtraction:
         """A launch's keyword arguments: each one bound by name; ``**kw`` marks the launch."""
         for kw in call.keywords:
             if kw.arg is None:
-                la.star_kwargs = True
+                known = self.local_dict(kw.value, fn, classifier)
+                if known is None:
+                    la.star_kwargs = True
+                    continue
+                owner, items = known
+                for key, value in items:  # kernel[grid](x, **kw) with kw = dict(n=..., BLOCK=...) above
+                    la.keywords_order.append(key)
+                    la.options[key] = self.short(value, 60)
+                    la.args.append(self.arg(value, classifier, owner, keyword=key))
                 continue
             la.keywords_order.append(kw.arg)
             la.options[kw.arg] = self.short(kw.value, 60)
             la.args.append(self.arg(kw.value, classifier, fn, keyword=kw.arg))
+
+    @staticmethod
+    def local_dict(value: ast.AST, fn, classifier: Classifier):
+        """``**kw`` where ``kw`` is a local bound once to a dict display with string keys or to
+        ``dict(k=v, ...)``: (the function it is bound in, [(key, value)]); None otherwise."""
+        if not isinstance(value, ast.Name) or fn is None:
+            return None
+        owner, where = classifier.lookup(value.id, fn)
+        entries = owner.assigns.get(value.id, []) if where == "assign" else []
+        if len(entries) != 1 or entries[0].kind != "expr":
+            return None
+        node = entries[0].node
+        if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys):
+            return owner, [(k.value, v) for k, v in zip(node.keys, node.values)]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args \
+                and all(k.arg is not None for k in node.keywords) and classifier.lookup("dict", owner)[1] == "free":
+            return owner, [(k.arg, k.value) for k in node.keywords]
+        return None
 
     def expand_star(self, value: ast.AST, fn, classifier: Classifier, call: ast.Call) -> list[ArgFacts] | None:
         """``*args`` whose length is known: a tuple/list literal (or a local bound once to one), or
