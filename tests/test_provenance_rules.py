@@ -252,3 +252,24 @@ def w(q):
     assert list(_findings(tmp_path, body.format(a="B", b="H", c="T", d="D", pick="T")).values()) == ["low"]
     # a model dim at that position (its name does not say per-call): not reported
     assert _findings(tmp_path, body.format(a="B", b="H", c="T", d="D", pick="H")) == {}
+
+
+def test_a_kernel_and_its_arguments_handed_to_a_launch_helper_as_a_dict(tmp_path):
+    rng = random.Random()
+    k, n, helper = _ident(rng), _ident(rng), _ident(rng)
+    src = KERNEL.format(k=k, n=n) + f"""
+def {helper}(kernel, grid, args):
+    kernel[grid](**args)
+
+def w(x, lengths):
+    {helper}({k}, (1,), dict(x_ptr=x, {n}=int(lengths.max()), BLOCK=64))
+
+def v(x, t):
+    kw = {{"x_ptr": x, "{n}": int(t.sum()), "BLOCK": 64}}
+    {helper}({k}, (1,), kw)
+"""
+    (f,) = _scan(tmp_path, src).findings
+    assert (f.param, f.confidence, len(f.details["launches"])) == (n, "high", 2)
+    # the same call into a function that does not launch its kernel parameter: not a launch
+    other = src.replace("    kernel[grid](**args)", "    return kernel, grid, args")
+    assert _scan(tmp_path, other).findings == []

@@ -136,10 +136,13 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
             if kind != "grid" or fn is None or fn.parent is not None or fn.class_name is not None:
                 continue
             callee = call.func.value
-            star = fn.node.args.kwarg
+            # what it splats: its **kwargs, or a parameter holding a dict (launch(kernel, grid, args))
+            splat = {a.arg for a in (fn.node.args.kwarg,) if a is not None} | {
+                p.name for p in fn.params.values() if p.kind != "star" and p.name not in fn.assigns}
             if isinstance(callee, ast.Name) and callee.id in fn.params and fn.params[callee.id].kind != "star" \
-                    and star is not None and callee.id not in fn.assigns and any(
-                        kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id == star.arg for kw in call.keywords):
+                    and callee.id not in fn.assigns and any(
+                        kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id in splat - {callee.id}
+                        for kw in call.keywords):
                 facts.forwarders[f"{self.module}.{fn.qual}" if self.module else fn.qual] = callee.id
         handed = self.handed_kernels(facts.kernels)
         if launches or specs or imported or handed:

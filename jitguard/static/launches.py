@@ -378,7 +378,8 @@ class LaunchExtraction:
             return []
         out = []
         for call, scope, fn in self.walker.calls:
-            if not call.keywords or not isinstance(call.func, (ast.Name, ast.Attribute)):
+            if not isinstance(call.func, (ast.Name, ast.Attribute)) or not (call.keywords or any(
+                    self.dict_items(a, fn, scope) is not None for a in call.args)):
                 continue
             values = list(call.args) + [kw.value for kw in call.keywords if kw.arg is not None]
             hit = next((v.id for v in values if isinstance(v, ast.Name) and v.id in local
@@ -395,4 +396,32 @@ class LaunchExtraction:
                          column=call.col_offset + 1, kind="grid",
                          function=(f"{self.module}.{fn.qual}" if fn is not None else None), via=list(via))
         self.add_keywords(la, call, classifier, fn)
+        for a in call.args:  # launch(k, grid, dict(n=...)): a dict the forwarder splats into the launch
+            got = self.dict_items(a, fn)
+            if got is not None:
+                owner, items = got
+                for key, value in items:
+                    la.keywords_order.append(key)
+                    la.args.append(self.arg(value, classifier, owner, keyword=key))
         return la
+
+    def dict_items(self, node: ast.AST, fn, scope=None):
+        """(function, [(key, value)]) of a dict display with string keys, ``dict(k=v)``, or a local
+        bound once to one; None otherwise."""
+        if isinstance(node, ast.Dict) and node.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                                            for k in node.keys):
+            return fn, [(k.value, v) for k, v in zip(node.keys, node.values)]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args \
+                and node.keywords and all(k.arg is not None for k in node.keywords):
+            return fn, [(k.arg, k.value) for k in node.keywords]
+        if isinstance(node, ast.Name) and fn is not None:
+            f = fn
+            while f is not None and node.id not in f.assigns:
+                if node.id in f.params:
+                    return None
+                f = f.parent
+            if f is not None:
+                entries = f.assigns[node.id]
+                if len(entries) == 1 and entries[0].kind == "expr" and isinstance(entries[0].node, (ast.Dict, ast.Call)):
+                    return self.dict_items(entries[0].node, f)
+        return None
