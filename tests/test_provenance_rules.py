@@ -273,3 +273,42 @@ def v(x, t):
     # the same call into a function that does not launch its kernel parameter: not a launch
     other = src.replace("    kernel[grid](**args)", "    return kernel, grid, args")
     assert _scan(tmp_path, other).findings == []
+
+
+def test_a_launch_helper_taking_the_arguments_as_a_tuple_and_a_dict(tmp_path):
+    # def launch(wrap, kernel, grid, args, consts, **options): wrap(kernel)[grid](*args, **consts, **options)
+    got = _findings(tmp_path, """
+def _identity(kernel):
+    return kernel
+
+def _launch(wrap, kernel, grid, args, consts, **options):
+    wrap(kernel)[grid](*args, **consts, **options)
+
+def w(x, lengths):
+    rows = int(lengths.max())
+    _launch(_identity, KERNEL, (rows,), (x, rows), dict(BLOCK=64), num_warps=4)
+""")
+    assert list(got.values()) == ["high"]
+
+
+def test_kernels_made_in_a_function_and_returned_in_a_namespace(tmp_path):
+    rng = random.Random()
+    k, n, make = _ident(rng), _ident(rng), _ident(rng)
+    src = f"""
+import types
+import triton
+import triton.language as tl
+
+def {make}():
+    @triton.jit
+    def {k}(x_ptr, {n}, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, 0.0, mask=offs < {n})
+    return types.SimpleNamespace(run={k})
+
+def w(x, t):
+    ks = {make}()
+    ks.run[(1,)](x, int(t.sum()), BLOCK=64)
+"""
+    (f,) = _scan(tmp_path, src).findings
+    assert (f.param, f.confidence) == (n, "high")

@@ -48,6 +48,8 @@ class LaunchExtraction:
             f = fn
             while f is not None:
                 if callee.id in f.assigns:
+                    if all(en.kind == "opaque" for en in f.assigns[callee.id]):
+                        return self.fq(callee, f.scope)  # a def nested in the function (a kernel made there)
                     out: list[str] = []
                     for en in f.assigns[callee.id]:
                         if en.kind == "expr" and en.node is not None:
@@ -60,11 +62,52 @@ class LaunchExtraction:
                 if callee.id in f.params:
                     return []
                 f = f.parent
+        if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and fn is not None \
+                and callee.value.id not in ("self", "cls"):
+            # k = make(); k.name[grid](...) where make() returns Namespace(name=kernel, ...)
+            made = self.made_by(callee.value.id, fn)
+            if made is not None:
+                out = []
+                for f, value in self.returned_fields(made, callee.attr):
+                    out.extend(self.targets(value, f.scope, f, depth + 1))
+                if out:
+                    return out
         if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and callee.value.id in ("self", "cls"):
             if fn is not None and fn.class_name:
                 return [f"{self.module}.{fn.qual.rsplit('.', 1)[0]}.{callee.attr}"]
             return []
         return self.fq(callee, scope)
+
+    def made_by(self, name: str, fn: FunctionInfo) -> FunctionInfo | None:
+        """The module-level function of this module whose call a local is bound to, once."""
+        f = fn
+        while f is not None and name not in f.assigns:
+            if name in f.params:
+                return None
+            f = f.parent
+        if f is None:
+            return None
+        entries = f.assigns[name]
+        if len(entries) != 1 or entries[0].kind != "expr" or not isinstance(entries[0].node, ast.Call):
+            return None
+        func = entries[0].node.func
+        made = self.walker.info.functions.get(func.id) if isinstance(func, ast.Name) else None
+        return made if made is not None and made.parent is None and not made.is_method else None
+
+    @staticmethod
+    def returned_fields(fn: FunctionInfo, field: str) -> list[tuple[FunctionInfo, ast.AST]]:
+        """``return Namespace(field=value, ...)`` / ``return {"field": value}`` in ``fn``: the values."""
+        out = []
+        for node in ast.walk(fn.node):
+            if not isinstance(node, ast.Return) or node.value is None:
+                continue
+            v = node.value
+            if isinstance(v, ast.Call):
+                out.extend((fn, kw.value) for kw in v.keywords if kw.arg == field)
+            elif isinstance(v, ast.Dict):
+                out.extend((fn, val) for key, val in zip(v.keys, v.values)
+                           if isinstance(key, ast.Constant) and key.value == field)
+        return out
 
     def launch(self, call: ast.Call, scope: Scope, fn: FunctionInfo | None, kind: str, classifier: Classifier) -> LaunchFacts | None:
         callee = call.func.value
@@ -377,9 +420,11 @@ class LaunchExtraction:
         if not local:
             return []
         out = []
+        forwarders = getattr(self, "local_forwarders", {})
         for call, scope, fn in self.walker.calls:
             if not isinstance(call.func, (ast.Name, ast.Attribute)) or not (call.keywords or any(
-                    self.dict_items(a, fn, scope) is not None for a in call.args)):
+                    self.dict_items(a, fn, scope) is not None for a in call.args) or (
+                    isinstance(call.func, ast.Name) and call.func.id in forwarders)):
                 continue
             values = list(call.args) + [kw.value for kw in call.keywords if kw.arg is not None]
             hit = next((v.id for v in values if isinstance(v, ast.Name) and v.id in local
@@ -395,6 +440,41 @@ class LaunchExtraction:
         la = LaunchFacts(callee=self.short(call.func), targets=[kernel_fq], line=call.lineno,
                          column=call.col_offset + 1, kind="grid",
                          function=(f"{self.module}.{fn.qual}" if fn is not None else None), via=list(via))
+        local = getattr(self, "local_forwarders", {}).get(call.func.id) if isinstance(call.func, ast.Name) else None
+        if local is not None:
+            # a forwarder of this module: its tuple parameter is the launch's positionals, its dict
+            # parameters the launch's keywords
+            _, star, dicts = local
+            given = [a for a in call.args if not isinstance(a, ast.Starred)]
+            if len(given) != len(call.args):
+                return la
+            byname = {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}
+
+            def passed(p):
+                return given[p.index] if 0 <= p.index < len(given) else byname.get(p.name)
+
+            node = passed(star) if star is not None else None
+            owner = fn
+            if isinstance(node, ast.Name):
+                owner_fn, where = classifier.lookup(node.id, fn)
+                entries = owner_fn.assigns.get(node.id, []) if where == "assign" else []
+                node = entries[0].node if len(entries) == 1 and entries[0].kind == "expr" else None
+                owner = owner_fn
+            if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
+                for i, e in enumerate(node.elts):
+                    la.args.append(self.arg(e, classifier, owner, position=i))
+            elif star is not None:
+                la.star_args = True
+            for p in dicts:
+                got = self.dict_items(passed(p), fn) if passed(p) is not None else None
+                if got is None:
+                    la.star_kwargs = True
+                    continue
+                owner, items = got
+                for key, value in items:
+                    la.keywords_order.append(key)
+                    la.args.append(self.arg(value, classifier, owner, keyword=key))
+            return la
         self.add_keywords(la, call, classifier, fn)
         for a in call.args:  # launch(k, grid, dict(n=...)): a dict the forwarder splats into the launch
             got = self.dict_items(a, fn)
