@@ -4,6 +4,7 @@
     python bench/codebases.py --only sglang,lmdeploy   # some of them (the summary keeps the others)
     python bench/codebases.py --repeat 3               # timing repeats (the best of each is kept)
     python bench/codebases.py sample --n 25 --seed S   # draw the hand-check samples of the last run
+    python bench/codebases.py rejudge                  # recompute judged figures from the verdict files
 
 The codebases are pinned wheels (``pip download --no-deps``; megatron-core has only cp312 wheels),
 of which only the .py files are kept, under bench/corpus/ (git-ignored). Per codebase, in one run:
@@ -286,10 +287,7 @@ def recall_and_proxy(cb: Codebase, tree: pathlib.Path, work: pathlib.Path, reuse
             entry["detail"] = _miss_detail(entry["args"][0])
         misses.append(entry)
     judged_path = BENCH / "results" / (cb.judged or f"codebases/{cb.name}_judged.json")
-    verdicts = {}
-    if judged_path.exists():
-        for jp in json.loads(judged_path.read_text()).get("pairs", []):
-            verdicts[(jp["path"], jp["kernel"], jp["param"])] = (jp["verdict"], jp.get("reason", ""))
+    verdicts = load_verdicts(cb)
     by_verdict: dict[str, int] = {}
     for m in misses:
         m["verdict"], m["verdict_reason"] = verdicts.get((m["path"], m["kernel"], m["param"]), ("unjudged", ""))
@@ -377,6 +375,44 @@ def sample_precision(name: str) -> dict | None:
         out[lv] = {"true": k, "n": len(sel), "precision": round(k / len(sel), 3) if sel else None,
                    "interval_95": wilson(k, len(sel))}
     return out
+
+
+def rejudge(names: list[str]) -> None:
+    """Recompute the judged figures of the last run (verdicts on misses, recall over varying pairs,
+    hand-checked precision) from the judged and sample files, without scanning again."""
+    summary_path = RESULTS / "summary.json"
+    doc = json.loads(summary_path.read_text())
+    for e in doc["codebases"]:
+        if e["codebase"] not in names:
+            continue
+        cb = next(c for c in CODEBASES if c.name == e["codebase"])
+        details = json.loads((RESULTS / f"{cb.name}.json").read_text())
+        verdicts = load_verdicts(cb)
+        by_verdict: dict[str, int] = {}
+        for m in details["misses"]:
+            m["verdict"], m["verdict_reason"] = verdicts.get((m["path"], m["kernel"], m["param"]), ("unjudged", ""))
+            by_verdict[m["verdict"]] = by_verdict.get(m["verdict"], 0) + 1
+        still = sum(m["verdict"] in ("varies", "unclear", "unjudged") for m in details["misses"])
+        hits = e["recall"]["default_levels"]["hits"]
+        e["recall"]["miss_verdicts"] = by_verdict
+        e["recall"]["recall_over_varying_pairs"] = round(hits / (hits + still), 4) if hits + still else None
+        e["hand_check"] = sample_precision(cb.name)
+        (RESULTS / f"{cb.name}.json").write_text(json.dumps(details, indent=1) + "\n")
+        print(f"{cb.name}: misses by verdict {by_verdict}, recall over varying pairs "
+              f"{e['recall']['recall_over_varying_pairs']}; hand check {e['hand_check'] and e['hand_check']['all']}")
+    doc["targets"] = targets(doc)
+    doc["rejudged"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    summary_path.write_text(json.dumps(doc, indent=1) + "\n")
+    (RESULTS / "summary.md").write_text(summary_md(doc))
+
+
+def load_verdicts(cb: Codebase) -> dict:
+    judged_path = BENCH / "results" / (cb.judged or f"codebases/{cb.name}_judged.json")
+    verdicts = {}
+    if judged_path.exists():
+        for jp in json.loads(judged_path.read_text()).get("pairs", []):
+            verdicts[(jp["path"], jp["kernel"], jp["param"])] = (jp["verdict"], jp.get("reason", ""))
+    return verdicts
 
 
 def draw_samples(names: list[str], n: int, seed: int, force: bool) -> None:
@@ -507,7 +543,7 @@ def summary_md(doc: dict) -> str:
 def main(argv=None) -> int:
     global RESULTS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", nargs="?", default="run", choices=("run", "sample"))
+    ap.add_argument("command", nargs="?", default="run", choices=("run", "sample", "rejudge"))
     ap.add_argument("--only", default="", help="comma-separated codebase names (default: all)")
     ap.add_argument("--repeat", type=int, default=2, help="interleaved timing repeats; the best is kept")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "jitguard-codebases"),
@@ -525,6 +561,9 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown codebase(s): {', '.join(sorted(unknown))}")
     RESULTS.mkdir(parents=True, exist_ok=True)
+    if args.command == "rejudge":
+        rejudge(names)
+        return 0
     if args.command == "sample":
         seed = args.seed if args.seed is not None else int(time.time())
         print(f"seed {seed}")

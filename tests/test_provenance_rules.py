@@ -312,3 +312,20 @@ def w(x, t):
 """
     (f,) = _scan(tmp_path, src).findings
     assert (f.param, f.confidence) == (n, "high")
+
+
+def test_a_value_fixed_per_launch_site_but_different_between_sites(tmp_path):
+    body = """
+def a(x):
+    KERNEL[(1,)](x, {v1}, BLOCK=64)
+
+def b(x):
+    KERNEL[(1,)](x, {v2}, BLOCK=64)
+"""
+    # 1 and 7: two value classes (==1, other): two compiles in one process, reported as such, low
+    src = body.format(v1=1, v2=7)
+    got = _findings(tmp_path, src)
+    assert list(got.values()) == ["low"]
+    assert _findings(tmp_path, src, "medium") == {}
+    # 3 and 7: one value class, one compile: nothing to report
+    assert _findings(tmp_path, body.format(v1=3, v2=7)) == {}

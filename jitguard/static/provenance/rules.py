@@ -136,6 +136,9 @@ _ALL = (
     _rule("float-default", "float", STRUCTURAL, "a parameter no caller passes, whose default is a float literal, "
           "is a float: never value-specialized"),
     _rule("default", "carries", STRUCTURAL, "a parameter a caller leaves out has the class of its default"),
+    _rule("per-site-fixed", "few variants", STRUCTURAL, "a plain int fixed at each launch site (a literal) but in "
+          "different value classes between sites gives a few variants per process, each compiled on first use: "
+          "reported as that, at the low level, for warm-up to cover"),
     _rule("multiple-of-16", "div16", STRUCTURAL, "a value that is always a multiple of 16 (a factor of 16, "
           "`round_up(v, 16)`, a count times a 16-aligned dim) is one value class however it varies"),
     # ---- names (conventions)

@@ -1,10 +1,12 @@
 """JG001: a per-call-varying int reaches a specialized (plain int) kernel parameter."""
 from __future__ import annotations
 
-from jitguard.static.facts import BUCKETED, USE_ADDRESS, USE_CALL, VARYING
+from jitguard.static.facts import BUCKETED, STABLE, USE_ADDRESS, USE_CALL, VARYING
 from jitguard.static.program import Program
 from jitguard.static.rules import Rule
-from jitguard.static.rules._common import arg_confidence, launch_records, most_sure, source_of, uses_record, varying_hits
+from jitguard.static.rules._common import (
+    arg_confidence, launch_records, most_sure, source_of, uses_record, varying_hits, where,
+)
 
 CODE = "JG001"
 
@@ -53,6 +55,49 @@ def check(program: Program):
                 "evidence": list(arg.evidence), "rules": list(arg.rules),
             },
             confidence=arg_confidence(arg),
+        )
+    yield from _per_site_values(program)
+
+
+def _value_class(v: int) -> str:
+    return "==1" if v == 1 else "%16" if v % 16 == 0 else "other"
+
+
+def _per_site_values(program: Program):
+    """A plain int fixed at each launch site (a literal) but in different value classes between
+    sites: a few variants per process, each compiled on first use -- reported as that, at the low
+    level, so that warm-up can cover them (not as a value that varies per call)."""
+    seen: dict[int, tuple] = {}
+    for b in program.launches:
+        if b.launch.kind == "warmup":
+            continue
+        for name, arg in b.args.items():
+            p = b.kernel.param(name)
+            if p is None or arg.provenance != STABLE or not _accept(b.kernel, p, arg):
+                continue
+            try:
+                v = int(arg.text, 0)
+            except ValueError:
+                continue
+            seen.setdefault((id(b.kernel), name), (b, p, []))[2].append((v, b))
+    varying = {(id(b.kernel), name) for b in program.launches for name, a in b.args.items()
+               if a.provenance in (VARYING, BUCKETED)}
+    for key, (b0, p, values) in seen.items():
+        classes = sorted({_value_class(v) for v, _ in values})
+        if len(classes) < 2 or key in varying:
+            continue
+        k, kfile = b0.kernel, b0.kernel_file
+        shown = ", ".join(f"{v} ({where(b, kfile.path)})" for v, b in values[:4])
+        msg = (f"{CODE} {p.name} is fixed at each launch site but differs between them ({shown}): "
+               f"{len(classes)} variants per process ({' / '.join(classes)}), each compiled on first use; "
+               f'warm them up or add do_not_specialize=["{p.name}"]')
+        yield program.finding(
+            CODE, kfile, k, k.line, k.column, p.name, msg, "safe",
+            {"fix": {"add_do_not_specialize": p.name}, "uses": uses_record(p), "use_kinds": sorted(p.use_kinds()),
+             "per_site_values": [v for v, _ in values], "rules": ["per-site-fixed", "literal"],
+             "launches": [{"path": b.file.path, "line": b.launch.line, "arg": str(v), "provenance": STABLE,
+                           "rules": ["literal"], "confidence": "low"} for v, b in values]},
+            confidence="low",
         )
 
 
