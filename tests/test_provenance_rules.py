@@ -329,3 +329,19 @@ def b(x):
     assert _findings(tmp_path, src, "medium") == {}
     # 3 and 7: one value class, one compile: nothing to report
     assert _findings(tmp_path, body.format(v1=3, v2=7)) == {}
+
+
+def test_a_size_read_with_an_index_the_code_fixes(tmp_path):
+    body = """
+def w(x, dim={d}):
+    KERNEL[(1,)](x, x.size(dim), BLOCK=64)
+
+def caller(t):
+    w(t)
+"""
+    # dim defaults to 0 and no caller passes it: the leading dim, the guess that it varies
+    assert list(_findings(tmp_path, body.format(d=0)).values()) == ["medium"]
+    # dim 1: a model dim
+    assert _findings(tmp_path, body.format(d=1)) == {}
+    # callers that pass different dims: the index is not known, nothing is guessed
+    assert _findings(tmp_path, body.format(d=0) + "\ndef other(t):\n    w(t, 1)\n") == {}

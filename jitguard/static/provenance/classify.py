@@ -220,7 +220,7 @@ class Classifier(TensorLayouts):
                 if got is not None and got.cls in (VARYING, BUCKETED):
                     return got.why(f"{name} = element {en.index} of {self.code(call)} (line {en.line})", "object-attribute")
             return self.apply_name(name, Prov(UNKNOWN))
-        shape_dim = self._shape_dim(en.node)
+        shape_dim = self._shape_dim(en.node, fn)
         if shape_dim is not None:  # n = x.shape[i] / x.size(i): the target's name is evidence for i
             t, i = shape_dim
             return self.name_overrides_guess(name, self.dim(t, i, fn, depth, target=name, line=en.line))
@@ -246,14 +246,46 @@ class Classifier(TensorLayouts):
             return node.func.value, start
         return None
 
-    @staticmethod
-    def _shape_dim(node: ast.AST) -> tuple[ast.AST, int | None] | None:
+    def _shape_dim(self, node: ast.AST, fn=None) -> tuple[ast.AST, int | None] | None:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
                 and not isinstance(node.slice, (ast.Slice, ast.Tuple)):
-            return node.value.value, int_literal(node.slice)
+            return node.value.value, self.known_int(node.slice, fn)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
                 and len(node.args) == 1 and not node.keywords:
-            return node.func.value, int_literal(node.args[0])
+            return node.func.value, self.known_int(node.args[0], fn)
+        return None
+
+    def known_int(self, node: ast.AST, fn, depth: int = 0) -> int | None:
+        """The int an index expression holds when the code fixes it: a literal, a name bound once to
+        one (locally or at module level), or a parameter every caller in this module leaves at its
+        literal default or passes the same literal (``x.size(dim)`` with ``dim=0``)."""
+        v = int_literal(node)
+        if v is not None or not isinstance(node, ast.Name) or depth > 3:
+            return v
+        owner, where = self.lookup(node.id, fn)
+        if where == "module":
+            return self.known_int(self.info.constants[node.id], None, depth + 1)
+        if where == "assign":
+            entries = owner.assigns[node.id]
+            if len(entries) == 1 and entries[0].kind == "expr":
+                return self.known_int(entries[0].node, owner, depth + 1)
+            return None
+        if where == "param":
+            p = owner.params[node.id]
+            callers = self.info.calls.get(owner.qual, [])
+            if p.kind == "star" or not callers:
+                return None
+            values = set()
+            for call, caller in callers[:_CALLERS]:
+                arg = self.arg_for(call, p)
+                if isinstance(arg, str):
+                    return None
+                got = self.known_int(arg if arg is not None else p.default, caller if arg is not None else None,
+                                     depth + 1) if (arg is not None or p.default is not None) else None
+                if got is None:
+                    return None
+                values.add(got)
+            return values.pop() if len(values) == 1 else None
         return None
 
     def name_overrides_guess(self, name: str, prov: Prov) -> Prov:
@@ -447,7 +479,7 @@ class Classifier(TensorLayouts):
     def subscript(self, e: ast.Subscript, fn, depth) -> Prov:
         if isinstance(e.slice, (ast.Slice, ast.Tuple)):
             return Prov(UNKNOWN)
-        idx = int_literal(e.slice)
+        idx = self.known_int(e.slice, fn)
         v = e.value
         if isinstance(v, ast.Attribute) and v.attr == "shape":
             return self.dim(v.value, idx, fn, depth, line=e.lineno)
@@ -545,9 +577,9 @@ class Classifier(TensorLayouts):
         if recv is not None and name == "size":
             if not args:
                 return Prov(UNKNOWN, "tuple")
-            return self.dim(recv, int_literal(args[0]), fn, depth, line=e.lineno)
+            return self.dim(recv, self.known_int(args[0], fn), fn, depth, line=e.lineno)
         if recv is not None and name == "stride" and args:
-            return self.stride(recv, int_literal(args[0]), fn, depth)
+            return self.stride(recv, self.known_int(args[0], fn), fn, depth)
         if isinstance(e.func, ast.Name) and name in self.info.functions and not self.info.functions[name].is_method:
             returned = self.returns(self.info.functions[name], depth)
             if returned is not None:
