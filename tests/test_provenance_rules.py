@@ -345,3 +345,13 @@ def caller(t):
     assert _findings(tmp_path, body.format(d=1)) == {}
     # callers that pass different dims: the index is not known, nothing is guessed
     assert _findings(tmp_path, body.format(d=0) + "\ndef other(t):\n    w(t, 1)\n") == {}
+
+
+def test_a_quotient_of_two_varying_counts_is_never_above_low(tmp_path):
+    body = """
+def w(x, ids, seq_lens):
+    KERNEL[(1,)](x, {expr}, BLOCK=64)
+"""
+    assert list(_findings(tmp_path, body.format(expr="ids.shape[0] // seq_lens.shape[0]")).values()) == ["low"]
+    # one varying count over a fixed one is a varying value as before
+    assert list(_findings(tmp_path, body.format(expr="ids.shape[0] // 4")).values()) == ["medium"]

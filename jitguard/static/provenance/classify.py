@@ -120,6 +120,9 @@ class Classifier(TensorLayouts):
                 # 512 // n: a budget written in the code shared out over a count is no longer that
                 # count: a name saying "model dimension" does not describe the count the guess is about
                 out = out._replace(guess=False).by("budget-split")
+            if isinstance(e.op, (ast.FloorDiv, ast.Div)) and left.cls == VARYING and right.cls == VARYING:
+                # tokens // num_reqs: both scale with the batch, the quotient is per item
+                return out.why(f"{self.code(e)}: a quotient of two varying counts", "ratio-of-counts", "arithmetic")
             if out.cls == VARYING:
                 return out.why(f"{self.code(e)}: arithmetic on a varying value", "arithmetic")
             return out

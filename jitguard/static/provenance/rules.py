@@ -38,7 +38,8 @@ class InferenceRule:
     gives: str  # what it concludes: VARYING / BUCKETED / STABLE / div16 / float / carries / binds / skips
     evidence: Evidence
     reason: str  # one line
-    # the class rests on a name alone: a finding citing it is never above "low"
+    # a finding citing it is never above "low": the class rests on a name alone, or on a step too weak
+    # to carry a finding by itself
     name_only: bool = False
     limits: dict[str, Limit] = field(default_factory=dict)
 
@@ -70,6 +71,9 @@ _ALL = (
           "each iteration"),
     _rule("arithmetic", "carries", STRUCTURAL, "`+ - * // %`, `cdiv`, `round_up`, `min`, `max`, `int()`, `math.*` of "
           "a varying value vary; the int-ness of a rounded true division (`math.ceil(a / b)`, `int(a / b)`) is kept"),
+    _rule("ratio-of-counts", "carries", CONVENTIONAL, "a quotient of two varying counts (`tokens // num_reqs`) is "
+          "a per-item size, often fixed (draft tokens per request): a finding resting on it is never above low",
+          name_only=True),
     _rule("budget-split", "carries", STRUCTURAL, "a budget written in the code shared out over a count "
           "(`512 // n`) is no longer that count: a name cannot excuse it"),
     _rule("bucket", "BUCKETED", STRUCTURAL, "`next_power_of_2(v)`, `1 << v.bit_length()`, `2 ** k` of a varying value "
@@ -190,7 +194,7 @@ def markdown() -> str:
     lines = ["| rule | gives | evidence | why | limits |", "|---|---|---|---|---|"]
     for r in _ALL:
         limits = "; ".join(f"{name} {lim.value}: {lim.why}" for name, lim in r.limits.items())
-        kind = r.evidence + (", name alone: never above low" if r.name_only else "")
+        kind = r.evidence + (", never above low" if r.name_only else "")
         lines.append(f"| `{r.id}` | {r.gives} | {kind} | {r.reason} | {limits} |")
     return "\n".join(lines)
 
