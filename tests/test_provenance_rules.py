@@ -347,11 +347,13 @@ def caller(t):
     assert _findings(tmp_path, body.format(d=0) + "\ndef other(t):\n    w(t, 1)\n") == {}
 
 
-def test_a_quotient_of_two_varying_counts_is_never_above_low(tmp_path):
-    body = """
-def w(x, ids, seq_lens):
-    KERNEL[(1,)](x, {expr}, BLOCK=64)
-"""
-    assert list(_findings(tmp_path, body.format(expr="ids.shape[0] // seq_lens.shape[0]")).values()) == ["low"]
-    # one varying count over a fixed one is a varying value as before
-    assert list(_findings(tmp_path, body.format(expr="ids.shape[0] // 4")).values()) == ["medium"]
+def test_a_name_the_project_lists_is_its_own_convention_medium(tmp_path):
+    rng = random.Random()
+    k, n, count = _ident(rng), _ident(rng), _ident(rng)
+    (tmp_path / "m.py").write_text(KERNEL.format(k=k, n=n) + f"""
+def w(x, {count}):
+    {k}[(1,)](x, {count}, BLOCK=64)
+""")
+    cfg = Config(select=("JG",), root=str(tmp_path), varying_names=frozenset({count}))
+    (f,) = scan_paths([str(tmp_path)], cfg, jobs=1, use_cache=False).findings
+    assert f.confidence == "medium" and "configured-name" in f.details["rules"]

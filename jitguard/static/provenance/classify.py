@@ -67,7 +67,13 @@ class Classifier(TensorLayouts):
         if cls is None:
             return prov
         return Prov(cls, prov.vtype, (f"{name}: the name suggests a {'per-call' if cls == VARYING else 'fixed'} value",),
-                    False, True, rules=("name-varying" if cls == VARYING else "name-stable",))
+                    False, True, rules=(self.name_rule(name, cls),))
+
+    def name_rule(self, name: str, cls: str) -> str:
+        """The rule a name's verdict cites: the project's own list, or the built-in conventions."""
+        if name in self.varying or name in self.stable:
+            return "configured-name"
+        return "name-varying" if cls == VARYING else "name-stable"
 
     # ---- entry point ----
     def classify(self, expr: ast.AST, fn: FunctionInfo | None, depth: int = 0) -> Prov:
@@ -120,9 +126,6 @@ class Classifier(TensorLayouts):
                 # 512 // n: a budget written in the code shared out over a count is no longer that
                 # count: a name saying "model dimension" does not describe the count the guess is about
                 out = out._replace(guess=False).by("budget-split")
-            if isinstance(e.op, (ast.FloorDiv, ast.Div)) and left.cls == VARYING and right.cls == VARYING:
-                # tokens // num_reqs: both scale with the batch, the quotient is per item
-                return out.why(f"{self.code(e)}: a quotient of two varying counts", "ratio-of-counts", "arithmetic")
             if out.cls == VARYING:
                 return out.why(f"{self.code(e)}: arithmetic on a varying value", "arithmetic")
             return out
@@ -474,7 +477,7 @@ class Classifier(TensorLayouts):
                 return got.by("object-attribute")
         if named is not None:
             return Prov(named, "unknown", (f"{self.code(e)}: the attribute name suggests a {'per-call' if named == VARYING else 'fixed'} value",), False, True,
-                        rules=("name-varying" if named == VARYING else "name-stable",))
+                        rules=(self.name_rule(attr, named),))
         if root is not None and self.lookup(root, fn)[1] == "import":
             return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of an imported module",), rules=("module-attribute",))
         return Prov(UNKNOWN)

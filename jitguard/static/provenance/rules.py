@@ -71,9 +71,6 @@ _ALL = (
           "each iteration"),
     _rule("arithmetic", "carries", STRUCTURAL, "`+ - * // %`, `cdiv`, `round_up`, `min`, `max`, `int()`, `math.*` of "
           "a varying value vary; the int-ness of a rounded true division (`math.ceil(a / b)`, `int(a / b)`) is kept"),
-    _rule("ratio-of-counts", "carries", CONVENTIONAL, "a quotient of two varying counts (`tokens // num_reqs`) is "
-          "a per-item size, often fixed (draft tokens per request): a finding resting on it is never above low",
-          name_only=True),
     _rule("budget-split", "carries", STRUCTURAL, "a budget written in the code shared out over a count "
           "(`512 // n`) is no longer that count: a name cannot excuse it"),
     _rule("bucket", "BUCKETED", STRUCTURAL, "`next_power_of_2(v)`, `1 << v.bit_length()`, `2 ** k` of a varying value "
@@ -150,6 +147,8 @@ _ALL = (
           "`seq_len`, `M` says per-call", name_only=True),
     _rule("name-stable", "STABLE", CONVENTIONAL, "with nothing else known, a name like `hidden_size`, `head_dim`, "
           "`*_stride`, UPPER_CASE says fixed", name_only=True),
+    _rule("configured-name", "VARYING / STABLE", CONVENTIONAL, "a name the project lists in `[tool.jitguard]` "
+          "`varying-names` / `stable-names` (or `--varying-name`): the project's own convention, so medium, not low"),
     _rule("name-over-guess", "STABLE", CONVENTIONAL, "a name that plainly says model dimension or configured maximum "
           "(`num_experts`, `max_num_reqs`) outweighs the leading-dim guess", name_only=True),
     _rule("warmup-callers", "skips", CONVENTIONAL, "callers in functions or modules named `*warmup*` enumerate variants "
@@ -176,7 +175,10 @@ def cite(*rule_ids: str) -> tuple[str, ...]:
 def confidence(rule_ids: Iterable[str], by_name: bool = False) -> str:
     """high / medium / low for a finding whose chain cites ``rule_ids``: low when it rests on a name
     alone, medium when one step is a convention, high when every step follows from the code."""
+    rule_ids = list(rule_ids)
     rules = [RULES[r] for r in rule_ids if r in RULES]
+    if "configured-name" in rule_ids:
+        by_name = False  # the project's own list of names: a convention it declared
     if by_name or any(r.name_only for r in rules):
         return "low"
     if any(r.evidence == CONVENTIONAL for r in rules):

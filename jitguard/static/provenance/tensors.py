@@ -265,7 +265,7 @@ class TensorLayouts:
                         guess=True, rules=("sequence-dim",))
         if named == VARYING:
             return Prov(VARYING, "int", (f"{label}{at}: {target} names a per-call dimension",), False, True,
-                        rules=("name-varying",))
+                        rules=(self.name_rule(target, VARYING),))
         if idx is None:
             return Prov(UNKNOWN, "int", (f"{label}{at}: index not a literal",))
         return Prov(STABLE, "int", (f"{label}{at}: non-leading dimension (a model dimension)",), rules=("model-dim",),
