@@ -5,6 +5,7 @@
     python bench/codebases.py --repeat 3               # timing repeats (the best of each is kept)
     python bench/codebases.py sample --n 25 --seed S   # draw the hand-check samples of the last run
     python bench/codebases.py rejudge                  # recompute judged figures from the verdict files
+    python bench/codebases.py --base REV               # also: the findings added / removed / re-levelled since REV
 
 The codebases are pinned wheels (``pip download --no-deps``; megatron-core has only cp312 wheels),
 of which only the .py files are kept, under bench/corpus/ (git-ignored). Per codebase, in one run:
@@ -441,6 +442,36 @@ def draw_samples(names: list[str], n: int, seed: int, force: bool) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def scan_with(tree: pathlib.Path, repo: pathlib.Path) -> dict:
+    """{(path, kernel, param, code): (level, message)} of ``jitguard scan --confidence low`` of
+    ``tree`` with the jitguard source at ``repo`` (another commit's, for --base)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp) / "scan.json"
+        argv = ["jitguard", "scan", "--no-cache", "--no-respect-gitignore", "--isolated", "--format", "json",
+                "-o", str(out), *(["--confidence", "low"] if _has_levels(repo) else []), "."]
+        # the jitguard of ``repo``, not an editable install's (its finder sits before sys.path)
+        code = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]; "
+                f"sys.path.insert(0, {str(repo)!r}); from jitguard.cli import main; sys.argv = {argv!r}; main()")
+        subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True)
+        doc = json.loads(out.read_text())
+    return {(f["path"], f["kernel"], f["param"], f["code"]): (f.get("confidence", "medium"), f["message"])
+            for f in doc["findings"]}
+
+
+def _has_levels(repo: pathlib.Path) -> bool:
+    return "--confidence" in (repo / "jitguard" / "cli" / "scan.py").read_text()
+
+
+def differences(tree: pathlib.Path, base_repo: pathlib.Path) -> dict:
+    """The findings that differ between this jitguard and the one at ``base_repo``: the ones to read."""
+    new, old = scan_with(tree, ROOT), scan_with(tree, base_repo)
+    row = ("path", "kernel", "param", "code")
+    return {"added": [dict(zip(row, k), level=new[k][0], message=new[k][1]) for k in sorted(set(new) - set(old))],
+            "removed": [dict(zip(row, k), level=old[k][0], message=old[k][1]) for k in sorted(set(old) - set(new))],
+            "level_changed": [dict(zip(row, k), level=new[k][0], was=old[k][0]) for k in sorted(set(new) & set(old))
+                              if new[k][0] != old[k][0]]}
+
+
 def versions() -> dict:
     from importlib.metadata import version
 
@@ -476,6 +507,9 @@ def run_one(cb: Codebase, args, code: str, tmp: str) -> tuple[dict, dict]:
     entry["unannotated_findings_varying_codes_default"] = sum(
         f["level"] in DEFAULT_LEVELS and f["code"] in VARYING_CODES for f in details["unannotated_findings"])
     entry["hand_check"] = sample_precision(cb.name)
+    if args.base_repo is not None:
+        details["differences"] = differences(tree, args.base_repo)
+        entry["differences"] = {k: len(v) for k, v in details["differences"].items()}
     entry["seconds"] = round(time.perf_counter() - t0, 1)
     return entry, details
 
@@ -551,6 +585,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reuse-strip", action="store_true", help="reuse the stripped copies of an earlier run")
     ap.add_argument("--results", default=str(BENCH / "results" / "codebases"), help="where the results go (default bench/results/codebases)")
     ap.add_argument("--no-timing", action="store_true", help="skip the timing (figures only; for trying changes)")
+    ap.add_argument("--base", help="also scan with the jitguard of this commit and list the findings that differ")
     ap.add_argument("--n", type=int, default=25, help="sample: findings drawn per codebase")
     ap.add_argument("--seed", type=int, default=None, help="sample: the seed (printed; default: from the clock)")
     ap.add_argument("--force", action="store_true", help="sample: draw again over an existing sample")
@@ -583,6 +618,29 @@ def main(argv=None) -> int:
            "codebases": []}
     Path = pathlib.Path
     os.makedirs(args.work, exist_ok=True)
+    args.base_repo = None
+    if args.base:
+        args.base_repo = Path(tempfile.mkdtemp()) / "base"
+        subprocess.run(["git", "worktree", "add", "--detach", str(args.base_repo), args.base], cwd=ROOT,
+                       check=True, capture_output=True)
+        doc["base"] = args.base
+    try:
+        run_all(args, names, previous, doc)
+    finally:
+        if args.base_repo is not None:
+            subprocess.run(["git", "worktree", "remove", "--force", str(args.base_repo)], cwd=ROOT, capture_output=True)
+    machine["loadavg_at_end"] = list(os.getloadavg())
+    doc["targets"] = targets(doc)
+    summary_path.write_text(json.dumps(doc, indent=1) + "\n")
+    (RESULTS / "summary.md").write_text(summary_md(doc))
+    for k, v in doc["targets"].items():
+        print(f"  {k}: {v}")
+    print(f"wrote {summary_path}, {RESULTS / 'summary.md'}")
+    return 0
+
+
+def run_all(args, names, previous, doc) -> None:
+    Path = pathlib.Path
     with tempfile.TemporaryDirectory(prefix="jitguard-codebases-") as tmp:
         code = snapshot_jitguard(os.path.join(tmp, "code"))
         for cb in CODEBASES:
@@ -602,14 +660,10 @@ def main(argv=None) -> int:
                   f"({t['cold_over_ast']:.2f}x; CPU {t['cold_over_ast_cpu']:.2f}x) warm {t['warm_s']:.2f}s  recall {d['recall']} ({d['hits']}/"
                   f"{r['annotations']['pairs']}) proxy {d['precision_proxy']} varying {r['recall_over_varying_pairs']}",
                   flush=True)
-    machine["loadavg_at_end"] = list(os.getloadavg())
-    doc["targets"] = targets(doc)
-    summary_path.write_text(json.dumps(doc, indent=1) + "\n")
-    (RESULTS / "summary.md").write_text(summary_md(doc))
-    for k, v in doc["targets"].items():
-        print(f"  {k}: {v}")
-    print(f"wrote {summary_path}, {RESULTS / 'summary.md'}")
-    return 0
+            for tag, rows in (details.get("differences") or {}).items():
+                for row in rows:
+                    print(f"  {tag}: {row['code']} {row['kernel'].rsplit('.', 1)[-1]}.{row['param']} "
+                          f"{row.get('was', '')}{' -> ' if row.get('was') else ''}{row['level']}  ({row['path']})")
 
 
 def targets(doc: dict) -> dict:
