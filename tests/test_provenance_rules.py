@@ -357,3 +357,16 @@ def w(x, {count}):
     cfg = Config(select=("JG",), root=str(tmp_path), varying_names=frozenset({count}))
     (f,) = scan_paths([str(tmp_path)], cfg, jobs=1, use_cache=False).findings
     assert f.confidence == "medium" and "configured-name" in f.details["rules"]
+
+
+def test_a_shape_unpacked_with_more_values_after_it(tmp_path):
+    # B, T, H, K, V = *k.shape, v.shape[-1]: the first four unpack k's 4-d shape
+    body = """
+def w(k, v):
+    B, T, H, K, V = *k.shape, v.shape[-1]
+    KERNEL[(1,)](k, {pick}, BLOCK=64)
+"""
+    assert list(_findings(tmp_path, body.format(pick="T")).values()) == ["medium"]
+    assert list(_findings(tmp_path, body.format(pick="B")).values()) == ["medium"]
+    assert _findings(tmp_path, body.format(pick="K")) == {}
+    assert _findings(tmp_path, body.format(pick="V")) == {}

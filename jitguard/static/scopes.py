@@ -228,6 +228,17 @@ class Walker:
                 for t, v in zip(els, value.elts):
                     self.bind(t, v, scope, fn, line)
                 return
+            if isinstance(value, (ast.Tuple, ast.List)) and value.elts and isinstance(value.elts[0], ast.Starred) \
+                    and not any(isinstance(e, ast.Starred) for e in list(value.elts[1:]) + list(els)) \
+                    and len(els) > len(value.elts) - 1:
+                # B, T, H, K, V = *k.shape, v.shape[-1]: the leading targets unpack k's shape
+                rest = value.elts[1:]
+                head = els[:len(els) - len(rest)]
+                self.bind(ast.copy_location(ast.Tuple(elts=head, ctx=ast.Store()), target), value.elts[0].value,
+                          scope, fn, line)
+                for t, v in zip(els[len(head):], rest):
+                    self.bind(t, v, scope, fn, line)
+                return
             shape_of = _shape_source(self.shape_alias(value, fn)) if value is not None else None
             if shape_of is not None:
                 tensor, offset = shape_of
