@@ -9,6 +9,7 @@ Keys (hyphens or underscores)::
     respect-gitignore = true         # also skip what .gitignore files exclude
     varying-names = ["n_ctx"]        # extra names that mean "changes every call"
     stable-names = ["n_experts"]     # extra names that mean "fixed for the life of the process"
+    baseline = "jitguard-baseline.json"   # scan reports only findings not in it (scan --baseline)
 
     [tool.jitguard.per-file-ignores]
     "tests/**" = ["JG001"]           # .gitignore-style path pattern -> codes or prefixes
@@ -81,6 +82,8 @@ class Config:
     def reports(self, level: str) -> bool:
         """Whether a finding of confidence ``level`` is at or above the configured level."""
         return CONFIDENCE_ORDER.index(level) <= CONFIDENCE_ORDER.index(self.confidence)
+    # scan --baseline's default: a baseline file (absolute, or relative to the current directory)
+    baseline: str | None = None
 
     # --- code selection -------------------------------------------------------------------
     def is_enabled(self, code: str, extra_ignores: Iterable[str] = ()) -> bool:
@@ -222,6 +225,7 @@ _KEYS = {
     "stable-names",
     "respect-gitignore",
     "confidence",
+    "baseline",
 }
 
 
@@ -299,6 +303,9 @@ def config_from_table(table: dict[str, Any], root: str, where: str) -> Config:
     rg = norm.get("respect-gitignore", True)
     if not isinstance(rg, bool):
         raise ConfigError(f"{where}: 'respect-gitignore' must be true or false")
+    baseline = norm.get("baseline")
+    if baseline is not None and (not isinstance(baseline, str) or not baseline):
+        raise ConfigError(f"{where}: 'baseline' must be a file name (relative to {where}'s directory)")
     return Config(
         select=select,
         ignore=ignore,
@@ -310,6 +317,7 @@ def config_from_table(table: dict[str, Any], root: str, where: str) -> Config:
         root=root,
         source=where,
         confidence=_confidence(norm.get("confidence", DEFAULT_CONFIDENCE), where),
+        baseline=os.path.join(root, baseline) if baseline else None,
     )
 
 
