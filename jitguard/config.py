@@ -78,12 +78,12 @@ class Config:
     # The least sure findings reported: "medium" reports high and medium (the default), "low" all,
     # "high" only findings whose evidence follows from the code (docs/provenance.md).
     confidence: str = DEFAULT_CONFIDENCE
+    # scan --baseline's default: a baseline file (absolute, or relative to the current directory)
+    baseline: str | None = None
 
     def reports(self, level: str) -> bool:
         """Whether a finding of confidence ``level`` is at or above the configured level."""
         return CONFIDENCE_ORDER.index(level) <= CONFIDENCE_ORDER.index(self.confidence)
-    # scan --baseline's default: a baseline file (absolute, or relative to the current directory)
-    baseline: str | None = None
 
     # --- code selection -------------------------------------------------------------------
     def is_enabled(self, code: str, extra_ignores: Iterable[str] = ()) -> bool:
