@@ -3,6 +3,7 @@ every assignment of each local, calls, module constants, classes, and alias cand
 from __future__ import annotations
 
 import ast
+from collections import deque
 
 from jitguard.static.names import LOCAL, Scope, add_import, dotted, qualified, resolve_relative
 from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo
@@ -36,6 +37,10 @@ def _shape_source(value) -> tuple[ast.AST, int] | None:
                 return inner[0], inner[1] + lower.value
     return None
 
+
+
+_AST = ast.AST
+_LEAVES = (ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop, ast.Constant)
 
 class Walker:
     """One recursive pass: scopes, functions (params, assignments), calls, kernel candidates."""
@@ -317,14 +322,27 @@ class Walker:
             self.loop_target(target.value, scope, fn, line, it)
 
     def exprs(self, node: ast.AST, scope: Scope, fn: FunctionInfo | None) -> None:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Call):
+        # ast.walk's breadth-first order, without its generators and without the leaves that hold
+        # no call (contexts, operators): the scan's hottest loop on kernel-dense files
+        queue = deque((node,))
+        popleft, push = queue.popleft, queue.append
+        while queue:
+            sub = popleft()
+            for name in sub._fields:
+                v = getattr(sub, name, None)
+                if v.__class__ is list:
+                    for x in v:
+                        if isinstance(x, _AST) and not isinstance(x, _LEAVES):
+                            push(x)
+                elif isinstance(v, _AST) and not isinstance(v, _LEAVES):
+                    push(v)
+            if sub.__class__ is ast.Call:
                 self.calls.append((sub, scope, fn))
                 f = sub.func
                 # lst.append(v): v is one of the values lst holds (cu = [0]; cu.append(cu[-1] + n))
                 if isinstance(f, ast.Attribute) and f.attr in ("append", "insert") and isinstance(f.value, ast.Name) \
                         and sub.args and fn is not None and scope.kind == "function" and f.value.id in fn.assigns:
                     fn.assigns[f.value.id].append(Entry("aug", sub.args[-1], line=sub.lineno))
-            elif isinstance(sub, ast.NamedExpr) and isinstance(sub.target, ast.Name):
+            elif sub.__class__ is ast.NamedExpr and isinstance(sub.target, ast.Name):
                 if scope.kind == "function" and fn is not None:
                     fn.assigns.setdefault(sub.target.id, []).append(Entry("expr", sub.value, line=sub.lineno))
