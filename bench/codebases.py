@@ -366,7 +366,7 @@ def sample_precision(name: str) -> dict | None:
     doc = json.loads(path.read_text())
     rows = doc["findings"]
     judged = [r for r in rows if r.get("verdict") in ("true", "false")]
-    out = {"file": str(path.relative_to(ROOT)), "seed": doc["seed"], "commit": doc["commit"],
+    out = {"file": os.path.relpath(path, ROOT), "seed": doc["seed"], "commit": doc["commit"],
            "drawn": len(rows), "judged": len(judged)}
     if len(judged) < len(rows):
         out["incomplete"] = True
