@@ -89,6 +89,11 @@ def snapshot_jitguard(dest: str) -> str:
     src = pathlib.Path(jitguard.__file__).resolve().parent
     shutil.copytree(src, os.path.join(dest, "jitguard"),
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    # bytecode compiled ahead, as pip does when it installs a package: otherwise every timed process
+    # (PYTHONDONTWRITEBYTECODE set, or a read-only tree) compiles jitguard's modules again
+    import compileall
+
+    compileall.compile_dir(os.path.join(dest, "jitguard"), quiet=1)
     return dest
 
 

@@ -10,7 +10,8 @@ the node, so the rest of the file round-trips byte for byte.
 
 Writes DST_ROOT (a full copy of SRC_ROOT, changed files rewritten) and a JSON record:
 {"root": ..., "files": N, "entries": [{"path", "module", "kernel", "function", "option", "entry",
-"param", "literal"}...], "unresolved": [...], "errors": [...]}.
+"param", "form"}...] (form: literal / resolved through module-level names, ``+`` or a table /
+conditional: under an ``if`` expression, both branches kept), "unresolved": [...], "errors": [...]}.
 """
 from __future__ import annotations
 
@@ -37,19 +38,89 @@ def module_name(rel: str) -> str:
     return mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
 
 
-def _entries(value: cst.BaseExpression) -> tuple[list, bool]:
-    if not isinstance(value, (cst.List, cst.Tuple)):
-        return [], False
-    out, literal = [], True
-    for el in value.elements:
-        v = el.value
-        if isinstance(v, cst.SimpleString) and isinstance(v.evaluated_value, str):
-            out.append(v.evaluated_value)
-        elif isinstance(v, cst.Integer):
-            out.append(int(v.value, 0))
-        else:
-            literal = False
-    return out, literal
+def module_constants(module: cst.Module) -> dict[str, cst.BaseExpression]:
+    """Module-level ``NAME = <expr>`` bindings (the last one wins), to resolve a list given by name."""
+    env: dict[str, cst.BaseExpression] = {}
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                    env[small.targets[0].target.value] = small.value
+                elif isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
+                    env[small.target.value] = small.value
+    return env
+
+
+class _Unresolved(Exception):
+    pass
+
+
+def _evaluate(value: cst.BaseExpression, env: dict, depth: int = 0) -> tuple[list, bool]:
+    """The entries an annotation value names, and whether one of them sits in a conditional
+    (``*(() if C else ("X",))``, ``A if C else B``: both branches count, each was somebody's choice).
+    Understands literals, module-level names, ``+``, ``list()``/``tuple()``, a dict literal
+    subscripted by a constant, starred elements and conditional expressions; anything else raises."""
+    if depth > 20:  # a cycle of names
+        raise _Unresolved
+    if isinstance(value, (cst.SimpleString, cst.ConcatenatedString)):
+        v = value.evaluated_value
+        if isinstance(v, str):
+            return [v], False
+        raise _Unresolved
+    if isinstance(value, cst.Integer):
+        return [int(value.value, 0)], False
+    if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+        out, cond = [], False
+        for el in value.elements:
+            vals, c = _evaluate(el.value, env, depth + 1)
+            out.extend(vals)
+            cond |= c
+        return out, cond
+    if isinstance(value, cst.Name):
+        if value.value in env:
+            return _evaluate(env[value.value], env, depth + 1)
+        raise _Unresolved
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+        a, ca = _evaluate(value.left, env, depth + 1)
+        b, cb = _evaluate(value.right, env, depth + 1)
+        return a + b, ca or cb
+    if isinstance(value, cst.IfExp):
+        a, _ = _evaluate(value.body, env, depth + 1)
+        b, _ = _evaluate(value.orelse, env, depth + 1)
+        return a + [x for x in b if x not in a], True
+    if (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("list", "tuple")
+            and len(value.args) == 1):
+        return _evaluate(value.args[0].value, env, depth + 1)
+    if isinstance(value, cst.Subscript) and len(value.slice) == 1 and isinstance(value.slice[0].slice, cst.Index):
+        table = value.value
+        while isinstance(table, cst.Name) and table.value in env:
+            table = env[table.value]
+        keys, _ = _evaluate(value.slice[0].slice.value, env, depth + 1)
+        if isinstance(table, cst.Dict) and len(keys) == 1:
+            for el in table.elements:
+                if isinstance(el, cst.DictElement):
+                    try:
+                        k, _ = _evaluate(el.key, env, depth + 1)
+                    except _Unresolved:
+                        continue
+                    if k == keys:
+                        return _evaluate(el.value, env, depth + 1)
+        raise _Unresolved
+    raise _Unresolved
+
+
+def _entries(value: cst.BaseExpression, env: dict | None = None) -> tuple[list, str]:
+    """(entries, form): form is "literal" (a list or tuple of constants written at the kernel),
+    "resolved" (through names, ``+`` or a table), "conditional" (an entry under a condition) or
+    "unresolved" (entries = [] then)."""
+    env = env or {}
+    literal = isinstance(value, (cst.List, cst.Tuple)) and all(
+        isinstance(el.value, (cst.SimpleString, cst.Integer)) for el in value.elements)
+    try:
+        values, conditional = _evaluate(value, env)
+    except _Unresolved:
+        return [], "unresolved"
+    return values, "literal" if literal else "conditional" if conditional else "resolved"
 
 
 def _keyword(call: cst.Call | None, name: str) -> cst.Arg | None:
@@ -90,6 +161,7 @@ def strip_source(text: str, rel: str) -> tuple[str, list[dict], list[dict]]:
     entries: list[dict] = []
     unresolved: list[dict] = []
     strip_ids: set[int] = set()
+    env = module_constants(module)
     for k in facts.kernels:
         if k.do_not_specialize_line is None and k.do_not_specialize_on_alignment_line is None:
             continue
@@ -102,8 +174,8 @@ def strip_source(text: str, rel: str) -> tuple[str, list[dict], list[dict]]:
             if arg is None:
                 continue
             strip_ids.add(id(arg))
-            values, literal = _entries(arg.value)
-            if not literal and not values:
+            values, form = _entries(arg.value, env)
+            if form == "unresolved":
                 unresolved.append({"path": rel, "kernel": k.qualname, "option": option,
                                    "value": module.code_for_node(arg.value)})
             for v in values:
@@ -112,7 +184,7 @@ def strip_source(text: str, rel: str) -> tuple[str, list[dict], list[dict]]:
                 else:
                     param = v if v in params else None
                 entries.append({"path": rel, "module": mod, "kernel": k.qualname, "function": k.function,
-                                "option": option, "entry": v, "param": param, "literal": literal})
+                                "option": option, "entry": v, "param": param, "form": form})
     if not strip_ids:
         return text, entries, unresolved
     new = wrapper.module.visit(_Strip(strip_ids))
@@ -159,7 +231,7 @@ def main(argv=None) -> int:
         json.dump(record, fh, indent=1)
     kernels = {e["kernel"] for e in record["entries"]}
     print(f"stripped {len(record['entries'])} entries from {len(kernels)} kernels in {record['changed_files']} files "
-          f"({len(record['unresolved'])} non-literal, {len(record['errors'])} errors) -> {out}")
+          f"({len(record['unresolved'])} unresolved, {len(record['errors'])} errors) -> {out}")
     return 0
 
 

@@ -30,6 +30,8 @@ from jitguard.static.ignore_patterns import PatternList
 
 SELECTOR_RE = re.compile(r"^(ALL|[A-Z]{1,4}[0-9]{0,4})$")
 DEFAULT_SELECT = ("JG",)
+CONFIDENCE_ORDER = ("high", "medium", "low")  # most to least sure
+DEFAULT_CONFIDENCE = "medium"  # report high and medium findings
 
 
 class ConfigError(Exception):
@@ -73,8 +75,15 @@ class Config:
     root: str = field(default_factory=os.getcwd)
     # The pyproject.toml (or --config file) the settings came from, if any.
     source: str | None = None
+    # The least sure findings reported: "medium" reports high and medium (the default), "low" all,
+    # "high" only findings whose evidence follows from the code (docs/provenance.md).
+    confidence: str = DEFAULT_CONFIDENCE
     # scan --baseline's default: a baseline file (absolute, or relative to the current directory)
     baseline: str | None = None
+
+    def reports(self, level: str) -> bool:
+        """Whether a finding of confidence ``level`` is at or above the configured level."""
+        return CONFIDENCE_ORDER.index(level) <= CONFIDENCE_ORDER.index(self.confidence)
 
     # --- code selection -------------------------------------------------------------------
     def is_enabled(self, code: str, extra_ignores: Iterable[str] = ()) -> bool:
@@ -123,6 +132,7 @@ class Config:
         varying_names: Iterable[str] = (),
         stable_names: Iterable[str] = (),
         respect_gitignore: bool | None = None,
+        confidence: str | None = None,
     ) -> "Config":
         """Command-line flags on top of the file: ``--select`` replaces, the others extend."""
         new_select = tuple(select) if select is not None else self.select
@@ -142,6 +152,7 @@ class Config:
             respect_gitignore=(
                 self.respect_gitignore if respect_gitignore is None else respect_gitignore
             ),
+            confidence=self.confidence if confidence is None else _confidence(confidence, "command line"),
         )
 
 
@@ -213,6 +224,7 @@ _KEYS = {
     "varying-names",
     "stable-names",
     "respect-gitignore",
+    "confidence",
     "baseline",
 }
 
@@ -235,6 +247,12 @@ def repository_root(start: str | os.PathLike[str]) -> Path | None:
         if (d / ".git").exists():
             return d
     return None
+
+
+def _confidence(value: Any, where: str) -> str:
+    if value not in CONFIDENCE_ORDER:
+        raise ConfigError(f"{where}: 'confidence' must be one of low, medium, high, got {value!r}")
+    return value
 
 
 def find_pyproject(start: str | os.PathLike[str]) -> Path | None:
@@ -323,6 +341,7 @@ def config_from_table(table: dict[str, Any], root: str, where: str) -> Config:
         respect_gitignore=rg,
         root=root,
         source=where,
+        confidence=_confidence(norm.get("confidence", DEFAULT_CONFIDENCE), where),
         baseline=os.path.join(root, baseline) if baseline else None,
     )
 

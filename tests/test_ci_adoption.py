@@ -68,7 +68,7 @@ def tree(root: pathlib.Path) -> None:
         HEADER + KERNEL.format(name="ka", param="num_tokens", arg="x.shape[0]") + "\n\n"
         + KERNEL.format(name="kb", param="n", arg="x.numel()"))
     (root / "pkg" / "b.py").write_text(
-        HEADER + KERNEL.format(name="kc", param="N: tl.constexpr", arg="len(x)").replace(
+        HEADER + KERNEL.format(name="kc", param="N: tl.constexpr", arg="int(x.sum())").replace(
             "mask=offs < N: tl.constexpr", "mask=offs < N"))
 
 

@@ -37,7 +37,7 @@ def launch_{name}(x):
 """
 LAUNCH_CONSTEXPR = """
 def launch2_{name}(x):
-    {name}[(1,)](x, 7, x.shape[0], BLOCK=128)
+    {name}[(1,)](x, 7, int(x.sum()), BLOCK=128)
 """
 LAUNCH_STABLE = """
 def launch_{name}(x):

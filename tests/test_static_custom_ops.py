@@ -141,7 +141,7 @@ def test_runner_reads_files_that_call_the_op(tmp_path):
     (tmp_path / "pkg" / "util.py").write_text(f"def {n['helper']}(*a, **k):\n    pass\n")
     (tmp_path / "pkg" / "ops.py").write_text(_ops_module("helper", n))
     (tmp_path / "pkg" / "layer.py").write_text(_caller(n, "{x}, {t}"))
-    cfg = Config(select=("JG",), root=str(tmp_path))
+    cfg = Config(select=("JG",), root=str(tmp_path), confidence="low")
     result = scan_paths([str(tmp_path)], cfg, jobs=1, use_cache=False)
     assert {(f.code, f.param) for f in result.findings} == {("JG001", n["cnt"])}
     (tmp_path / "pkg" / "layer.py").write_text(_caller(n, "{x}, 4096"))

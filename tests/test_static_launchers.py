@@ -230,7 +230,7 @@ def test_runner_reads_the_callers_files(tmp_path):
     (tmp_path / "pkg" / "__init__.py").write_text("")
     for module, src in sources.items():
         (tmp_path / (module.replace(".", "/") + ".py")).write_text(src)
-    result = scan_paths([str(tmp_path)], Config(select=("JG",), root=str(tmp_path)), jobs=1, use_cache=False)
+    result = scan_paths([str(tmp_path)], Config(select=("JG",), root=str(tmp_path), confidence="low"), jobs=1, use_cache=False)
     assert {(f.code, f.param) for f in result.findings} == {("JG001", cnt)}
 
 

@@ -59,7 +59,7 @@ def scan_options(f: Callable) -> Callable:
 def config_from(start: str, *, config_file: str | None, isolated: bool, select: tuple[str, ...],
                 extend_select: tuple[str, ...], ignore: tuple[str, ...], exclude: tuple[str, ...],
                 varying_names: tuple[str, ...], stable_names: tuple[str, ...],
-                respect_gitignore: bool | None) -> Config:
+                respect_gitignore: bool | None, confidence: str | None = None) -> Config:
     """The configuration for these options, the config file searched from ``start``; raises
     ConfigError."""
     if isolated and config_file:
@@ -73,4 +73,5 @@ def config_from(start: str, *, config_file: str | None, isolated: bool, select: 
         varying_names=split_names(varying_names),
         stable_names=split_names(stable_names),
         respect_gitignore=respect_gitignore,
+        confidence=confidence,
     )

@@ -65,6 +65,9 @@ def write_atomically(path: str, text: str) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str),
               help="Write the report to FILE (atomically) instead of stdout.")
 @scan_options
+@click.option("--confidence", type=click.Choice(["low", "medium", "high"]), default=None,
+              help="Least sure findings to report: medium (the default) reports high and medium, "
+              "low adds findings resting on a name alone. [tool.jitguard] confidence sets it too.")
 @click.option("--exit-zero", is_flag=True,
               help="Exit 0 even with findings or unanalyzable files (internal errors still exit 2).")
 @click.option("--statistics", is_flag=True,
@@ -85,6 +88,7 @@ def scan(
     extend_select: tuple[str, ...],
     ignore: tuple[str, ...],
     exclude: tuple[str, ...],
+    confidence: str | None,
     exit_zero: bool,
     statistics: bool,
     config_file: str | None,
@@ -122,7 +126,7 @@ def scan(
         code = _run(
             paths, fmt, output, select, extend_select, ignore, exclude, exit_zero, statistics,
             config_file, isolated, varying_names, stable_names, packages, respect_gitignore, jobs,
-            no_cache, cache_dir, progress,
+            no_cache, cache_dir, progress, confidence,
         )  # fmt: skip
     except (click.exceptions.Exit, click.ClickException):
         raise
@@ -146,7 +150,7 @@ def scan(
 def _run(
     paths, fmt, output, select, extend_select, ignore, exclude, exit_zero, statistics,
     config_file, isolated, varying_names, stable_names, packages, respect_gitignore, jobs,
-    no_cache, cache_dir, progress,
+    no_cache, cache_dir, progress, confidence=None,
 ) -> int:  # fmt: skip
     from jitguard.config import ConfigError
     from jitguard.static.files import package_paths
@@ -177,6 +181,7 @@ def _run(
             isolated=isolated, select=select, extend_select=extend_select, ignore=ignore,
             exclude=exclude, varying_names=varying_names, stable_names=stable_names,
             respect_gitignore=respect_gitignore,
+            confidence=confidence,
         )  # fmt: skip
     except ConfigError as exc:
         raise _fail(str(exc)) from None

@@ -49,6 +49,9 @@ _FINDING = {
                 }},
             },
         },
+        "confidence": {"enum": ["high", "medium", "low"],
+                       "description": "how sure: high when the evidence follows from the code (or was "
+                       "observed), medium when it rests on a convention, low on a name alone"},
         "details": {
             "type": "object",
             "description": "rule-specific evidence (launch sites, provenance chain, uses); "
@@ -119,6 +122,8 @@ SCAN_SCHEMA: dict[str, Any] = {
                 "suppressed": {"type": "integer", "minimum": 0,
                                "description": "findings dropped by inline `# jitguard: ignore` "
                                "comments, select/ignore and per-file-ignores"},
+                "below_confidence": {"type": "integer", "minimum": 0,
+                                     "description": "findings less sure than --confidence, not listed"},
                 "baselined": {"type": "integer", "minimum": 0,
                               "description": "findings the baseline holds (not listed)"},
                 "baseline_stale": {"type": "integer", "minimum": 0,
@@ -182,6 +187,7 @@ def to_document(result: "ScanResult", *, statistics: bool = False) -> dict[str, 
             "kernels": result.kernels,
             "launches": result.launches,
             "suppressed": result.suppressed,
+            "below_confidence": getattr(result, "below_confidence", 0),
             "baselined": getattr(result, "baselined", 0),
             "baseline_stale": sum(e.count for e in getattr(result, "baseline_stale", [])),
             "outside_diff": getattr(result, "outside_diff", 0),
@@ -202,6 +208,7 @@ def to_document(result: "ScanResult", *, statistics: bool = False) -> dict[str, 
                 "fix_safety": f.fix_safety,
                 "source": f.source,
                 "fix": f.fix.to_dict() if f.fix is not None else None,
+                "confidence": f.confidence,
                 "details": _jsonable(f.details or {}),
             }
             for f in result.findings

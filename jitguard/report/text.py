@@ -76,6 +76,9 @@ def summary_line(result: "ScanResult | Sequence[Finding]") -> str:
         extra.append(f"settings from {result.config}")
     if extra:
         line += " (" + "; ".join(extra) + ")"
+    below = getattr(result, "below_confidence", 0)
+    if below:
+        line += f"; {_plural(below, 'less sure finding')} not shown (--confidence low to see them)"
     return line + "."
 
 

@@ -63,7 +63,8 @@ class CallerFacts:
 
         def item(p, named: bool) -> LayoutItem:
             # a dim that varies only by its name is not evidence against the callee's rule
-            return LayoutItem(UNKNOWN if named and p.cls in (VARYING, BUCKETED) else p.cls, p.guess, tuple(p.evidence)[:3])
+            return LayoutItem(UNKNOWN if named and p.cls in (VARYING, BUCKETED) else p.cls, p.guess, tuple(p.evidence)[:3],
+                              tuple(p.rules))
 
         # a stride varies by name when every varying dim after it does
         named_after = [all(d.by_name for d in dims[i + 1:] if d.cls in (VARYING, BUCKETED)) for i in range(len(dims))]

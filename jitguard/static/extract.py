@@ -25,6 +25,22 @@ from jitguard.static.source import Source, decode, parse, suppressions
 __all__ = ["extract_file", "decode", "suppressions"]
 
 
+
+def _bound_grid(name: str, fn) -> ast.Subscript | None:
+    """The ``kernel[grid]`` a local of ``fn`` (or of an enclosing function) is bound to, once."""
+    f = fn
+    while f is not None:
+        if name in f.assigns:
+            entries = f.assigns[name]
+            if len(entries) == 1 and entries[0].kind == "expr" and isinstance(entries[0].node, ast.Subscript) \
+                    and dotted(entries[0].node.value) is not None:
+                return entries[0].node
+            return None
+        if name in f.params:
+            return None
+        f = f.parent
+    return None
+
 class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
     def __init__(self, path: str, text: str, tree: ast.Module, module: str, varying, stable, calls_of=None):
         self.calls_of = calls_of  # record only calls of these (short) names; None: every imported call
@@ -63,8 +79,18 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
             func = call.func
             if isinstance(func, ast.Subscript) and dotted(func.value) is not None:
                 launches.append((call, scope, fn, "grid"))
+            elif isinstance(func, ast.Subscript) and isinstance(func.value, ast.Call) and len(func.value.args) == 1 \
+                    and not func.value.keywords and dotted(func.value.args[0]) is not None:
+                # wrap(kernel)[grid](...): a wrapper handing the kernel back (a decorator applied late)
+                inner = ast.copy_location(ast.Subscript(value=func.value.args[0], slice=func.slice, ctx=ast.Load()), func)
+                synthetic = ast.copy_location(ast.Call(func=inner, args=call.args, keywords=call.keywords), call)
+                launches.append((synthetic, scope, fn, "grid"))
             elif isinstance(func, ast.Attribute) and func.attr in ("run", "warmup") and dotted(func.value) is not None:
                 launches.append((call, scope, fn, func.attr))
+            elif isinstance(func, ast.Name) and fn is not None and (bound := _bound_grid(func.id, fn)) is not None:
+                # k = kernel[grid]; k(*args): the call launches kernel[grid]
+                synthetic = ast.copy_location(ast.Call(func=bound, args=call.args, keywords=call.keywords), call)
+                launches.append((synthetic, scope, fn, "grid"))
             callee = None
             if isinstance(func, ast.Name):
                 q = qualified(func, scope)
@@ -113,14 +139,34 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
                     imported.append((call, fn, f"torch.ops.{ns}.{op}"))
         specs = self.launchers(facts.kernels)
         # forwarders: def launch(kernel, grid, **kw): kernel[grid](**kw)
+        self.local_forwarders = {}
         for call, scope, fn, kind in launches:
             if kind != "grid" or fn is None or fn.parent is not None or fn.class_name is not None:
                 continue
             callee = call.func.value
-            star = fn.node.args.kwarg
+            if isinstance(callee, ast.Name) and callee.id in fn.params and fn.params[callee.id].kind == "pos" \
+                    and callee.id not in fn.assigns:
+                star = [a.value.id for a in call.args if isinstance(a, ast.Starred) and isinstance(a.value, ast.Name)
+                        and a.value.id in fn.params and fn.params[a.value.id].kind == "pos"
+                        and a.value.id not in fn.assigns]
+                dicts = [kw.value.id for kw in call.keywords if kw.arg is None and isinstance(kw.value, ast.Name)
+                         and kw.value.id in fn.params and fn.params[kw.value.id].kind != "star"
+                         and kw.value.id not in fn.assigns]
+                plain = [a for a in call.args if not isinstance(a, ast.Starred)]
+                if (len(star) == 1 and not plain) or dicts:
+                    # def launch(kernel, grid, args, consts): kernel[grid](*args, **consts): the
+                    # handed call's tuple and dict arguments are the launch's (same module only)
+                    facts.forwarders[f"{self.module}.{fn.qual}" if self.module else fn.qual] = callee.id
+                    self.local_forwarders[fn.qual] = (fn.params[callee.id].index,
+                                                      fn.params[star[0]] if len(star) == 1 and not plain else None,
+                                                      [fn.params[d] for d in dicts])
+            # what it splats: its **kwargs, or a parameter holding a dict (launch(kernel, grid, args))
+            splat = {a.arg for a in (fn.node.args.kwarg,) if a is not None} | {
+                p.name for p in fn.params.values() if p.kind != "star" and p.name not in fn.assigns}
             if isinstance(callee, ast.Name) and callee.id in fn.params and fn.params[callee.id].kind != "star" \
-                    and star is not None and callee.id not in fn.assigns and any(
-                        kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id == star.arg for kw in call.keywords):
+                    and callee.id not in fn.assigns and any(
+                        kw.arg is None and isinstance(kw.value, ast.Name) and kw.value.id in splat - {callee.id}
+                        for kw in call.keywords):
                 facts.forwarders[f"{self.module}.{fn.qual}" if self.module else fn.qual] = callee.id
         handed = self.handed_kernels(facts.kernels)
         if launches or specs or imported or handed:

@@ -190,6 +190,7 @@ class LayoutItem:
     provenance: str  # one of PROVENANCE_CLASSES
     guess: bool = False
     evidence: tuple[str, ...] = ()
+    rules: tuple[str, ...] = ()  # the inference rules it rests on (provenance/rules.py)
 
 
 @dataclass
@@ -212,8 +213,8 @@ class TensorLayout:
             return None
 
         def items(rows) -> list[LayoutItem]:
-            return [LayoutItem(str(r["provenance"]), bool(r.get("guess")), tuple(r.get("evidence", ())))
-                    for r in rows or ()]
+            return [LayoutItem(str(r["provenance"]), bool(r.get("guess")), tuple(r.get("evidence", ())),
+                               tuple(r.get("rules", ()))) for r in rows or ()]
 
         return cls(items(data.get("dims")), items(data.get("strides")))
 
@@ -244,6 +245,9 @@ class ArgFacts:
     # dim or stride of it varies: an entry parameter's ``p.shape[i]`` / ``p.stride(i)`` there is taken
     # from it (link.py)
     layout: TensorLayout | None = None
+    # the inference rules (provenance/rules.py) the class rests on, outermost first: a finding's
+    # confidence follows from them
+    rules: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

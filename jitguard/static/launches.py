@@ -48,6 +48,8 @@ class LaunchExtraction:
             f = fn
             while f is not None:
                 if callee.id in f.assigns:
+                    if all(en.kind == "opaque" for en in f.assigns[callee.id]):
+                        return self.fq(callee, f.scope)  # a def nested in the function (a kernel made there)
                     out: list[str] = []
                     for en in f.assigns[callee.id]:
                         if en.kind == "expr" and en.node is not None:
@@ -60,11 +62,52 @@ class LaunchExtraction:
                 if callee.id in f.params:
                     return []
                 f = f.parent
+        if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and fn is not None \
+                and callee.value.id not in ("self", "cls"):
+            # k = make(); k.name[grid](...) where make() returns Namespace(name=kernel, ...)
+            made = self.made_by(callee.value.id, fn)
+            if made is not None:
+                out = []
+                for f, value in self.returned_fields(made, callee.attr):
+                    out.extend(self.targets(value, f.scope, f, depth + 1))
+                if out:
+                    return out
         if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and callee.value.id in ("self", "cls"):
             if fn is not None and fn.class_name:
                 return [f"{self.module}.{fn.qual.rsplit('.', 1)[0]}.{callee.attr}"]
             return []
         return self.fq(callee, scope)
+
+    def made_by(self, name: str, fn: FunctionInfo) -> FunctionInfo | None:
+        """The module-level function of this module whose call a local is bound to, once."""
+        f = fn
+        while f is not None and name not in f.assigns:
+            if name in f.params:
+                return None
+            f = f.parent
+        if f is None:
+            return None
+        entries = f.assigns[name]
+        if len(entries) != 1 or entries[0].kind != "expr" or not isinstance(entries[0].node, ast.Call):
+            return None
+        func = entries[0].node.func
+        made = self.walker.info.functions.get(func.id) if isinstance(func, ast.Name) else None
+        return made if made is not None and made.parent is None and not made.is_method else None
+
+    @staticmethod
+    def returned_fields(fn: FunctionInfo, field: str) -> list[tuple[FunctionInfo, ast.AST]]:
+        """``return Namespace(field=value, ...)`` / ``return {"field": value}`` in ``fn``: the values."""
+        out = []
+        for node in ast.walk(fn.node):
+            if not isinstance(node, ast.Return) or node.value is None:
+                continue
+            v = node.value
+            if isinstance(v, ast.Call):
+                out.extend((fn, kw.value) for kw in v.keywords if kw.arg == field)
+            elif isinstance(v, ast.Dict):
+                out.extend((fn, val) for key, val in zip(v.keys, v.values)
+                           if isinstance(key, ast.Constant) and key.value == field)
+        return out
 
     def launch(self, call: ast.Call, scope: Scope, fn: FunctionInfo | None, kind: str, classifier: Classifier) -> LaunchFacts | None:
         callee = call.func.value
@@ -122,11 +165,37 @@ class LaunchExtraction:
         """A launch's keyword arguments: each one bound by name; ``**kw`` marks the launch."""
         for kw in call.keywords:
             if kw.arg is None:
-                la.star_kwargs = True
+                known = self.local_dict(kw.value, fn, classifier)
+                if known is None:
+                    la.star_kwargs = True
+                    continue
+                owner, items = known
+                for key, value in items:  # kernel[grid](x, **kw) with kw = dict(n=..., BLOCK=...) above
+                    la.keywords_order.append(key)
+                    la.options[key] = self.short(value, 60)
+                    la.args.append(self.arg(value, classifier, owner, keyword=key))
                 continue
             la.keywords_order.append(kw.arg)
             la.options[kw.arg] = self.short(kw.value, 60)
             la.args.append(self.arg(kw.value, classifier, fn, keyword=kw.arg))
+
+    @staticmethod
+    def local_dict(value: ast.AST, fn, classifier: Classifier):
+        """``**kw`` where ``kw`` is a local bound once to a dict display with string keys or to
+        ``dict(k=v, ...)``: (the function it is bound in, [(key, value)]); None otherwise."""
+        if not isinstance(value, ast.Name) or fn is None:
+            return None
+        owner, where = classifier.lookup(value.id, fn)
+        entries = owner.assigns.get(value.id, []) if where == "assign" else []
+        if len(entries) != 1 or entries[0].kind != "expr":
+            return None
+        node = entries[0].node
+        if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys):
+            return owner, [(k.value, v) for k, v in zip(node.keys, node.values)]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args \
+                and all(k.arg is not None for k in node.keywords) and classifier.lookup("dict", owner)[1] == "free":
+            return owner, [(k.arg, k.value) for k in node.keywords]
+        return None
 
     def expand_star(self, value: ast.AST, fn, classifier: Classifier, call: ast.Call) -> list[ArgFacts] | None:
         """``*args`` whose length is known: a tuple/list literal (or a local bound once to one), or
@@ -175,7 +244,7 @@ class LaunchExtraction:
                 prov = classifier.stride(recv, i, fn, 0) if what == "stride" else classifier.dim(recv, i, fn, 0)
             out.append(ArgFacts(text=f"{self.short(recv, 40)}.{what}({i})", provenance=prov.cls, value_type="int",
                                 evidence=list(prov.evidence)[:8], line=value.lineno, column=value.col_offset + 1,
-                                div16=prov.div16, by_name=prov.by_name, guess=prov.guess))
+                                div16=prov.div16, by_name=prov.by_name, guess=prov.guess, rules=list(dict.fromkeys(prov.rules))))
         return out
 
     @staticmethod
@@ -230,6 +299,7 @@ class LaunchExtraction:
             guess=prov.guess,
             entry=self.entry_ref(prov),
             bucketed=prov.bucket and prov.entry is not None,
+            rules=list(dict.fromkeys(prov.rules)),
         )
 
     def entry_ref(self, prov) -> EntryRef | None:
@@ -350,8 +420,11 @@ class LaunchExtraction:
         if not local:
             return []
         out = []
+        forwarders = getattr(self, "local_forwarders", {})
         for call, scope, fn in self.walker.calls:
-            if not call.keywords or not isinstance(call.func, (ast.Name, ast.Attribute)):
+            if not isinstance(call.func, (ast.Name, ast.Attribute)) or not (call.keywords or any(
+                    self.dict_items(a, fn, scope) is not None for a in call.args) or (
+                    isinstance(call.func, ast.Name) and call.func.id in forwarders)):
                 continue
             values = list(call.args) + [kw.value for kw in call.keywords if kw.arg is not None]
             hit = next((v.id for v in values if isinstance(v, ast.Name) and v.id in local
@@ -367,5 +440,68 @@ class LaunchExtraction:
         la = LaunchFacts(callee=self.short(call.func), targets=[kernel_fq], line=call.lineno,
                          column=call.col_offset + 1, kind="grid",
                          function=(f"{self.module}.{fn.qual}" if fn is not None else None), via=list(via))
+        local = getattr(self, "local_forwarders", {}).get(call.func.id) if isinstance(call.func, ast.Name) else None
+        if local is not None:
+            # a forwarder of this module: its tuple parameter is the launch's positionals, its dict
+            # parameters the launch's keywords
+            _, star, dicts = local
+            given = [a for a in call.args if not isinstance(a, ast.Starred)]
+            if len(given) != len(call.args):
+                return la
+            byname = {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}
+
+            def passed(p):
+                return given[p.index] if 0 <= p.index < len(given) else byname.get(p.name)
+
+            node = passed(star) if star is not None else None
+            owner = fn
+            if isinstance(node, ast.Name):
+                owner_fn, where = classifier.lookup(node.id, fn)
+                entries = owner_fn.assigns.get(node.id, []) if where == "assign" else []
+                node = entries[0].node if len(entries) == 1 and entries[0].kind == "expr" else None
+                owner = owner_fn
+            if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
+                for i, e in enumerate(node.elts):
+                    la.args.append(self.arg(e, classifier, owner, position=i))
+            elif star is not None:
+                la.star_args = True
+            for p in dicts:
+                got = self.dict_items(passed(p), fn) if passed(p) is not None else None
+                if got is None:
+                    la.star_kwargs = True
+                    continue
+                owner, items = got
+                for key, value in items:
+                    la.keywords_order.append(key)
+                    la.args.append(self.arg(value, classifier, owner, keyword=key))
+            return la
         self.add_keywords(la, call, classifier, fn)
+        for a in call.args:  # launch(k, grid, dict(n=...)): a dict the forwarder splats into the launch
+            got = self.dict_items(a, fn)
+            if got is not None:
+                owner, items = got
+                for key, value in items:
+                    la.keywords_order.append(key)
+                    la.args.append(self.arg(value, classifier, owner, keyword=key))
         return la
+
+    def dict_items(self, node: ast.AST, fn, scope=None):
+        """(function, [(key, value)]) of a dict display with string keys, ``dict(k=v)``, or a local
+        bound once to one; None otherwise."""
+        if isinstance(node, ast.Dict) and node.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                                            for k in node.keys):
+            return fn, [(k.value, v) for k, v in zip(node.keys, node.values)]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args \
+                and node.keywords and all(k.arg is not None for k in node.keywords):
+            return fn, [(k.arg, k.value) for k in node.keywords]
+        if isinstance(node, ast.Name) and fn is not None:
+            f = fn
+            while f is not None and node.id not in f.assigns:
+                if node.id in f.params:
+                    return None
+                f = f.parent
+            if f is not None:
+                entries = f.assigns[node.id]
+                if len(entries) == 1 and entries[0].kind == "expr" and isinstance(entries[0].node, (ast.Dict, ast.Call)):
+                    return self.dict_items(entries[0].node, f)
+        return None

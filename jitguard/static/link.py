@@ -13,7 +13,12 @@ from jitguard.static.facts import (
 from jitguard.static.names import reexport
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.provenance.conventions import _WARMUP  # one warm-up test
+from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import _RANK  # one class order
+
+_LEVELS = limit("caller-elsewhere", "levels")
+_SITES = limit("caller-elsewhere", "sites")
+_CHAIN = limit("caller-elsewhere", "chain")
 
 NON_OPTIONS = {"grid", "warmup"}
 
@@ -26,6 +31,7 @@ class CallerValue(NamedTuple):
     by_name: bool
     guess: bool
     value_type: str
+    rules: tuple[str, ...] = ()  # the inference rules it rests on, outermost first
 
 
 class _Index:
@@ -165,7 +171,7 @@ class _Callers:
 
     def resolve(self, ref: EntryRef | None, depth: int = 0) -> CallerValue | None:
         """What callers elsewhere pass for the entry parameter ``ref``; the most varying caller wins."""
-        if not isinstance(ref, EntryRef) or depth > 4:
+        if not isinstance(ref, EntryRef) or depth > _LEVELS:
             return None
         key = ref
         if key in self.memo:
@@ -188,7 +194,7 @@ class _Callers:
                 if (not ns or ns == cns) and id(c) not in via:
                     via[id(c)] = f"torch.ops.{cns}.{op}"
                     sites = list(sites) + [(c, f)]
-        for c, f in sites[:50]:
+        for c, f in sites[:_SITES]:
             if _WARMUP.search(c.function or f.module or ""):
                 continue  # warm-up code enumerates variants on purpose: not evidence of serving
             a = _arg_at(c, base, index)
@@ -204,7 +210,7 @@ class _Callers:
                 if got is None:
                     continue
             else:
-                got = CallerValue(a.provenance, tuple(a.evidence), a.by_name, a.guess, a.value_type)
+                got = CallerValue(a.provenance, tuple(a.evidence), a.by_name, a.guess, a.value_type, tuple(a.rules))
             if acc is None and a.entry and a.provenance != VARYING:
                 deeper = self.resolve(a.entry, depth + 1)
                 if deeper is not None and deeper.provenance != UNKNOWN:
@@ -218,10 +224,13 @@ class _Callers:
                     # nothing is known of) do not add up to evidence: len(offsets) of a
                     # LoRA stack in sglang
                     got = got._replace(provenance=UNKNOWN, guess=False)
+                bound = ("caller-elsewhere", "method-by-name")
             else:
                 callee = f"{via[id(c)]} -> {short}" if id(c) in via else short
+                bound = ("caller-elsewhere", "custom-op") if id(c) in via else ("caller-elsewhere",)
             where = f"{callee}({base}={a.text}) called in {c.function or f.module} ({f.path}:{c.line})"
-            got = got._replace(evidence=(where,) + tuple(got.evidence))
+            got = got._replace(evidence=(where,) + tuple(got.evidence),
+                               rules=bound + tuple(r for r in got.rules if r not in bound))
             if best is None or (_RANK[got.provenance], not got.by_name) > (_RANK[best.provenance], not best.by_name):
                 best = got
         self.memo[key] = best
@@ -265,7 +274,8 @@ def layout_item(a, acc: Accessor) -> CallerValue | None:
         return None
     what = "dimension" if acc.kind == "shape" else "stride"
     return CallerValue(item.provenance, (f"{a.text}{acc}: {what} {acc.index} of the tensor as the caller lays it out",)
-                       + tuple(item.evidence), False, bool(item.guess), "int")
+                       + tuple(item.evidence), False, bool(item.guess), "int",
+                       ("caller-layout",) + tuple(r for r in item.rules if r != "caller-layout"))
 
 
 def _arg_at(call: CallFacts, name: str, index):
@@ -296,7 +306,7 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
             got = callers.resolve(arg.entry)
             if got is None or got.provenance == UNKNOWN:
                 continue
-            cls, evidence, by_name, guess, vtype = got
+            cls, evidence, by_name, guess, vtype, rules = got
             if cls == VARYING and (arg.provenance == BUCKETED or arg.bucketed):
                 cls = BUCKETED  # bucketed here (next_power_of_2 of the parameter): still a few values
             if cls == STABLE and (by_name or not (arg.by_name or arg.provenance == UNKNOWN)):
@@ -304,7 +314,7 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
             if cls == arg.provenance and by_name:
                 continue
             b.args[name] = replace(
-                arg, provenance=cls, evidence=list(evidence)[:8], by_name=by_name, guess=guess,
+                arg, provenance=cls, evidence=list(evidence)[:_CHAIN], by_name=by_name, guess=guess, rules=list(rules),
                 value_type=arg.value_type if arg.value_type not in ("unknown", "none") else vtype,
             )
 

@@ -45,6 +45,7 @@ class Program:
         fix: Fix,
         details: dict[str, Any] | None = None,
         path: str | None = None,
+        confidence: str = "high",
     ) -> Finding:
         d = {"kernel_path": kfile.path, "kernel_line": kernel.line, "decorator_line": kernel.decorator_line}
         d.update(details or {})
@@ -58,6 +59,7 @@ class Program:
             message=message,
             fix_safety=fix.applicability,
             source="static",
+            confidence=confidence,  # type: ignore[arg-type]
             details=d,
             fix=fix,
         )

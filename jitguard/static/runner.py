@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 from jitguard.config import Config
 from jitguard.findings import FileError, Finding
+from jitguard.static.provenance.rules import limit
 from jitguard.static import prefilter
 from jitguard.static.cache import (
     CacheUnavailable,
@@ -52,6 +53,7 @@ class ScanResult:
     suppressed: int = 0  # findings dropped by inline comments, select/ignore, per-file-ignores
     config: str | None = None  # the configuration file the settings came from
     warnings: list[FileError] = field(default_factory=list)  # e.g. ignore[...] naming no rule
+    below_confidence: int = 0  # findings less sure than the configured confidence level
     kernels: int = 0
     launches: int = 0
     jobs: int = 1
@@ -451,8 +453,8 @@ def scan_paths(
 
 # A method name defined in more files than this, or called as obj.name( in more, is too common to
 # bind calls through objects of unknown class to one definition by name.
-_METHOD_MAX_DEFS = 3
-_METHOD_MAX_CALLERS = 10
+_METHOD_MAX_DEFS = limit("method-by-name", "defining_files")
+_METHOD_MAX_CALLERS = limit("method-by-name", "calling_files")
 _DEF_NAME = re.compile(rb"\bdef[ \t]+([A-Za-z_]\w*)[ \t]*\(")
 _METHOD_CALL_NAME = re.compile(rb"\.[ \t]*([A-Za-z_]\w*)[ \t]*\(")
 
@@ -551,6 +553,9 @@ def _finish(result: ScanResult, findings: list[Finding], config: Config, t0: flo
     for f in findings:
         if not config.is_enabled(f.code, config.ignores_for_path(f.path)):
             result.suppressed += 1
+            continue
+        if not config.reports(f.confidence):
+            result.below_confidence += 1
             continue
         ident = (f.code, f.path, f.line, f.column, f.kernel, f.param, f.message)
         if ident in seen:

@@ -3,6 +3,7 @@ every assignment of each local, calls, module constants, classes, and alias cand
 from __future__ import annotations
 
 import ast
+from collections import deque
 
 from jitguard.static.names import LOCAL, Scope, add_import, dotted, qualified, resolve_relative
 from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo
@@ -36,6 +37,10 @@ def _shape_source(value) -> tuple[ast.AST, int] | None:
                 return inner[0], inner[1] + lower.value
     return None
 
+
+
+_AST = ast.AST
+_LEAVES = (ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop, ast.Constant)
 
 class Walker:
     """One recursive pass: scopes, functions (params, assignments), calls, kernel candidates."""
@@ -228,6 +233,17 @@ class Walker:
                 for t, v in zip(els, value.elts):
                     self.bind(t, v, scope, fn, line)
                 return
+            if isinstance(value, (ast.Tuple, ast.List)) and value.elts and isinstance(value.elts[0], ast.Starred) \
+                    and not any(isinstance(e, ast.Starred) for e in list(value.elts[1:]) + list(els)) \
+                    and len(els) > len(value.elts) - 1:
+                # B, T, H, K, V = *k.shape, v.shape[-1]: the leading targets unpack k's shape
+                rest = value.elts[1:]
+                head = els[:len(els) - len(rest)]
+                self.bind(ast.copy_location(ast.Tuple(elts=head, ctx=ast.Store()), target), value.elts[0].value,
+                          scope, fn, line)
+                for t, v in zip(els[len(head):], rest):
+                    self.bind(t, v, scope, fn, line)
+                return
             shape_of = _shape_source(self.shape_alias(value, fn)) if value is not None else None
             if shape_of is not None:
                 tensor, offset = shape_of
@@ -306,14 +322,27 @@ class Walker:
             self.loop_target(target.value, scope, fn, line, it)
 
     def exprs(self, node: ast.AST, scope: Scope, fn: FunctionInfo | None) -> None:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Call):
+        # ast.walk's breadth-first order, without its generators and without the leaves that hold
+        # no call (contexts, operators): the scan's hottest loop on kernel-dense files
+        queue = deque((node,))
+        popleft, push = queue.popleft, queue.append
+        while queue:
+            sub = popleft()
+            for name in sub._fields:
+                v = getattr(sub, name, None)
+                if v.__class__ is list:
+                    for x in v:
+                        if isinstance(x, _AST) and not isinstance(x, _LEAVES):
+                            push(x)
+                elif isinstance(v, _AST) and not isinstance(v, _LEAVES):
+                    push(v)
+            if sub.__class__ is ast.Call:
                 self.calls.append((sub, scope, fn))
                 f = sub.func
                 # lst.append(v): v is one of the values lst holds (cu = [0]; cu.append(cu[-1] + n))
                 if isinstance(f, ast.Attribute) and f.attr in ("append", "insert") and isinstance(f.value, ast.Name) \
                         and sub.args and fn is not None and scope.kind == "function" and f.value.id in fn.assigns:
                     fn.assigns[f.value.id].append(Entry("aug", sub.args[-1], line=sub.lineno))
-            elif isinstance(sub, ast.NamedExpr) and isinstance(sub.target, ast.Name):
+            elif sub.__class__ is ast.NamedExpr and isinstance(sub.target, ast.Name):
                 if scope.kind == "function" and fn is not None:
                     fn.assigns.setdefault(sub.target.id, []).append(Entry("expr", sub.value, line=sub.lineno))

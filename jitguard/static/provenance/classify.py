@@ -13,8 +13,18 @@ from jitguard.static.provenance.conventions import (
     annotation_vtype, name_class, strong_stable, weight_like,
 )
 from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal
+from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.tensors import TensorLayouts
 from jitguard.static.provenance.value import Prov, join
+
+_LITERAL = ("literal",)
+_TO_INT = {"ceil", "floor", "int", "trunc", "round", "cdiv", "ceil_div", "div_up", "ceildiv"}
+_DEPTH = limit("assignment", "depth")
+_FIXED_DEPTH = limit("fixed-loop", "depth")
+_RETURNS_DEPTH = limit("returns", "depth")
+_CALLER_DEPTH = limit("local-caller", "depth")
+_CALLERS = limit("local-caller", "callers")
+_ATTR_VALUES = limit("object-attribute", "values")
 
 
 class Classifier(TensorLayouts):
@@ -57,7 +67,13 @@ class Classifier(TensorLayouts):
         if cls is None:
             return prov
         return Prov(cls, prov.vtype, (f"{name}: the name suggests a {'per-call' if cls == VARYING else 'fixed'} value",),
-                    False, True)
+                    False, True, rules=(self.name_rule(name, cls),))
+
+    def name_rule(self, name: str, cls: str) -> str:
+        """The rule a name's verdict cites: the project's own list, or the built-in conventions."""
+        if name in self.varying or name in self.stable:
+            return "configured-name"
+        return "name-varying" if cls == VARYING else "name-stable"
 
     # ---- entry point ----
     def classify(self, expr: ast.AST, fn: FunctionInfo | None, depth: int = 0) -> Prov:
@@ -67,20 +83,20 @@ class Classifier(TensorLayouts):
             return Prov(UNKNOWN)
 
     def _classify(self, e: ast.AST, fn: FunctionInfo | None, depth: int) -> Prov:
-        if depth > 60:
+        if depth > _DEPTH:
             return Prov(UNKNOWN)
         d = depth + 1
         if isinstance(e, ast.Constant):
             v = e.value
             if isinstance(v, bool):
-                return Prov(STABLE, "bool", (f"literal {v}",))
+                return Prov(STABLE, "bool", (f"literal {v}",), rules=_LITERAL)
             if isinstance(v, int):
-                return Prov(STABLE, "int", (f"literal {v}",), v != 0 and v % 16 == 0)
+                return Prov(STABLE, "int", (f"literal {v}",), v != 0 and v % 16 == 0, rules=_LITERAL)
             if isinstance(v, float):
-                return Prov(STABLE, "float", (f"literal {v}",))
+                return Prov(STABLE, "float", (f"literal {v}",), rules=_LITERAL)
             if v is None:
-                return Prov(STABLE, "none", ("None",))
-            return Prov(STABLE, "str")
+                return Prov(STABLE, "none", ("None",), rules=_LITERAL)
+            return Prov(STABLE, "str", rules=_LITERAL)
         if isinstance(e, ast.Name):
             return self.name(e.id, fn, d)
         if isinstance(e, ast.UnaryOp):
@@ -95,11 +111,13 @@ class Classifier(TensorLayouts):
                 shift = int_literal(e.right)
                 out = out._replace(div16=left.div16 or (shift is not None and shift >= 4))
                 if int_literal(e.left) == 1 and right.cls == VARYING:
-                    return Prov(BUCKETED, "int", (f"{self.code(e)}: a power of two (few distinct values)",) + right.evidence)
+                    return Prov(BUCKETED, "int", (f"{self.code(e)}: a power of two (few distinct values)",) + right.evidence,
+                                rules=("bucket",) + right.rules)
                 if int_literal(e.left) == 1 and right.cls != VARYING and right.entry is not None:
                     out = out._replace(bucket=True)
             elif isinstance(e.op, ast.Pow) and int_literal(e.left) == 2 and right.cls == VARYING:
-                return Prov(BUCKETED, "int", (f"{self.code(e)}: a power of two (few distinct values)",) + right.evidence)
+                return Prov(BUCKETED, "int", (f"{self.code(e)}: a power of two (few distinct values)",) + right.evidence,
+                            rules=("bucket",) + right.rules)
             elif isinstance(e.op, ast.Pow) and int_literal(e.left) == 2 and right.cls != VARYING and right.entry is not None:
                 out = out._replace(bucket=True)
             elif not isinstance(e.op, (ast.Add, ast.Sub)):
@@ -107,9 +125,9 @@ class Classifier(TensorLayouts):
             if isinstance(e.op, (ast.FloorDiv, ast.Div)) and right.cls == VARYING and self.written_int(e.left, fn):
                 # 512 // n: a budget written in the code shared out over a count is no longer that
                 # count: a name saying "model dimension" does not describe the count the guess is about
-                out = out._replace(guess=False)
+                out = out._replace(guess=False).by("budget-split")
             if out.cls == VARYING:
-                return out.why(f"{self.code(e)}: arithmetic on a varying value")
+                return out.why(f"{self.code(e)}: arithmetic on a varying value", "arithmetic")
             return out
         if isinstance(e, ast.Compare):
             out = join([self._classify(x, fn, d) for x in [e.left, *e.comparators]])
@@ -161,25 +179,36 @@ class Classifier(TensorLayouts):
         if where == "module":
             key = (0, name)
             if key in self._busy:
-                return Prov(STABLE, evidence=(f"{name}: module-level value",))
+                return Prov(STABLE, evidence=(f"{name}: module-level value",), rules=("module-constant",))
             self._busy.add(key)
             try:
                 inner = self._classify(self.info.constants[name], None, depth)
             finally:
                 self._busy.discard(key)
             if inner.cls in (UNKNOWN, STABLE):
-                return Prov(STABLE, inner.vtype, (f"{name}: module-level constant",), inner.div16)
+                return Prov(STABLE, inner.vtype, (f"{name}: module-level constant",), inner.div16,
+                            rules=("module-constant",))
             return inner.why(f"module-level {name} = {self.code(self.info.constants[name])}")
         if where == "import":
-            return Prov(STABLE, "unknown", (f"{name}: imported constant",))
+            return Prov(STABLE, "unknown", (f"{name}: imported constant",), rules=("imported-name",))
         return self.apply_name(name, Prov(UNKNOWN))
 
     def entry(self, name: str, en: Entry, fn: FunctionInfo, depth: int) -> Prov:
         where = f"line {en.line}"
         if en.kind == "loop":
+            dims = self._dims_iterated(en.node)
+            if dims is not None:
+                # for s in x.shape[1:]: n *= s -- each value is a dim of x, not a counter
+                t, start = dims
+                if start >= 1:
+                    return Prov(STABLE, "int", (f"{name}: a non-leading dimension of {self.code(t)} ({where})",),
+                                rules=("shape-product", "model-dim"))
+                return self.dim(t, 0, fn, depth, line=en.line).why(
+                    f"{name}: a dimension of {self.code(t)}, the leading one among them ({where})", "shape-product")
             if en.node is not None and self.fixed_collection(en.node, fn):
-                return Prov(STABLE, "unknown", (f"{name}: loop over a fixed set of values written in the code ({where})",))
-            return Prov(VARYING, "int", (f"{name}: loop variable ({where})",))
+                return Prov(STABLE, "unknown", (f"{name}: loop over a fixed set of values written in the code ({where})",),
+                            rules=("fixed-loop",))
+            return Prov(VARYING, "int", (f"{name}: loop variable ({where})",), rules=("loop-counter",))
         if en.kind == "opaque":
             return Prov(UNKNOWN)
         if en.kind == "dim":
@@ -190,30 +219,79 @@ class Classifier(TensorLayouts):
             if en.index is not None and isinstance(call, ast.Call) and (callee := self.local_callee(call, fn)) is not None:
                 got = self.returns(callee, depth, item=en.index)
                 if got is not None and got.cls != UNKNOWN:
-                    return got.why(f"{name} = element {en.index} of what {callee.name}() returns (line {en.line})")
+                    return got.why(f"{name} = element {en.index} of what {callee.name}() returns (line {en.line})", "returns")
             if en.index is not None and isinstance(call, ast.Attribute) and call.attr in self.info.attrs:
                 # a, b = meta.plan: element i of the tuples assigned to .plan in this module
                 got = self.assigned_attr(call.attr, depth, item=en.index)
                 if got is not None and got.cls in (VARYING, BUCKETED):
-                    return got.why(f"{name} = element {en.index} of {self.code(call)} (line {en.line})")
+                    return got.why(f"{name} = element {en.index} of {self.code(call)} (line {en.line})", "object-attribute")
             return self.apply_name(name, Prov(UNKNOWN))
-        shape_dim = self._shape_dim(en.node)
+        shape_dim = self._shape_dim(en.node, fn)
         if shape_dim is not None:  # n = x.shape[i] / x.size(i): the target's name is evidence for i
             t, i = shape_dim
             return self.name_overrides_guess(name, self.dim(t, i, fn, depth, target=name, line=en.line))
         inner = self._classify(en.node, fn, depth)
         if inner.cls == UNKNOWN:
             return self.apply_name(name, inner)
-        return self.name_overrides_guess(name, inner).why(f"{name} = {self.code(en.node)} ({where})")
+        return self.name_overrides_guess(name, inner).why(f"{name} = {self.code(en.node)} ({where})", "assignment")
 
     @staticmethod
-    def _shape_dim(node: ast.AST) -> tuple[ast.AST, int | None] | None:
+    def _dims_iterated(node: ast.AST | None) -> tuple[ast.AST, int] | None:
+        """``x.shape`` / ``x.size()`` / ``x.shape[i:]`` (a literal i) iterated over: (x, first dim)."""
+        start = 0
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.step is None:
+            lo = node.slice.lower
+            start = 0 if lo is None else int_literal(lo)
+            if start is None or start < 0:
+                return None
+            node = node.value
+        if isinstance(node, ast.Attribute) and node.attr == "shape":
+            return node.value, start
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+                and not node.args and not node.keywords:
+            return node.func.value, start
+        return None
+
+    def _shape_dim(self, node: ast.AST, fn=None) -> tuple[ast.AST, int | None] | None:
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
                 and not isinstance(node.slice, (ast.Slice, ast.Tuple)):
-            return node.value.value, int_literal(node.slice)
+            return node.value.value, self.known_int(node.slice, fn)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
                 and len(node.args) == 1 and not node.keywords:
-            return node.func.value, int_literal(node.args[0])
+            return node.func.value, self.known_int(node.args[0], fn)
+        return None
+
+    def known_int(self, node: ast.AST, fn, depth: int = 0) -> int | None:
+        """The int an index expression holds when the code fixes it: a literal, a name bound once to
+        one (locally or at module level), or a parameter every caller in this module leaves at its
+        literal default or passes the same literal (``x.size(dim)`` with ``dim=0``)."""
+        v = int_literal(node)
+        if v is not None or not isinstance(node, ast.Name) or depth > 3:
+            return v
+        owner, where = self.lookup(node.id, fn)
+        if where == "module":
+            return self.known_int(self.info.constants[node.id], None, depth + 1)
+        if where == "assign":
+            entries = owner.assigns[node.id]
+            if len(entries) == 1 and entries[0].kind == "expr":
+                return self.known_int(entries[0].node, owner, depth + 1)
+            return None
+        if where == "param":
+            p = owner.params[node.id]
+            callers = self.info.calls.get(owner.qual, [])
+            if p.kind == "star" or not callers:
+                return None
+            values = set()
+            for call, caller in callers[:_CALLERS]:
+                arg = self.arg_for(call, p)
+                if isinstance(arg, str):
+                    return None
+                got = self.known_int(arg if arg is not None else p.default, caller if arg is not None else None,
+                                     depth + 1) if (arg is not None or p.default is not None) else None
+                if got is None:
+                    return None
+                values.add(got)
+            return values.pop() if len(values) == 1 else None
         return None
 
     def name_overrides_guess(self, name: str, prov: Prov) -> Prov:
@@ -221,7 +299,8 @@ class Classifier(TensorLayouts):
         guess; a name that says model dimension (or configured maximum) wins over it."""
         if prov.cls == VARYING and prov.guess and strong_stable(name, self.varying, self.stable):
             return Prov(STABLE, prov.vtype, (f"{name}: the name says a fixed dimension, over the guess that "
-                                            f"a leading dimension varies",) + prov.evidence[:1], prov.div16, True)
+                                            f"a leading dimension varies",) + prov.evidence[:1], prov.div16, True,
+                        rules=("name-over-guess",) + prov.rules)
         return prov
 
     def written_int(self, node: ast.AST, fn) -> bool:
@@ -241,7 +320,7 @@ class Classifier(TensorLayouts):
     def fixed_collection(self, node: ast.AST, fn, depth: int = 0) -> bool:
         """A literal list/tuple/set (or a module constant holding one), or zip/product/enumerate of
         those: a loop over it takes a fixed, small set of values."""
-        if depth > 4:
+        if depth > _FIXED_DEPTH:
             return False
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             return all(not isinstance(x, ast.Starred) for x in node.elts)
@@ -266,7 +345,7 @@ class Classifier(TensorLayouts):
         key = (id(callee), f"returns:{item}")
         if key in self._memo:
             return self._memo[key]
-        if key in self._busy or depth > 30:
+        if key in self._busy or depth > _RETURNS_DEPTH:
             return None
         self._busy.add(key)
         try:
@@ -313,25 +392,26 @@ class Classifier(TensorLayouts):
         if key in self._memo:
             return self._memo[key]
         vt = annotation_vtype(self.code(p.annotation) if p.annotation is not None else None)
-        if key in self._busy or depth > 40:
+        if key in self._busy or depth > _CALLER_DEPTH:
             return Prov(UNKNOWN, vt)
         self._busy.add(key)
         try:
             results: list[Prov] = []
             callers = self.info.calls.get(fn.qual, []) if p.kind != "star" else []
-            for call, caller in callers[:50]:
+            for call, caller in callers[:_CALLERS]:
                 if caller is not None and _WARMUP.search(caller.qual):
                     continue  # warm-up code enumerates variants on purpose: not evidence of serving
                 arg = self.arg_for(call, p)
                 if arg is None:
                     if p.default is not None:
-                        results.append(self._classify(p.default, None, depth).why(f"{name} defaults to {self.code(p.default)}"))
+                        results.append(self._classify(p.default, None, depth).why(f"{name} defaults to {self.code(p.default)}", "default"))
                     continue
                 if isinstance(arg, str):  # *args / **kwargs at the call: can't map
                     continue
                 r = self._classify(arg, caller, depth + 4)
                 cname = caller.qual if caller is not None else "module level"
-                results.append(r.why(f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"))
+                results.append(r.why(f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})",
+                                     "local-caller"))
             out = join(results) if results else Prov(UNKNOWN)
             if out.cls == UNKNOWN:
                 named = self.apply_name(name, out)
@@ -340,7 +420,8 @@ class Classifier(TensorLayouts):
                 elif not results and p.default is not None:
                     dflt = self._classify(p.default, None, depth)
                     if dflt.cls == STABLE:
-                        out = Prov(STABLE, dflt.vtype, (f"{name} defaults to {self.code(p.default)} and no caller in this module passes it",))
+                        out = Prov(STABLE, dflt.vtype, (f"{name} defaults to {self.code(p.default)} and no caller in this module passes it",),
+                                   rules=("default",))
             if vt == "unknown" and not results and isinstance(p.default, ast.Constant) \
                     and type(p.default.value) is float:
                 # no caller here passes it and its default is a float literal (``scale=1.0``): a
@@ -378,7 +459,8 @@ class Classifier(TensorLayouts):
     def attribute(self, e: ast.Attribute, fn, depth) -> Prov:
         attr = e.attr
         if attr in ("ndim", "itemsize", "dtype", "device", "is_cuda", "layout"):
-            return Prov(STABLE, "int" if attr in ("ndim", "itemsize") else "unknown", (f"{self.code(e)}: tensor metadata",))
+            return Prov(STABLE, "int" if attr in ("ndim", "itemsize") else "unknown", (f"{self.code(e)}: tensor metadata",),
+                        rules=("tensor-metadata",))
         if attr in ("T", "mT", "data"):
             return Prov(UNKNOWN, "tensor")
         base = e
@@ -387,21 +469,23 @@ class Classifier(TensorLayouts):
         root = base.id if isinstance(base, ast.Name) else None
         named = self.by_name(attr)
         if root in ("self", "cls") or (root and ("config" in root.lower() or "cfg" in root.lower())):
-            return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of {root} (fixed for the model)",))
+            return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of {root} (fixed for the model)",),
+                        rules=("self-attribute",))
         if root is not None and attr in self.info.attrs and self.lookup(root, fn)[1] != "import":
             got = self.assigned_attr(attr, depth)
             if got is not None and got.cls in (VARYING, BUCKETED):
-                return got
+                return got.by("object-attribute")
         if named is not None:
-            return Prov(named, "unknown", (f"{self.code(e)}: the attribute name suggests a {'per-call' if named == VARYING else 'fixed'} value",), False, True)
+            return Prov(named, "unknown", (f"{self.code(e)}: the attribute name suggests a {'per-call' if named == VARYING else 'fixed'} value",), False, True,
+                        rules=(self.name_rule(attr, named),))
         if root is not None and self.lookup(root, fn)[1] == "import":
-            return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of an imported module",))
+            return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of an imported module",), rules=("module-attribute",))
         return Prov(UNKNOWN)
 
     def subscript(self, e: ast.Subscript, fn, depth) -> Prov:
         if isinstance(e.slice, (ast.Slice, ast.Tuple)):
             return Prov(UNKNOWN)
-        idx = int_literal(e.slice)
+        idx = self.known_int(e.slice, fn)
         v = e.value
         if isinstance(v, ast.Attribute) and v.attr == "shape":
             return self.dim(v.value, idx, fn, depth, line=e.lineno)
@@ -437,7 +521,7 @@ class Classifier(TensorLayouts):
                         self._busy.discard(key)
                     out = join(items)
                     if out.cls == VARYING:
-                        return out.why(f"{self.code(e)}: an element of {v.id}, built by appending per-call values")
+                        return out.why(f"{self.code(e)}: an element of {v.id}, built by appending per-call values", "appended-list")
                     return out
         return Prov(UNKNOWN)
 
@@ -448,12 +532,12 @@ class Classifier(TensorLayouts):
         key = (0, f"attr:{attr}:{item}")
         if key in self._memo:
             return self._memo[key]
-        if key in self._busy or depth > 30:
+        if key in self._busy or depth > _RETURNS_DEPTH:
             return None
         self._busy.add(key)
         try:
             results = []
-            for value, vfn, line in self.info.attrs.get(attr, [])[:20]:
+            for value, vfn, line in self.info.attrs.get(attr, [])[:_ATTR_VALUES]:
                 where = vfn.qual if vfn is not None else "module level"
                 if item is None:
                     got = self._classify(value, vfn, depth + 2)
@@ -469,7 +553,7 @@ class Classifier(TensorLayouts):
                     # was filled from the size of a tensor or list we know nothing about is not
                     # evidence that it changes between calls (sglang: len(layers), t[0].shape[0]).
                     got = got._replace(cls=UNKNOWN, guess=False)
-                results.append(got.why(f".{attr} = {self.code(value)} in {where} (line {line})"))
+                results.append(got.why(f".{attr} = {self.code(value)} in {where} (line {line})", "object-attribute"))
             out = join(results) if results else None
         finally:
             self._busy.discard(key)
@@ -499,53 +583,62 @@ class Classifier(TensorLayouts):
         if recv is not None and name == "size":
             if not args:
                 return Prov(UNKNOWN, "tuple")
-            return self.dim(recv, int_literal(args[0]), fn, depth, line=e.lineno)
+            return self.dim(recv, self.known_int(args[0], fn), fn, depth, line=e.lineno)
         if recv is not None and name == "stride" and args:
-            return self.stride(recv, int_literal(args[0]), fn, depth)
+            return self.stride(recv, self.known_int(args[0], fn), fn, depth)
         if isinstance(e.func, ast.Name) and name in self.info.functions and not self.info.functions[name].is_method:
             returned = self.returns(self.info.functions[name], depth)
             if returned is not None:
-                return returned.why(f"{self.code(e)}: what {name}() returns")
+                return returned.why(f"{self.code(e)}: what {name}() returns", "returns")
         if recv is not None and name in ("numel", "nelement") and isinstance(recv, ast.Subscript) \
                 and _int_index(recv.slice) and self.tensor(recv.value, fn, depth)[0] is None:
-            return Prov(STABLE, "int", (f"{self.code(e)}: size of one row (the non-leading dimensions)",))
+            return Prov(STABLE, "int", (f"{self.code(e)}: size of one row (the non-leading dimensions)",), rules=("row-size",))
         if recv is not None and name in ("numel", "nelement"):
             dims, _, w, desc = self.tensor(recv, fn, depth)
             if dims is not None:
                 j = join(dims)
-                return Prov(j.cls, "int", (f"{self.code(e)}: product of the dims of {desc}",) + j.evidence)
+                return Prov(j.cls, "int", (f"{self.code(e)}: product of the dims of {desc}",) + j.evidence,
+                            div16=any(x.div16 for x in dims), rules=("allocated-layout",) + j.rules)
             if w:
-                return Prov(STABLE, "int", (f"{self.code(e)}: size of the weight-like tensor",))
-            return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation",), guess=True)
+                return Prov(STABLE, "int", (f"{self.code(e)}: size of the weight-like tensor",), rules=("weight-like",))
+            return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation",), guess=True,
+                        rules=("element-count",))
         if name == "len" and isinstance(e.func, ast.Name) and args:
             dims, _, w, desc = self.tensor(args[0], fn, depth)
             if dims:
-                return Prov(dims[0].cls, "int", (f"{self.code(e)}: first dim of {desc}",) + dims[0].evidence)
+                return Prov(dims[0].cls, "int", (f"{self.code(e)}: first dim of {desc}",) + dims[0].evidence,
+                            rules=("allocated-layout",) + dims[0].rules)
             if w or self.fixed_collection(args[0], fn):
-                return Prov(STABLE, "int", (f"{self.code(e)}: length of a fixed collection",))
-            return Prov(VARYING, "int", (f"{self.code(e)}: length of a per-call collection",), guess=True)
+                return Prov(STABLE, "int", (f"{self.code(e)}: length of a fixed collection",),
+                            rules=("weight-like" if w else "fixed-loop",))
+            return Prov(VARYING, "int", (f"{self.code(e)}: length of a per-call collection",), guess=True,
+                        rules=("collection-length",))
         if recv is not None and name in ("bit_length", "__index__", "__int__", "conjugate"):
             inner = self._classify(recv, fn, depth)
             return inner._replace(vtype="int", div16=False)
         if name in _DATA_DEP and recv is not None:
-            return Prov(VARYING, "unknown", (f"{self.code(e)}: value read from device data",))
+            return Prov(VARYING, "unknown", (f"{self.code(e)}: value read from device data",), rules=("device-data",))
         if name in _REDUCE and recv is not None:
             reduced = self.reduction(e, recv, args, fn, depth)
             if reduced is not None:
                 return reduced
         if name in _STABLE_CALLS:
-            return Prov(STABLE, "int", (f"{self.code(e)}: device/tensor property",))
+            return Prov(STABLE, "int", (f"{self.code(e)}: device/tensor property",), rules=("tensor-metadata",))
         if name in ("float", "bool") and isinstance(e.func, ast.Name):
             inner = self._classify(args[0], fn, depth) if args else Prov(STABLE)
             return inner._replace(vtype=name, div16=False)
         if name and _BUCKET.search(name.lower()):
             inner = join([self._classify(a, fn, depth) for a in args]) if args else Prov(UNKNOWN)
             if inner.cls == VARYING:
-                return Prov(BUCKETED, "int", (f"{self.code(e)}: bucketed (a few distinct values)",) + inner.evidence)
+                return Prov(BUCKETED, "int", (f"{self.code(e)}: bucketed (a few distinct values)",) + inner.evidence,
+                            rules=("bucket",) + inner.rules)
             return inner._replace(vtype="int", div16=False, bucket=inner.entry is not None)
         if name in _ARITH_FUNCS or (recv is not None and isinstance(recv, ast.Name) and recv.id == "math"):
             parts = [self._classify(a, fn, depth) for a in args]
             out = join(parts)
+            if name in _TO_INT and out.vtype == "float":
+                # math.ceil(n / BLOCK), int(a / b): a true division rounded to an int
+                out = out.as_type("int")
             if name in _ROUND_UP and len(parts) == 2:
                 out = out._replace(div16=parts[1].div16)
             elif name in ("min", "max"):
@@ -556,7 +649,7 @@ class Classifier(TensorLayouts):
             else:
                 out = out._replace(div16=False)
             if out.cls == VARYING:
-                return out.why(f"{self.code(e)}: arithmetic on a varying value")
+                return out.why(f"{self.code(e)}: arithmetic on a varying value", "arithmetic")
             return out.as_type(out.vtype if out.vtype != "unknown" else "int")
         if name in _ALLOC or name in _LIKE:
             return Prov(UNKNOWN, "tensor")
@@ -583,9 +676,11 @@ class Classifier(TensorLayouts):
         if isinstance(base, ast.Constant) or isinstance(data, (ast.Tuple, ast.List, ast.Set, ast.ListComp)):
             return None  # (1, 2).count... / a literal: not an array's contents
         if self.tensor(data, fn, depth)[2] or weight_like(data):
-            return Prov(STABLE, "unknown", (f"{self.code(e)}: reduction of a weight-like tensor",))
+            return Prov(STABLE, "unknown", (f"{self.code(e)}: reduction of a weight-like tensor",), rules=("reduction-of-fixed",))
         if isinstance(base, ast.Name):
             where = self.lookup(base.id, fn)[1]
             if base.id in ("self", "cls") or where in ("module", "import"):
-                return Prov(STABLE, "unknown", (f"{self.code(e)}: reduction of a value fixed for the model",))
-        return Prov(VARYING, "unknown", (f"{self.code(e)}: computed from the contents of {self.code(data)} (a reduction)",))
+                return Prov(STABLE, "unknown", (f"{self.code(e)}: reduction of a value fixed for the model",),
+                            rules=("reduction-of-fixed",))
+        return Prov(VARYING, "unknown", (f"{self.code(e)}: computed from the contents of {self.code(data)} (a reduction)",),
+                    rules=("reduction",))

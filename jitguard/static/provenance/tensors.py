@@ -8,7 +8,13 @@ from jitguard.static.facts import STABLE, UNKNOWN, VARYING, Accessor, EntryRef
 from jitguard.static.provenance.bindings import FunctionInfo
 from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, strong_stable, weight_like
 from jitguard.static.provenance.syntax import _call_name, int_literal
+from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import Prov, join
+
+_LAYOUT_DEPTH = limit("allocated-layout", "depth")
+_BRANCHES = limit("assignment", "branches")
+_CALLER_DEPTH = limit("local-caller", "depth")
+_LAYOUT_CALLERS = limit("caller-layout", "callers")
 
 
 class TensorLayouts:
@@ -17,14 +23,14 @@ class TensorLayouts:
 
     def tensor(self, t: ast.AST, fn, depth) -> tuple[list[Prov] | None, list[Prov] | None, bool, str]:
         """(dims, strides, weight_like, description) of a tensor expression; dims None if unknown."""
-        if depth > 80:
+        if depth > _LAYOUT_DEPTH:
             return None, None, False, ""
         d = depth + 1
         if isinstance(t, ast.Name):
             owner, where = self.lookup(t.id, fn)
             if where == "assign":
                 entries = owner.assigns[t.id]
-                if 1 <= len(entries) <= 4 and all(e.kind == "expr" for e in entries):
+                if 1 <= len(entries) <= _BRANCHES and all(e.kind == "expr" for e in entries):
                     key = (id(owner), "tensor:" + t.id)
                     if key in self._busy:
                         return None, None, weight_like(t), t.id
@@ -135,13 +141,15 @@ class TensorLayouts:
                                     Prov(UNKNOWN, "int", (f"-1 in {self.code(t)}: a dim of {desc}",)))
                     elif int_literal(x) == -1:
                         if keeps_leading and src_dims is None:
-                            dims.append(Prov(STABLE, "int", (f"-1 in {self.code(t)}: the rest of {desc} once its varying dimension is kept apart",)))
+                            dims.append(Prov(STABLE, "int", (f"-1 in {self.code(t)}: the rest of {desc} once its varying dimension is kept apart",),
+                                             rules=("model-dim",)))
                         elif src_dims is not None:
-                            dims.append(join(src_dims).why("-1 takes the product of the source dims"))
+                            dims.append(join(src_dims).why("-1 takes the product of the source dims", "allocated-layout"))
                         elif w:
-                            dims.append(Prov(STABLE, "int", ("-1 of a weight-like tensor",)))
+                            dims.append(Prov(STABLE, "int", ("-1 of a weight-like tensor",), rules=("weight-like",)))
                         else:
-                            dims.append(Prov(VARYING, "int", (f"-1 in {self.code(t)} absorbs the leading dimension of {desc}",)))
+                            dims.append(Prov(VARYING, "int", (f"-1 in {self.code(t)} absorbs the leading dimension of {desc}",),
+                                             rules=("leading-dim",)))
                     else:
                         dims.append(self._classify(x, fn, d))
                 return dims, _contiguous(dims), w, desc
@@ -156,7 +164,7 @@ class TensorLayouts:
         most varying over the callers. None when any caller's tensor is unknown, or ranks differ."""
         p = fn.params.get(name)
         callers = self.info.calls.get(fn.qual, [])
-        if p is None or p.kind == "star" or not callers or depth > 40:
+        if p is None or p.kind == "star" or not callers or depth > _CALLER_DEPTH:
             return None
         key = (id(fn), "ptensor:" + name)
         if key in self._tensor_memo:
@@ -167,7 +175,7 @@ class TensorLayouts:
         out = None
         try:
             got = []
-            for call, caller in callers[:20]:
+            for call, caller in callers[:_LAYOUT_CALLERS]:
                 arg = self.arg_for(call, p)
                 if arg is None or isinstance(arg, str):
                     break
@@ -176,7 +184,7 @@ class TensorLayouts:
                     break
                 cname = caller.qual if caller is not None else "module level"
                 why = f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"
-                got.append(([x.why(why) for x in dims], [x.why(why) for x in strides]))
+                got.append(([x.why(why, "caller-layout") for x in dims], [x.why(why, "caller-layout") for x in strides]))
             else:
                 if got:
                     n = len(got[0][0])
@@ -193,14 +201,14 @@ class TensorLayouts:
             return True
         p = fn.params.get(name)
         callers = self.info.calls.get(fn.qual, [])
-        if p is None or not callers or depth > 40:
+        if p is None or not callers or depth > _CALLER_DEPTH:
             return False
         key = (id(fn), "weight:" + name)
         if key in self._busy:
             return False
         self._busy.add(key)
         try:
-            for call, caller in callers[:20]:
+            for call, caller in callers[:_LAYOUT_CALLERS]:
                 arg = self.arg_for(call, p)
                 if arg is None or isinstance(arg, str):
                     return False
@@ -240,20 +248,27 @@ class TensorLayouts:
             if inner.cls == UNKNOWN and target:
                 inner = self.apply_name(target, inner)
             return Prov(inner.cls, "int", (f"{label}{at}: dimension {idx} of a tensor allocated as {desc}",) + inner.evidence,
-                        inner.div16, inner.by_name)
+                        inner.div16, inner.by_name, rules=("allocated-layout",) + inner.rules)
         if weight:
-            return Prov(STABLE, "int", (f"{label}{at}: dimension of the weight-like tensor {tdesc}",))
+            return Prov(STABLE, "int", (f"{label}{at}: dimension of the weight-like tensor {tdesc}",), rules=("weight-like",))
         named = self.by_name(target) if target else None
         leading = idx == 0 or (idx is not None and ndim is not None and idx == -ndim)
         if leading:
             if target and strong_stable(target, self.varying, self.stable):
-                return Prov(STABLE, "int", (f"{label}{at}: leading dimension, but {target} names a model dimension",))
-            return Prov(VARYING, "int", (f"{label}{at}: leading (token/batch) dimension of {tdesc}",), guess=True)
+                return Prov(STABLE, "int", (f"{label}{at}: leading dimension, but {target} names a model dimension",),
+                            rules=("name-over-guess",))
+            return Prov(VARYING, "int", (f"{label}{at}: leading (token/batch) dimension of {tdesc}",), guess=True,
+                        rules=("leading-dim",))
+        if named == VARYING and ndim == 4 and idx in (1, -3):
+            # B, T, H, D = q.shape: the position of a batch-first layout and the name agree
+            return Prov(VARYING, "int", (f"{label}{at}: the sequence dimension of a batch-first [B, T, H, D] layout",),
+                        guess=True, rules=("sequence-dim",))
         if named == VARYING:
-            return Prov(VARYING, "int", (f"{label}{at}: {target} names a per-call dimension",), False, True)
+            return Prov(VARYING, "int", (f"{label}{at}: {target} names a per-call dimension",), False, True,
+                        rules=(self.name_rule(target, VARYING),))
         if idx is None:
             return Prov(UNKNOWN, "int", (f"{label}{at}: index not a literal",))
-        return Prov(STABLE, "int", (f"{label}{at}: non-leading dimension (a model dimension)",),
+        return Prov(STABLE, "int", (f"{label}{at}: non-leading dimension (a model dimension)",), rules=("model-dim",),
                     entry=self.layout_entry(t, fn, Accessor("shape", idx)))
 
     def stride(self, t, idx, fn, depth) -> Prov:
@@ -261,8 +276,10 @@ class TensorLayouts:
         label = f"{self.code(t)}.stride({idx})"
         if strides is not None and idx is not None and -len(strides) <= idx < len(strides):
             s = strides[idx]
-            return Prov(s.cls, "int", (f"{label}: stride of a tensor allocated as {desc}",) + s.evidence, s.div16, s.by_name)
+            return Prov(s.cls, "int", (f"{label}: stride of a tensor allocated as {desc}",) + s.evidence, s.div16, s.by_name,
+                        rules=("allocated-layout",) + s.rules)
         return Prov(STABLE, "int", (f"{label}: stride of an existing tensor (product of trailing dimensions)",),
+                    rules=("existing-stride",),
                     entry=self.layout_entry(t, fn, Accessor("stride", idx)) if idx is not None else None)
 
     def layout_entry(self, t, fn, accessor: Accessor) -> EntryRef | None:
@@ -286,9 +303,10 @@ def _contiguous(dims: list[Prov]) -> list[Prov]:
     for i in range(len(dims)):
         trailing = dims[i + 1:]
         if not trailing:
-            out.append(Prov(STABLE, "int", ("innermost stride 1",)))
+            out.append(Prov(STABLE, "int", ("innermost stride 1",), rules=("allocated-layout",)))
             continue
         j = join(trailing)
         lead = ("the layout includes a varying dimension",) if j.cls == VARYING else ()
-        out.append(Prov(j.cls, "int", lead + j.evidence, any(t.div16 for t in trailing)))
+        out.append(Prov(j.cls, "int", lead + j.evidence, any(t.div16 for t in trailing),
+                        rules=("allocated-layout",) + j.rules))
     return out

@@ -20,9 +20,16 @@ class Prov(NamedTuple):
     # within the module: callers in other modules may tell more (link.py follows them)
     entry: EntryRef | None = None
     bucket: bool = False  # UNKNOWN resting on an entry parameter, bucketed here: BUCKETED if it varies
+    # the inference rules (provenance/rules.py) the class rests on, outermost first
+    rules: tuple[str, ...] = ()
 
-    def why(self, text: str) -> "Prov":
-        return self._replace(evidence=(text,) + self.evidence)
+    def why(self, text: str, *rules: str) -> "Prov":
+        """The same value, one step further out: ``text`` says the step, ``rules`` the rules it applies."""
+        return self._replace(evidence=(text,) + self.evidence,
+                             rules=rules + tuple(r for r in self.rules if r not in rules) if rules else self.rules)
+
+    def by(self, *rules: str) -> "Prov":
+        return self._replace(rules=rules + tuple(r for r in self.rules if r not in rules))
 
     def as_type(self, vtype: str) -> "Prov":
         return self._replace(vtype=vtype)
@@ -50,4 +57,5 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
         else:
             vtype = "unknown"
     return Prov(best.cls, vtype, best.evidence, div16, best.by_name, best.guess, entry,
-                best.bucket if best.entry is not None else any(p.bucket and p.entry == entry for p in items))
+                best.bucket if best.entry is not None else any(p.bucket and p.entry == entry for p in items),
+                best.rules)

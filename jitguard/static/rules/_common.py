@@ -7,6 +7,7 @@ from jitguard.findings import Edit, Fix, FixSafety
 from jitguard.static.facts import VARYING, ArgFacts, FileFacts, KernelFacts
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.provenance import strong_stable
+from jitguard.static.provenance.rules import confidence as chain_confidence
 
 
 def kernel_fix(kfile: FileFacts, k: KernelFacts, applicability: FixSafety, reason: str,
@@ -78,6 +79,19 @@ def varying_hits(program: Program, accept, provenances=(VARYING,)) -> dict[tuple
     return out
 
 
+_LEVEL = {"high": 0, "medium": 1, "low": 2}
+
+
+def arg_confidence(arg: ArgFacts) -> str:
+    """How sure the class of one launch argument is, from the inference rules its chain cites."""
+    return chain_confidence(arg.rules, arg.by_name)
+
+
+def most_sure(hits: list[tuple[BoundLaunch, ArgFacts]]) -> list[tuple[BoundLaunch, ArgFacts]]:
+    """The hits with the most sure first (stable otherwise): its argument speaks for the finding."""
+    return sorted(hits, key=lambda h: _LEVEL[arg_confidence(h[1])])
+
+
 def launch_records(hits, kernel_path: str) -> list[dict]:
     return [
         {
@@ -88,6 +102,8 @@ def launch_records(hits, kernel_path: str) -> list[dict]:
             "provenance": a.provenance,
             "value_type": a.value_type,
             "evidence": list(a.evidence),
+            "rules": list(a.rules),
+            "confidence": arg_confidence(a),
         }
         for b, a in hits
     ]

@@ -2,10 +2,15 @@
 from __future__ import annotations
 
 from jitguard.findings import Edit, Fix
-from jitguard.static.facts import BUCKETED, USE_ADDRESS, USE_CALL, VARYING, FileFacts, KernelFacts, ParamFacts
+from jitguard.static.facts import (
+    BUCKETED, STABLE, USE_ADDRESS, USE_CALL, VARYING, FileFacts, KernelFacts, ParamFacts,
+)
 from jitguard.static.program import Program
 from jitguard.static.rules import Invalid, Rule
-from jitguard.static.rules._common import kernel_fix, launch_records, source_of, uses_record, varying_hits, where_used
+from jitguard.static.rules._common import (
+    arg_confidence, kernel_fix, launch_records, most_sure, source_of, uses_record, varying_hits, where,
+    where_used,
+)
 
 CODE = "JG001"
 LOAD_COST = "dropping its divisibility-by-16 specialization can cost vectorized (16-byte) loads and stores"
@@ -43,6 +48,7 @@ def check(program: Program):
     # A bucketed value (next_power_of_2 of a token count) still spans the ==1 / other / %16 classes of
     # a plain int: 3 compiles, like the raw value. Only a tl.constexpr profits from bucketing.
     for (_, name), hits in varying_hits(program, _accept, (VARYING, BUCKETED)).items():
+        hits = most_sure(hits)
         b, arg = hits[0]
         k, kfile = b.kernel, b.kernel_file
         p = k.param(name)
@@ -64,8 +70,52 @@ def check(program: Program):
                 "uses": uses_record(p),
                 "use_kinds": sorted(kinds),
                 "launches": launch_records(hits, kfile.path),
-                "evidence": list(arg.evidence),
+                "evidence": list(arg.evidence), "rules": list(arg.rules),
             },
+            confidence=arg_confidence(arg),
+        )
+    yield from _per_site_values(program)
+
+
+def _value_class(v: int) -> str:
+    return "==1" if v == 1 else "%16" if v % 16 == 0 else "other"
+
+
+def _per_site_values(program: Program):
+    """A plain int fixed at each launch site (a literal) but in different value classes between
+    sites: a few variants per process, each compiled on first use -- reported as that, at the low
+    level, so that warm-up can cover them (not as a value that varies per call)."""
+    seen: dict[int, tuple] = {}
+    for b in program.launches:
+        if b.launch.kind == "warmup":
+            continue
+        for name, arg in b.args.items():
+            p = b.kernel.param(name)
+            if p is None or arg.provenance != STABLE or not _accept(b.kernel, p, arg):
+                continue
+            try:
+                v = int(arg.text, 0)
+            except ValueError:
+                continue
+            seen.setdefault((id(b.kernel), name), (b, p, []))[2].append((v, b))
+    varying = {(id(b.kernel), name) for b in program.launches for name, a in b.args.items()
+               if a.provenance in (VARYING, BUCKETED)}
+    for key, (b0, p, values) in seen.items():
+        classes = sorted({_value_class(v) for v, _ in values})
+        if len(classes) < 2 or key in varying:
+            continue
+        k, kfile = b0.kernel, b0.kernel_file
+        shown = ", ".join(f"{v} ({where(b, kfile.path)})" for v, b in values[:4])
+        msg = (f"{CODE} {p.name} is fixed at each launch site but differs between them ({shown}): "
+               f"{len(classes)} variants per process ({' / '.join(classes)}), each compiled on first use; "
+               f'warm them up or add do_not_specialize=["{p.name}"]')
+        yield program.finding(
+            CODE, kfile, k, k.line, k.column, p.name, msg, fix_for(kfile, k, p),
+            {"fix": {"add_do_not_specialize": p.name}, "uses": uses_record(p), "use_kinds": sorted(p.use_kinds()),
+             "per_site_values": [v for v, _ in values], "rules": ["per-site-fixed", "literal"],
+             "launches": [{"path": b.file.path, "line": b.launch.line, "arg": str(v), "provenance": STABLE,
+                           "rules": ["literal"], "confidence": "low"} for v, b in values]},
+            confidence="low",
         )
 
 

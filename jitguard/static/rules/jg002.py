@@ -5,7 +5,10 @@ from jitguard.findings import Edit, Fix
 from jitguard.static.facts import USE_CALL, USE_CONSTEXPR, FileFacts, KernelFacts, ParamFacts
 from jitguard.static.program import Program
 from jitguard.static.rules import Invalid, Rule
-from jitguard.static.rules._common import kernel_fix, launch_records, manual, source_of, uses_record, varying_hits, where_used
+from jitguard.static.rules._common import (
+    arg_confidence, kernel_fix, launch_records, manual, most_sure, source_of, uses_record, varying_hits,
+    where_used,
+)
 
 CODE = "JG002"
 
@@ -43,6 +46,7 @@ def fix_for(kfile: FileFacts, k: KernelFacts, p: ParamFacts) -> Fix:
 
 def check(program: Program):
     for (_, name), hits in varying_hits(program, _accept).items():
+        hits = most_sure(hits)
         b, arg = hits[0]
         k, kfile = b.kernel, b.kernel_file
         p = k.param(name)
@@ -72,8 +76,11 @@ def check(program: Program):
                 "uses": uses_record(p),
                 "constexpr_needed_at": [{"line": u.line, "column": u.column, "context": u.context} for u in needed],
                 "launches": launch_records(hits, kfile.path),
-                "evidence": list(arg.evidence),
+                "evidence": list(arg.evidence), "rules": list(arg.rules),
             },
+            # a tl.constexpr is a deliberate choice: only structure contradicts it (most JG002 resting on
+            # a convention, such as the leading-dim guess, were values fixed per model)
+            confidence="high" if arg_confidence(arg) == "high" else "low",
         )
 
 

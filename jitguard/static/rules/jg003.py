@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from jitguard.static.program import Program
 from jitguard.static.rules import Invalid, Rule
-from jitguard.static.rules._common import launch_records, manual, source_of, varying_hits
+from jitguard.static.rules._common import arg_confidence, launch_records, manual, most_sure, source_of, varying_hits
 
 CODE = "JG003"
 
@@ -14,6 +14,7 @@ def _accept(k, p, arg) -> bool:
 
 def check(program: Program):
     for (_, name), hits in varying_hits(program, _accept).items():
+        hits = most_sure(hits)
         b, arg = hits[0]
         k, kfile = b.kernel, b.kernel_file
         msg = (
@@ -23,7 +24,8 @@ def check(program: Program):
         line = k.autotune_line or k.decorator_line
         yield program.finding(
             CODE, kfile, k, line, 1, name, msg, manual(kfile, k, msg),
-            {"launches": launch_records(hits, kfile.path), "evidence": list(arg.evidence), "key": list(k.autotune_key or [])},
+            {"launches": launch_records(hits, kfile.path), "evidence": list(arg.evidence), "rules": list(arg.rules), "key": list(k.autotune_key or [])},
+            confidence=arg_confidence(arg),
         )
 
 

@@ -1,0 +1,372 @@
+"""The registry of inference rules (jitguard/static/provenance/rules.py): the docs carry it, the code
+cites only registered rules, and a finding's confidence follows from the rules its chain cites."""
+from __future__ import annotations
+
+import ast
+import json
+import pathlib
+import random
+import subprocess
+import sys
+
+import pytest
+
+from jitguard.config import Config, ConfigError, config_from_table
+from jitguard.static.provenance import rules as registry
+from jitguard.static.runner import scan_paths
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+STATIC = ROOT / "jitguard" / "static"
+
+
+def test_docs_carry_the_registry_table():
+    text = (ROOT / "docs" / "provenance.md").read_text(encoding="utf-8")
+    assert registry.render_into(text) == text, "run: python -m jitguard.static.provenance docs/provenance.md"
+    for rule_id in registry.RULES:
+        assert f"| `{rule_id}` |" in text
+
+
+def test_every_rule_has_a_reason_an_evidence_kind_and_limits_with_why():
+    for r in registry.RULES.values():
+        assert r.reason and r.evidence in ("structural", "conventional"), r
+        assert not r.name_only or r.evidence == "conventional", r
+        for name, lim in r.limits.items():
+            assert isinstance(lim.value, int) and lim.value > 0 and len(lim.why) > 20, (r.id, name)
+    with pytest.raises(KeyError):
+        registry.cite("no-such-rule")
+
+
+def _cited_ids(tree: ast.AST) -> set[str]:
+    """Rule ids written in the code: ``rules=("id", ...)``, ``.why(text, "id", ...)``, ``.by("id")``,
+    ``limit("id", ...)``, ``bound = ("id", ...)`` tuples of ids."""
+    out: set[str] = set()
+
+    def strings(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return [s for e in node.elts for s in strings(e)]
+        if isinstance(node, ast.IfExp):
+            return strings(node.body) + strings(node.orelse)
+        if isinstance(node, ast.BinOp):
+            return strings(node.left) + strings(node.right)
+        return []
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "rules":
+            out.update(strings(node.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("why", "by"):
+            for a in node.args[1:] if node.func.attr == "why" else node.args:
+                out.update(strings(a))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "limit" and node.args:
+            out.update(strings(node.args[0]))
+    return out
+
+
+def test_the_code_cites_only_registered_rules():
+    cited: set[str] = set()
+    for path in [*(STATIC / "provenance").glob("*.py"), STATIC / "link.py", STATIC / "launches.py",
+                 STATIC / "callers.py", STATIC / "runner.py"]:
+        if path.name == "rules.py":
+            continue
+        cited |= _cited_ids(ast.parse(path.read_text(encoding="utf-8")))
+    assert cited, "no rule ids found: the test no longer reads the code"
+    assert cited <= set(registry.RULES), sorted(cited - set(registry.RULES))
+
+
+def test_confidence_from_the_rules_of_a_chain():
+    assert registry.confidence(["arithmetic", "reduction"]) == "high"
+    assert registry.confidence(["assignment", "leading-dim"]) == "medium"
+    assert registry.confidence(["allocated-layout", "name-varying"]) == "low"
+    assert registry.confidence(["reduction"], by_name=True) == "low"
+
+
+KERNEL = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(x_ptr, {n}, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < {n})
+"""
+
+
+def _ident(rng: random.Random) -> str:
+    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(7)) + "q"
+
+
+def _scan(tmp_path, src: str, level: str = "medium"):
+    (tmp_path / "m.py").write_text(src)
+    return scan_paths([str(tmp_path)], Config(select=("JG",), root=str(tmp_path), confidence=level),
+                      jobs=1, use_cache=False)
+
+
+@pytest.mark.parametrize("launch_arg, params, level", [
+    ("int({a}.max())", "{x}, {a}", "high"),          # a reduction of a tensor's contents
+    ("{a}.item()", "{x}, {a}", "high"),              # read off the device
+    ("{x}.shape[0]", "{x}", "medium"),               # the leading-dim guess
+    ("{x}.numel()", "{x}", "medium"),                # element count of a tensor of unknown origin
+])
+def test_a_finding_carries_the_confidence_of_its_chain(tmp_path, launch_arg, params, level):
+    rng = random.Random()
+    k, n, x, a, w = (_ident(rng) for _ in range(5))
+    src = KERNEL.format(k=k, n=n) + f"""
+def {w}({params.format(x=x, a=a)}):
+    {k}[(1,)]({x}, {launch_arg.format(x=x, a=a)}, BLOCK=64)
+"""
+    result = _scan(tmp_path, src, "low")
+    (f,) = [f for f in result.findings if f.code == "JG001"]
+    assert f.confidence == level, f.details.get("rules")
+    assert set(f.details["rules"]) <= set(registry.RULES)
+
+
+@pytest.mark.parametrize("name", ["num_rows", "step", "n", "rows", "kv_cache_len", "seq_len", "M"])
+def test_wrappers_identical_but_for_a_parameter_name_give_the_same_default_result(tmp_path, name):
+    # nothing is known of the value the wrapper is given: by default nothing is reported, whatever
+    # the name; a name that says per-call may still raise a finding at the low level
+    rng = random.Random()
+    k, n, x, w = (_ident(rng) for _ in range(4))
+    src = KERNEL.format(k=k, n=n) + f"""
+def {w}({x}, {name}):
+    {k}[(1,)]({x}, {name}, BLOCK=64)
+"""
+    assert _scan(tmp_path, src).findings == []
+    low = _scan(tmp_path, src, "low").findings
+    assert all(f.confidence == "low" for f in low)
+    # the same wrapper handed a structural per-call value is reported, at the default level
+    src2 = src + f"""
+def caller(t):
+    {w}(t, int(t.sum()))
+"""
+    (f,) = _scan(tmp_path, src2).findings
+    assert f.param == n and f.confidence == "high"
+
+
+def test_confidence_level_from_the_command_line_and_the_config(tmp_path):
+    rng = random.Random()
+    k, n, x, w = (_ident(rng) for _ in range(4))
+    (tmp_path / "m.py").write_text(KERNEL.format(k=k, n=n) + f"""
+def {w}({x}, num_tokens, lengths):
+    {k}[(1,)]({x}, num_tokens, BLOCK=64)
+""")
+
+    def run(*flags):
+        proc = subprocess.run([sys.executable, "-m", "jitguard", "scan", "--no-cache", "--format", "json", *flags, "."],
+                              cwd=tmp_path, capture_output=True, text=True)
+        return proc.returncode, json.loads(proc.stdout)
+
+    code, doc = run("--isolated")
+    assert code == 0 and doc["findings"] == [] and doc["summary"]["below_confidence"] == 1
+    code, doc = run("--isolated", "--confidence", "low")
+    assert code == 1 and [f["confidence"] for f in doc["findings"]] == ["low"]
+    (tmp_path / "pyproject.toml").write_text('[tool.jitguard]\nconfidence = "low"\n')
+    code, doc = run()
+    assert code == 1 and len(doc["findings"]) == 1
+    code, doc = run("--confidence", "high")
+    assert code == 0 and doc["findings"] == []
+
+
+def test_config_rejects_an_unknown_confidence_level(tmp_path):
+    assert config_from_table({"confidence": "high"}, str(tmp_path), "pyproject.toml").confidence == "high"
+    with pytest.raises(ConfigError, match="confidence"):
+        config_from_table({"confidence": "sure"}, str(tmp_path), "pyproject.toml")
+
+
+def _findings(tmp_path, body: str, level: str = "low") -> dict[str, str]:
+    """{param: confidence} of the JG001/JG002 findings of KERNEL plus ``body`` (random kernel names)."""
+    rng = random.Random()
+    k, n = _ident(rng), _ident(rng)
+    src = KERNEL.format(k=k, n=n) + body.replace("KERNEL", k)
+    return {f.param: f.confidence for f in _scan(tmp_path, src, level).findings if f.code in ("JG001", "JG002")}
+
+
+def test_arguments_gathered_in_a_local_dict_and_splatted(tmp_path):
+    got = _findings(tmp_path, """
+def w(x, lengths):
+    kw = dict(BLOCK=64)
+    kw2 = {"BLOCK": 64}
+    KERNEL[(1,)](x, int(lengths.max()), **kw)
+""")
+    assert list(got.values()) == ["high"]
+    # a dict built elsewhere (a parameter) stays unmapped: nothing is guessed
+    assert _findings(tmp_path, """
+def w(x, kw):
+    KERNEL[(1,)](x, **kw)
+""") == {}
+
+
+def test_a_launch_through_a_bound_grid(tmp_path):
+    got = _findings(tmp_path, """
+def w(x, lengths):
+    launch = KERNEL[(1,)]
+    launch(x, int(lengths.sum()), BLOCK=64)
+""")
+    assert list(got.values()) == ["high"]
+
+
+def test_a_loop_over_trailing_dims_is_not_a_loop_counter(tmp_path):
+    body = """
+def w(x):
+    rows = 1
+    for s in x.shape[{start}]:
+        rows *= s
+    KERNEL[(1,)](x, rows, BLOCK=64)
+"""
+    assert _findings(tmp_path, body.format(start="1:")) == {}
+    assert _findings(tmp_path, body.format(start="2:")) == {}
+    # the whole shape includes the leading dim: the guess that it varies
+    assert list(_findings(tmp_path, body.format(start=":")).values()) == ["medium"]
+    # a loop over a per-call range is a counter
+    assert list(_findings(tmp_path, """
+def w(x, lengths):
+    for i in range(int(lengths.max())):
+        KERNEL[(1,)](x, i, BLOCK=64)
+""").values()) == ["high"]
+
+
+def test_a_rounded_true_division_is_an_int(tmp_path):
+    for expr in ("math.ceil(int(t.sum()) / 128)", "int(int(t.sum()) / 3)"):
+        got = _findings(tmp_path, f"""
+import math
+
+def w(x, t):
+    KERNEL[(1,)](x, {expr}, BLOCK=64)
+""")
+        assert list(got.values()) == ["high"], expr
+    # a true division left as it is is a float: never value-specialized
+    assert _findings(tmp_path, """
+def w(x, t):
+    KERNEL[(1,)](x, int(t.sum()) / 3, BLOCK=64)
+""") == {}
+
+
+def test_batch_first_sequence_dim_is_a_convention_not_a_name_alone(tmp_path):
+    body = """
+def w(q):
+    {a}, {b}, {c}, {d} = q.shape
+    KERNEL[(1,)](q, {pick}, BLOCK=64)
+"""
+    assert list(_findings(tmp_path, body.format(a="B", b="T", c="H", d="D", pick="T")).values()) == ["medium"]
+    # the same name at a position that is not a batch-first sequence dim: a name alone
+    assert list(_findings(tmp_path, body.format(a="B", b="H", c="T", d="D", pick="T")).values()) == ["low"]
+    # a model dim at that position (its name does not say per-call): not reported
+    assert _findings(tmp_path, body.format(a="B", b="H", c="T", d="D", pick="H")) == {}
+
+
+def test_a_kernel_and_its_arguments_handed_to_a_launch_helper_as_a_dict(tmp_path):
+    rng = random.Random()
+    k, n, helper = _ident(rng), _ident(rng), _ident(rng)
+    src = KERNEL.format(k=k, n=n) + f"""
+def {helper}(kernel, grid, args):
+    kernel[grid](**args)
+
+def w(x, lengths):
+    {helper}({k}, (1,), dict(x_ptr=x, {n}=int(lengths.max()), BLOCK=64))
+
+def v(x, t):
+    kw = {{"x_ptr": x, "{n}": int(t.sum()), "BLOCK": 64}}
+    {helper}({k}, (1,), kw)
+"""
+    (f,) = _scan(tmp_path, src).findings
+    assert (f.param, f.confidence, len(f.details["launches"])) == (n, "high", 2)
+    # the same call into a function that does not launch its kernel parameter: not a launch
+    other = src.replace("    kernel[grid](**args)", "    return kernel, grid, args")
+    assert _scan(tmp_path, other).findings == []
+
+
+def test_a_launch_helper_taking_the_arguments_as_a_tuple_and_a_dict(tmp_path):
+    # def launch(wrap, kernel, grid, args, consts, **options): wrap(kernel)[grid](*args, **consts, **options)
+    got = _findings(tmp_path, """
+def _identity(kernel):
+    return kernel
+
+def _launch(wrap, kernel, grid, args, consts, **options):
+    wrap(kernel)[grid](*args, **consts, **options)
+
+def w(x, lengths):
+    rows = int(lengths.max())
+    _launch(_identity, KERNEL, (rows,), (x, rows), dict(BLOCK=64), num_warps=4)
+""")
+    assert list(got.values()) == ["high"]
+
+
+def test_kernels_made_in_a_function_and_returned_in_a_namespace(tmp_path):
+    rng = random.Random()
+    k, n, make = _ident(rng), _ident(rng), _ident(rng)
+    src = f"""
+import types
+import triton
+import triton.language as tl
+
+def {make}():
+    @triton.jit
+    def {k}(x_ptr, {n}, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, 0.0, mask=offs < {n})
+    return types.SimpleNamespace(run={k})
+
+def w(x, t):
+    ks = {make}()
+    ks.run[(1,)](x, int(t.sum()), BLOCK=64)
+"""
+    (f,) = _scan(tmp_path, src).findings
+    assert (f.param, f.confidence) == (n, "high")
+
+
+def test_a_value_fixed_per_launch_site_but_different_between_sites(tmp_path):
+    body = """
+def a(x):
+    KERNEL[(1,)](x, {v1}, BLOCK=64)
+
+def b(x):
+    KERNEL[(1,)](x, {v2}, BLOCK=64)
+"""
+    # 1 and 7: two value classes (==1, other): two compiles in one process, reported as such, low
+    src = body.format(v1=1, v2=7)
+    got = _findings(tmp_path, src)
+    assert list(got.values()) == ["low"]
+    assert _findings(tmp_path, src, "medium") == {}
+    # 3 and 7: one value class, one compile: nothing to report
+    assert _findings(tmp_path, body.format(v1=3, v2=7)) == {}
+
+
+def test_a_size_read_with_an_index_the_code_fixes(tmp_path):
+    body = """
+def w(x, dim={d}):
+    KERNEL[(1,)](x, x.size(dim), BLOCK=64)
+
+def caller(t):
+    w(t)
+"""
+    # dim defaults to 0 and no caller passes it: the leading dim, the guess that it varies
+    assert list(_findings(tmp_path, body.format(d=0)).values()) == ["medium"]
+    # dim 1: a model dim
+    assert _findings(tmp_path, body.format(d=1)) == {}
+    # callers that pass different dims: the index is not known, nothing is guessed
+    assert _findings(tmp_path, body.format(d=0) + "\ndef other(t):\n    w(t, 1)\n") == {}
+
+
+def test_a_name_the_project_lists_is_its_own_convention_medium(tmp_path):
+    rng = random.Random()
+    k, n, count = _ident(rng), _ident(rng), _ident(rng)
+    (tmp_path / "m.py").write_text(KERNEL.format(k=k, n=n) + f"""
+def w(x, {count}):
+    {k}[(1,)](x, {count}, BLOCK=64)
+""")
+    cfg = Config(select=("JG",), root=str(tmp_path), varying_names=frozenset({count}))
+    (f,) = scan_paths([str(tmp_path)], cfg, jobs=1, use_cache=False).findings
+    assert f.confidence == "medium" and "configured-name" in f.details["rules"]
+
+
+def test_a_shape_unpacked_with_more_values_after_it(tmp_path):
+    # B, T, H, K, V = *k.shape, v.shape[-1]: the first four unpack k's 4-d shape
+    body = """
+def w(k, v):
+    B, T, H, K, V = *k.shape, v.shape[-1]
+    KERNEL[(1,)](k, {pick}, BLOCK=64)
+"""
+    assert list(_findings(tmp_path, body.format(pick="T")).values()) == ["medium"]
+    assert list(_findings(tmp_path, body.format(pick="B")).values()) == ["medium"]
+    assert _findings(tmp_path, body.format(pick="K")) == {}
+    assert _findings(tmp_path, body.format(pick="V")) == {}
