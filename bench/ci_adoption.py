@@ -1,6 +1,6 @@
 """Adopting ``jitguard scan`` in the CI of a codebase that already has findings: vLLM 0.33.0.
 
-    python bench/ci_adoption.py [--out bench/results/ci_adoption_vllm]
+    python bench/ci_adoption.py [--out PREFIX]   # writes bench/results/ci_adoption_vllm.txt and .json
 
 On a git copy of the vLLM 0.33.0 sources (the .py files of the wheel, bench/fetch_vllm.py), from an
 empty cache, one command after the other as a team would run them:
