@@ -37,11 +37,26 @@ def w(state):
 
 
 def test_a_count_times_a_model_dim_is_low(tmp_path):
-    # numel() of a tensor of unknown origin: tokens times its model dims
+    # numel() of a tensor of unknown origin whose non-leading dims the code reads: tokens times model dims
+    for read in ("d = x.shape[-1]", "b, t, d = x.shape", "y = x.view(-1, 64)", "d = x.size(1)"):
+        assert list(_findings(tmp_path, f"""
+def w(x):
+    {read}
+    KERNEL[(1,)](x, x.numel(), BLOCK=64)
+""").values()) == ["low"], read
+    # nothing says it has more than one dim (slot_mapping.numel()): the count itself
     assert list(_findings(tmp_path, """
 def w(x):
     KERNEL[(1,)](x, x.numel(), BLOCK=64)
-""").values()) == ["low"]
+""").values()) == ["medium"]
+    # arithmetic other than a product on it is a count again (cu_seqlens.numel() - 1, cdiv(numel, B))
+    assert list(_findings(tmp_path, """
+import triton
+
+def w(x):
+    d = x.shape[-1]
+    KERNEL[(1,)](x, triton.cdiv(x.numel(), 64) + x.numel() - 1, BLOCK=64)
+""").values()) == ["medium"]
     # its quotient by the row size is the count of rows again: the convention no longer holds
     assert list(_findings(tmp_path, """
 def w(x):

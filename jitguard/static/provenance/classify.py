@@ -122,8 +122,8 @@ class Classifier(TensorLayouts):
                 out = out._replace(bucket=True)
             elif not isinstance(e.op, (ast.Add, ast.Sub)):
                 out = out._replace(div16=False)
-            if isinstance(e.op, (ast.FloorDiv, ast.Div, ast.Mod)) and "count-times-dim" in out.rules:
-                # x.numel() // x.size(-1): the rows again, a count the convention says nothing of
+            if not isinstance(e.op, ast.Mult) and "count-times-dim" in out.rules:
+                # x.numel() // x.size(-1), x.numel() - 1: a count again, which the convention says nothing of
                 out = out._replace(rules=tuple(r for r in out.rules if r != "count-times-dim"))
             if isinstance(e.op, (ast.FloorDiv, ast.Div)) and right.cls == VARYING and self.written_int(e.left, fn):
                 # 512 // n: a budget written in the code shared out over a count is no longer that
@@ -617,9 +617,12 @@ class Classifier(TensorLayouts):
                     any(model_dim(x, j) for x in dims) else out
             if w:
                 return Prov(STABLE, "int", (f"{self.code(e)}: size of the weight-like tensor",), rules=("weight-like",))
-            return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation (tokens times its "
-                                         f"model dims, by convention a multiple of 16)",), guess=True,
-                        rules=("count-times-dim", "element-count"))
+            if self.multi_dim(recv, fn):
+                return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation of 2 or more dims "
+                                             f"(tokens times model dims, by convention a multiple of 16)",), guess=True,
+                            rules=("count-times-dim", "element-count"))
+            return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation",), guess=True,
+                        rules=("element-count",))
         if name == "len" and isinstance(e.func, ast.Name) and args:
             dims, _, w, desc = self.tensor(args[0], fn, depth)
             if dims:
@@ -667,6 +670,8 @@ class Classifier(TensorLayouts):
                 out = out._replace(div16=all(p.div16 for p in (moving or parts)))
             else:
                 out = out._replace(div16=False)
+            if name not in _ROUND_UP and name not in ("min", "max") and "count-times-dim" in out.rules:
+                out = out._replace(rules=tuple(r for r in out.rules if r != "count-times-dim"))  # cdiv(numel, b)
             if out.cls == VARYING:
                 return out.why(f"{self.code(e)}: arithmetic on a varying value", "arithmetic")
             return out.as_type(out.vtype if out.vtype != "unknown" else "int")
@@ -674,6 +679,28 @@ class Classifier(TensorLayouts):
             return Prov(UNKNOWN, "tensor")
         return Prov(UNKNOWN)
 
+
+    @staticmethod
+    def multi_dim(t: ast.AST, fn) -> bool:
+        """The function reads a non-leading dim of the tensor named ``t`` (``t.shape[-1]``,
+        ``t.size(1)``, ``t.shape[1:]``, ``a, b = t.shape``, ``t.view(-1, d)``): it has 2 or more dims."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return False
+        is_t = lambda n: isinstance(n, ast.Name) and n.id == t.id  # noqa: E731
+        for node in ast.walk(fn.node):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+                    and is_t(node.value.value) and (isinstance(node.slice, ast.Slice) or int_literal(node.slice) not in (0, None)):
+                return True
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and is_t(node.func.value):
+                if node.func.attr == "size" and len(node.args) == 1 and int_literal(node.args[0]) not in (0, None):
+                    return True
+                if node.func.attr in ("view", "reshape") and len(node.args) >= 2:
+                    return True
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+                    and is_t(node.value.value) and any(isinstance(x, (ast.Tuple, ast.List)) and len(x.elts) >= 2
+                                                       for x in node.targets):
+                return True
+        return False
 
     def reduction(self, e: ast.Call, recv: ast.AST, args: list, fn, depth) -> Prov | None:
         """``lengths.max()``, ``counts[:r].sum()``, ``np.max(a)``: a value computed from the contents
