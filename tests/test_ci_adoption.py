@@ -66,7 +66,7 @@ def tree(root: pathlib.Path) -> None:
     (root / "pkg").mkdir()
     (root / "pkg" / "a.py").write_text(
         HEADER + KERNEL.format(name="ka", param="num_tokens", arg="x.shape[0]") + "\n\n"
-        + KERNEL.format(name="kb", param="n", arg="x.numel()"))
+        + KERNEL.format(name="kb", param="n", arg="x.shape[0] * 3"))
     (root / "pkg" / "b.py").write_text(
         HEADER + KERNEL.format(name="kc", param="N: tl.constexpr", arg="int(x.sum())").replace(
             "mask=offs < N: tl.constexpr", "mask=offs < N"))
@@ -331,7 +331,7 @@ def test_add_ignore_merges_keeps_comments_crlf_encoding_and_avoids_continuations
         "def k2(x_ptr, m, \\\r\n"
         "       BLOCK: tl.constexpr):\r\n"
         "    tl.store(x_ptr, 0.0, mask=tl.arange(0, BLOCK) < m)\r\n\r\n\r\n"
-        "def go(x):\r\n    k[(1,)](x, x.shape[0], BLOCK=128)\r\n    k2[(1,)](x, x.numel(), BLOCK=128)\r\n"
+        "def go(x):\r\n    k[(1,)](x, x.shape[0], BLOCK=128)\r\n    k2[(1,)](x, x.shape[0] * 3, BLOCK=128)\r\n"
     ).encode("latin-1")
     p = tmp_path / "m.py"
     p.write_bytes(src)

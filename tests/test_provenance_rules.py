@@ -337,7 +337,7 @@ def w(x, dim={d}):
     KERNEL[(1,)](x, x.size(dim), BLOCK=64)
 
 def caller(t):
-    w(t)
+    w(t.float())
 """
     # dim defaults to 0 and no caller passes it: the leading dim, the guess that it varies
     assert list(_findings(tmp_path, body.format(d=0)).values()) == ["medium"]

@@ -15,7 +15,7 @@ from jitguard.static.provenance.conventions import (
 from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.tensors import TensorLayouts
-from jitguard.static.provenance.value import Prov, join
+from jitguard.static.provenance.value import Prov, join, model_dim
 
 _LITERAL = ("literal",)
 _TO_INT = {"ceil", "floor", "int", "trunc", "round", "cdiv", "ceil_div", "div_up", "ceildiv"}
@@ -122,6 +122,9 @@ class Classifier(TensorLayouts):
                 out = out._replace(bucket=True)
             elif not isinstance(e.op, (ast.Add, ast.Sub)):
                 out = out._replace(div16=False)
+            if not isinstance(e.op, ast.Mult) and "count-times-dim" in out.rules:
+                # x.numel() // x.size(-1), x.numel() - 1: a count again, which the convention says nothing of
+                out = out._replace(rules=tuple(r for r in out.rules if r != "count-times-dim"))
             if isinstance(e.op, (ast.FloorDiv, ast.Div)) and right.cls == VARYING and self.written_int(e.left, fn):
                 # 512 // n: a budget written in the code shared out over a count is no longer that
                 # count: a name saying "model dimension" does not describe the count the guess is about
@@ -196,7 +199,7 @@ class Classifier(TensorLayouts):
     def entry(self, name: str, en: Entry, fn: FunctionInfo, depth: int) -> Prov:
         where = f"line {en.line}"
         if en.kind == "loop":
-            dims = self._dims_iterated(en.node)
+            dims = self._dims_iterated(en.node, fn)
             if dims is not None:
                 # for s in x.shape[1:]: n *= s -- each value is a dim of x, not a counter
                 t, start = dims
@@ -235,13 +238,24 @@ class Classifier(TensorLayouts):
             return self.apply_name(name, inner)
         return self.name_overrides_guess(name, inner).why(f"{name} = {self.code(en.node)} ({where})", "assignment")
 
-    @staticmethod
-    def _dims_iterated(node: ast.AST | None) -> tuple[ast.AST, int] | None:
-        """``x.shape`` / ``x.size()`` / ``x.shape[i:]`` (a literal i) iterated over: (x, first dim)."""
+    def _dims_iterated(self, node: ast.AST | None, fn=None, depth: int = 0) -> tuple[ast.AST, int] | None:
+        """``x.shape`` / ``x.size()`` / ``x.shape[i:]`` iterated over (directly, or through a name bound
+        once to one): (x, first dim). A slice's start the code does not fix (``shape[axis + 1:]``) is
+        taken as past the leading dim unless it may be 0: a slice that starts at a computed place is a
+        run of trailing dims; ``shape[:k]`` starts at the leading dim."""
+        if isinstance(node, ast.Name) and fn is not None and depth < 3:
+            owner, where = self.lookup(node.id, fn)
+            if where == "assign" and len(owner.assigns[node.id]) == 1 and owner.assigns[node.id][0].kind == "expr":
+                return self._dims_iterated(owner.assigns[node.id][0].node, owner, depth + 1)
+            return None
         start = 0
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.step is None:
             lo = node.slice.lower
-            start = 0 if lo is None else int_literal(lo)
+            start = 0 if lo is None else self.known_int(lo, fn)
+            if start is None:
+                # shape[axis + 1:]: a computed start plus a positive literal is past the leading dim
+                start = 1 if isinstance(lo, ast.BinOp) and isinstance(lo.op, ast.Add) and \
+                    ((int_literal(lo.right) or 0) > 0 or (int_literal(lo.left) or 0) > 0) else None
             if start is None or start < 0:
                 return None
             node = node.value
@@ -597,10 +611,16 @@ class Classifier(TensorLayouts):
             dims, _, w, desc = self.tensor(recv, fn, depth)
             if dims is not None:
                 j = join(dims)
-                return Prov(j.cls, "int", (f"{self.code(e)}: product of the dims of {desc}",) + j.evidence,
-                            div16=any(x.div16 for x in dims), rules=("allocated-layout",) + j.rules)
+                out = Prov(j.cls, "int", (f"{self.code(e)}: product of the dims of {desc}",) + j.evidence,
+                           div16=any(x.div16 for x in dims), rules=("allocated-layout",) + j.rules)
+                return out.by("count-times-dim") if out.cls == VARYING and not out.div16 and \
+                    any(model_dim(x, j) for x in dims) else out
             if w:
                 return Prov(STABLE, "int", (f"{self.code(e)}: size of the weight-like tensor",), rules=("weight-like",))
+            if self.multi_dim(recv, fn):
+                return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation of 2 or more dims "
+                                             f"(tokens times model dims, by convention a multiple of 16)",), guess=True,
+                            rules=("count-times-dim", "element-count"))
             return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation",), guess=True,
                         rules=("element-count",))
         if name == "len" and isinstance(e.func, ast.Name) and args:
@@ -641,6 +661,8 @@ class Classifier(TensorLayouts):
                 out = out.as_type("int")
             if name in _ROUND_UP and len(parts) == 2:
                 out = out._replace(div16=parts[1].div16)
+                if out.cls == VARYING and not out.div16 and int_literal(args[1]) is None and parts[1].cls == STABLE:
+                    out = out.by("aligned-round-up")
             elif name in ("min", "max"):
                 # min(round_up(v, 64), cap): a multiple of 16, or the one fixed cap: the parts fixed
                 # for the model add at most one value each, never a per-call class
@@ -648,6 +670,8 @@ class Classifier(TensorLayouts):
                 out = out._replace(div16=all(p.div16 for p in (moving or parts)))
             else:
                 out = out._replace(div16=False)
+            if name not in _ROUND_UP and name not in ("min", "max") and "count-times-dim" in out.rules:
+                out = out._replace(rules=tuple(r for r in out.rules if r != "count-times-dim"))  # cdiv(numel, b)
             if out.cls == VARYING:
                 return out.why(f"{self.code(e)}: arithmetic on a varying value", "arithmetic")
             return out.as_type(out.vtype if out.vtype != "unknown" else "int")
@@ -655,6 +679,28 @@ class Classifier(TensorLayouts):
             return Prov(UNKNOWN, "tensor")
         return Prov(UNKNOWN)
 
+
+    @staticmethod
+    def multi_dim(t: ast.AST, fn) -> bool:
+        """The function reads a non-leading dim of the tensor named ``t`` (``t.shape[-1]``,
+        ``t.size(1)``, ``t.shape[1:]``, ``a, b = t.shape``, ``t.view(-1, d)``): it has 2 or more dims."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return False
+        is_t = lambda n: isinstance(n, ast.Name) and n.id == t.id  # noqa: E731
+        for node in ast.walk(fn.node):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+                    and is_t(node.value.value) and (isinstance(node.slice, ast.Slice) or int_literal(node.slice) not in (0, None)):
+                return True
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and is_t(node.func.value):
+                if node.func.attr == "size" and len(node.args) == 1 and int_literal(node.args[0]) not in (0, None):
+                    return True
+                if node.func.attr in ("view", "reshape") and len(node.args) >= 2:
+                    return True
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+                    and is_t(node.value.value) and any(isinstance(x, (ast.Tuple, ast.List)) and len(x.elts) >= 2
+                                                       for x in node.targets):
+                return True
+        return False
 
     def reduction(self, e: ast.Call, recv: ast.AST, args: list, fn, depth) -> Prov | None:
         """``lengths.max()``, ``counts[:r].sum()``, ``np.max(a)``: a value computed from the contents

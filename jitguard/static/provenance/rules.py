@@ -142,6 +142,12 @@ _ALL = (
           "reported as that, at the low level, for warm-up to cover"),
     _rule("multiple-of-16", "div16", STRUCTURAL, "a value that is always a multiple of 16 (a factor of 16, "
           "`round_up(v, 16)`, a count times a 16-aligned dim) is one value class however it varies"),
+    _rule("count-times-dim", "div16", CONVENTIONAL, "a varying count times model dims (`x.numel()` of a tensor of "
+          "unknown origin whose non-leading dims the code reads, a stride over a varying dim and fixed trailing ones "
+          "that are not literals) is by convention a multiple of 16 whenever those dims are: one value class, so a "
+          "finding resting on it is never above low (other arithmetic on it, `x.numel() - 1`, is a count again)", name_only=True),
+    _rule("aligned-round-up", "div16", CONVENTIONAL, "`round_up(v, a)` is a multiple of `a`; with `a` not a literal, "
+          "alignments are by convention multiples of 16: a finding resting on it is never above low", name_only=True),
     # ---- names (conventions)
     _rule("name-varying", "VARYING", CONVENTIONAL, "with nothing else known, a name like `num_tokens`, `batch_size`, "
           "`seq_len`, `M` says per-call", name_only=True),

@@ -9,7 +9,7 @@ from jitguard.static.provenance.bindings import FunctionInfo
 from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, strong_stable, weight_like
 from jitguard.static.provenance.syntax import _call_name, int_literal
 from jitguard.static.provenance.rules import limit
-from jitguard.static.provenance.value import Prov, join
+from jitguard.static.provenance.value import Prov, join, model_dim
 
 _LAYOUT_DEPTH = limit("allocated-layout", "depth")
 _BRANCHES = limit("assignment", "branches")
@@ -307,6 +307,8 @@ def _contiguous(dims: list[Prov]) -> list[Prov]:
             continue
         j = join(trailing)
         lead = ("the layout includes a varying dimension",) if j.cls == VARYING else ()
-        out.append(Prov(j.cls, "int", lead + j.evidence, any(t.div16 for t in trailing),
-                        rules=("allocated-layout",) + j.rules))
+        p = Prov(j.cls, "int", lead + j.evidence, any(t.div16 for t in trailing), rules=("allocated-layout",) + j.rules)
+        if p.cls == VARYING and not p.div16 and any(model_dim(t, j) for t in trailing):
+            p = p.by("count-times-dim")  # [.., n, d]: stride n * d, a count times a model dim
+        out.append(p)
     return out

@@ -59,3 +59,15 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
     return Prov(best.cls, vtype, best.evidence, div16, best.by_name, best.guess, entry,
                 best.bucket if best.entry is not None else any(p.bucket and p.entry == entry for p in items),
                 best.rules)
+
+
+# the rules by which a fixed value is a model dimension or configured size (not a literal)
+_MODEL_DIM_RULES = frozenset({"model-dim", "weight-like", "self-attribute", "existing-stride", "shape-product",
+                              "configured-name", "name-stable", "name-over-guess", "module-attribute"})
+
+
+def model_dim(fixed: Prov, count: Prov) -> bool:
+    """``count * fixed`` is a varying count times a model dim: ``fixed`` is fixed for the model by one
+    of the model-dim rules (never a literal, whose divisibility is known) and ``count`` varies."""
+    return fixed.cls == STABLE and not fixed.div16 and count.cls == VARYING and "literal" not in fixed.rules \
+        and any(r in _MODEL_DIM_RULES for r in fixed.rules)
