@@ -522,12 +522,12 @@ def summary_md(doc: dict) -> str:
              "", "| codebase | .py files | kernels | launches | findings (default levels / all) | file / internal errors "
              "| ast.parse s | cold s | cold / ast | warm s | CPU: ast / cold / ratio |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in doc["codebases"]:
-        t = e["timing"] or {k: 0 for k in ("ast_parse_s", "cold_s", "cold_over_ast", "warm_s", "ast_parse_cpu_s",
-                                            "cold_cpu_s", "cold_over_ast_cpu")}
+        t = e["timing"]
+        timed = (f"{t['ast_parse_s']:.2f} | {t['cold_s']:.2f} | {t['cold_over_ast']:.2f}x | {t['warm_s']:.2f} | "
+                 f"{t['ast_parse_cpu_s']:.2f} / {t['cold_cpu_s']:.2f} / {t['cold_over_ast_cpu']:.2f}x"
+                 if t else "not timed (--no-timing) | | | | ")
         lines.append(f"| {e['codebase']} | {e['py_files']} | {e['kernels']} | {e['launches']} | {e['default_findings']} / "
-                     f"{e['findings']} | {len(e['file_errors'])} / {len(e['internal_errors'])} | {t['ast_parse_s']:.2f} | "
-                     f"{t['cold_s']:.2f} | {t['cold_over_ast']:.2f}x | {t['warm_s']:.2f} | {t['ast_parse_cpu_s']:.2f} / "
-                     f"{t['cold_cpu_s']:.2f} / {t['cold_over_ast_cpu']:.2f}x |")
+                     f"{e['findings']} | {len(e['file_errors'])} / {len(e['internal_errors'])} | {timed} |")
     lines += ["", "## Findings per rule and level (high / medium / low)", "",
               "| codebase | " + " | ".join(f"JG00{i}" for i in range(1, 8)) + " |", "|---" * 8 + "|"]
     for e in doc["codebases"]:
