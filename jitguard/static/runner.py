@@ -21,7 +21,9 @@ from jitguard.config import Config
 from jitguard.findings import FileError, Finding
 from jitguard.static import prefilter
 from jitguard.static.cache import FactsCache, content_digest, default_cache_dir, write_entry
+from jitguard.static.errors import SourceError
 from jitguard.static.files import SourceFile, collect_files
+from jitguard.static.source import read_bytes
 
 
 class InternalError(Exception):
@@ -35,6 +37,7 @@ class ScanResult:
     internal_errors: list[FileError] = field(default_factory=list)  # jitguard bugs, per file
     files_scanned: int = 0  # Python files found after excludes
     named_excluded: list[str] = field(default_factory=list)  # files named by the user, excluded
+    temps_removed: list[str] = field(default_factory=list)  # stale temp files of a killed fix
     files_analyzed: int = 0  # files with facts (parsed now or read from the cache)
     files_parsed: int = 0  # files parsed by LibCST in this run
     files_skipped: int = 0  # files the prefilter ruled out (no kernels, no kernel names)
@@ -182,15 +185,18 @@ def scan_paths(
     result.errors.extend(fileset.errors)
     result.files_scanned = len(fileset.files)
     result.named_excluded = list(fileset.named_excluded)
+    result.temps_removed = list(fileset.temps_removed)
 
     cache = FactsCache(cache_dir or default_cache_dir(), config.facts_key()) if use_cache else None
 
     # Read every file once; bytes of files that turn out irrelevant are dropped after phase 2.
     contents: dict[str, tuple[SourceFile, bytes, str]] = {}
     for sf in fileset.files:
-        try:
-            with open(sf.path, "rb") as fh:
-                data = fh.read()
+        try:  # regular files only, bounded (a FIFO, /dev/zero, a 2 GiB file: an error each)
+            data = read_bytes(sf.path)
+        except SourceError as exc:
+            result.errors.append(FileError(sf.display, str(exc)))
+            continue
         except OSError as exc:
             from jitguard.static.files import _os_reason
 
