@@ -16,6 +16,7 @@ import tokenize
 import warnings
 
 from jitguard.static.errors import SourceError
+from jitguard.static import source as _source
 from jitguard.static.facts import BUCKETED, METHOD_CALL, UNKNOWN, VARYING, ArgFacts, CallFacts, FileFacts, KernelFacts, LaunchFacts, ParamFacts
 from jitguard.static.names import IMPORT, LOCAL, Scope, add_import, dotted, is_triton_name, qualified, resolve_relative
 from jitguard.static.param_uses import analyze_uses
@@ -1148,20 +1149,8 @@ class _Extractor:
 
 
 def decode(source: bytes | str) -> str:
-    if isinstance(source, str):
-        return source
-    if source.startswith(b"\xef\xbb\xbf"):
-        source = source[3:]
-    try:
-        return source.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        cookie = re.search(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", b"\n".join(source.split(b"\n")[:2]), re.M)
-        if cookie is None:
-            raise SourceError(f"not valid UTF-8 ({exc.reason} at byte {exc.start}) and no coding declaration") from None
-        try:
-            return source.decode(cookie.group(1).decode("ascii"))
-        except (LookupError, UnicodeDecodeError) as exc2:
-            raise SourceError(f"cannot decode with the declared encoding: {exc2}") from None
+    """The text Python reads from ``source`` (static/source.py decides, for scan and fix alike)."""
+    return _source.decode(source)
 
 
 def extract_file(
@@ -1179,7 +1168,9 @@ def extract_file(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tree = ast.parse(text, filename=path)
+            # the bytes, when given: Python's own decoding (a codec that decodes this file one way
+            # as a whole and another line by line is refused here as Python refuses it)
+            tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
         raise SourceError(f"syntax error: {exc.msg}", line=exc.lineno) from None
     except (ValueError, TypeError) as exc:  # e.g. NUL bytes

@@ -33,7 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from jitguard.findings import Finding
+from jitguard.static import source as _source
 from jitguard.static.codemod import KernelEdit, apply_edits
+from jitguard.static.errors import SourceError
 from jitguard.static.safe_write import (
     SourceSnapshot,
     WriteRefused,
@@ -324,7 +326,11 @@ def _plan_file(
         except OSError as e:
             ff.error = f"cannot read: {e.strerror or e}"
         if ff.snapshot is not None:
-            bad = syntax_error(ff.snapshot.data, ff.path)
+            try:  # what scan refuses (the coding declaration), fix refuses with the same words
+                _source.decode(ff.snapshot.data)
+                bad = syntax_error(ff.snapshot.data, ff.path)
+            except SourceError as e:
+                bad = str(e)
             if bad:
                 ff.error = f"{bad}; left untouched"
     ffacts = None
@@ -398,6 +404,12 @@ def _plan_file(
         return ff
     try:
         result = apply_edits(ff.snapshot.data, [e for _, e in edits])
+    except UnicodeError as e:  # a codec that decodes this file but can't encode it back (idna)
+        ff.error = (f"the edited text can't be written in the file's declared encoding "
+                    f"({_source.encoding_of(ff.snapshot.data)}): {e}; left untouched")
+        for x, _ in edits:
+            x.status, x.detail = "error", ff.error
+        return ff
     except Exception as e:  # the file parsed above: this is a jitguard bug, keep the file
         ff.error = f"cannot edit ({type(e).__name__}: {e}); left untouched"
         for x, _ in edits:
