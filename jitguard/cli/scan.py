@@ -264,6 +264,9 @@ def _run(
     else:
         _emit(text)
 
+    for path in result.temps_removed:
+        click.echo(_printable(f"jitguard scan: note: removed {path}, a temporary file left by an "
+                              "interrupted jitguard fix"), err=True)
     for path in result.named_excluded:
         click.echo(
             _printable(f"jitguard scan: note: {path} was not scanned: an exclude pattern or a "
