@@ -18,6 +18,8 @@ Forms handled, each located through qualified names (``triton.jit`` through any 
 """
 from __future__ import annotations
 
+import unicodedata
+
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence, Union
 
@@ -101,7 +103,7 @@ class KernelLocation:
         if self.funcdef is None:
             return None
         p = self.funcdef.params
-        return [x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)]
+        return [python_name(x.name.value) for x in (*p.posonly_params, *p.params, *p.kwonly_params)]
 
     @property
     def first_line(self) -> int:
@@ -109,6 +111,13 @@ class KernelLocation:
 
     def contains_line(self, line: int) -> bool:
         return any(a <= line <= b for a, b in self.lines)
+
+
+def python_name(raw: str) -> str:
+    """An identifier as Python reads it (NFKC: a fullwidth ``ｎ`` is ``n``). LibCST keeps the raw
+    spelling; the scan (``ast``) and Triton (``inspect.signature``) see the normalized one, and
+    ``do_not_specialize`` strings are compared with it."""
+    return raw if raw.isascii() else unicodedata.normalize("NFKC", raw)
 
 
 def _qualnames(meta, node) -> set[str]:
@@ -162,7 +171,9 @@ def locate_kernels(wrapper: MetadataWrapper) -> list[KernelLocation]:
 
 
 def _name_matches(wanted: str, loc: KernelLocation, *, aliases: bool = False) -> bool:
+    wanted = python_name(wanted)
     for have in loc.aliases if aliases else (loc.qualname,):
+        have = python_name(have)
         if wanted == have or wanted.endswith("." + have):
             return True
     return False
@@ -418,7 +429,7 @@ def _keyword_arg(call: cst.Call | None, name: str) -> cst.Arg | None:
     if call is None:
         return None
     for a in call.args:
-        if a.keyword is not None and a.keyword.value == name:
+        if a.keyword is not None and python_name(a.keyword.value) == name:
             return a
     return None
 
@@ -537,7 +548,7 @@ class _KernelEditor:
 
     def _replace_keyword_value(self, keyword: str, value) -> None:
         args = [
-            a.with_changes(value=value) if a.keyword is not None and a.keyword.value == keyword else a
+            a.with_changes(value=value) if a.keyword is not None and python_name(a.keyword.value) == keyword else a
             for a in self.call.args
         ]
         self.call = self.call.with_changes(args=args)
@@ -545,7 +556,7 @@ class _KernelEditor:
     def _remove_keyword(self, keyword: str) -> None:
         seq = _args_to_seq(self.call)
         drop = {
-            i for i, a in enumerate(seq.items) if a.keyword is not None and a.keyword.value == keyword
+            i for i, a in enumerate(seq.items) if a.keyword is not None and python_name(a.keyword.value) == keyword
         }
         _seq_remove(seq, drop)
         self.call = _seq_to_args(self.call, seq)
@@ -557,7 +568,7 @@ class _KernelEditor:
             for n in names:
                 out.refused.append((f"tl.constexpr on {n!r}", "the kernel function is not defined in this file"))
             return
-        by_name = {p.name.value: p for p in (*fd.params.posonly_params, *fd.params.params, *fd.params.kwonly_params)}
+        by_name = {python_name(p.name.value): p for p in (*fd.params.posonly_params, *fd.params.params, *fd.params.kwonly_params)}
         for n in names:
             p = by_name.get(n)
             if p is None:
@@ -590,7 +601,7 @@ class _KernelEditor:
             return set()
         ps = (*fd.params.posonly_params, *fd.params.params, *fd.params.kwonly_params)
         return {
-            p.name.value
+            python_name(p.name.value)
             for p in ps
             if p.annotation is not None and self._is_constexpr(p.annotation.annotation)
             and p not in self.param_repl
