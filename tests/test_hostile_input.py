@@ -212,6 +212,20 @@ def test_a_declared_encoding_wins_over_utf8_that_happens_to_decode(tmp_path):
     compile(fixed, "k.py", "exec")
 
 
+def test_undecodable_bytes_in_a_comment_are_read_as_python_reads_them(tmp_path):
+    data = KERNEL.format(name="k").encode().replace(b"def launch", b"# caf\xe9 (latin-1)\ndef launch")
+    try:
+        compile(data, "k.py", "exec")
+    except SyntaxError:
+        pytest.skip("this Python refuses undecodable bytes in comments")
+    (tmp_path / "k.py").write_bytes(data)
+    r, doc = scan_doc(tmp_path, ".")
+    assert doc["errors"] == [] and codes_by_path(doc) == [("k.py", "JG001")]
+    r = run(tmp_path, "fix", "--no-cache", "--write", ".")
+    assert "not valid utf-8 in a comment (line 9" in r.stderr  # said, and the file left as it was
+    assert (tmp_path / "k.py").read_bytes() == data
+
+
 # --- item: fix's diff applies with git apply --------------------------------------------------
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

@@ -328,7 +328,7 @@ def _plan_file(
         if ff.snapshot is not None:
             try:  # what scan refuses (the coding declaration), fix refuses with the same words
                 _source.decode(ff.snapshot.data)
-                bad = syntax_error(ff.snapshot.data, ff.path)
+                bad = syntax_error(ff.snapshot.data, ff.path) or _source.round_trips(ff.snapshot.data)
             except SourceError as e:
                 bad = str(e)
             if bad:

@@ -12,10 +12,12 @@ Both ``scan`` and ``fix`` go through here, so a file is the same text (or the sa
 """
 from __future__ import annotations
 
+import ast
 import codecs
 import os
 import stat
 import tokenize
+import warnings
 
 from jitguard.static.errors import SourceError
 
@@ -93,6 +95,8 @@ def decode(data: bytes | str) -> str:
     try:
         return data.decode(enc)
     except UnicodeDecodeError as exc:
+        if _python_parses(data):  # CPython 3.11 skips undecodable bytes inside comments
+            return data.decode(enc, errors="replace")  # only comments change: columns hold
         line = data.count(b"\n", 0, exc.start) + 1
         if enc in ("utf-8", "utf-8-sig"):
             raise SourceError(f"not valid UTF-8 ({exc.reason} at byte {exc.start}) and no coding "
@@ -101,3 +105,29 @@ def decode(data: bytes | str) -> str:
                           f"{exc.start}", line=line) from None
     except (UnicodeError, LookupError) as exc:  # a codec that fails in other ways (idna labels)
         raise SourceError(f"cannot decode with the declared encoding {enc}: {exc}") from None
+
+
+def _python_parses(data: bytes) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def round_trips(data: bytes) -> str | None:
+    """``None`` if the editor (LibCST) can decode ``data`` strictly and so write it back byte for
+    byte, else why not (undecodable bytes in a comment, which Python itself skips)."""
+    try:
+        data.decode(encoding_of(data))
+    except SourceError as exc:
+        return str(exc)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return (f"bytes that are not valid {exc.encoding} in a comment (line {line}; Python skips "
+                "them there, an edit could not keep them byte for byte)")
+    except (UnicodeError, LookupError) as exc:
+        return f"cannot decode with the declared encoding: {exc}"
+    return None
