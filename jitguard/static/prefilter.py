@@ -1,8 +1,9 @@
 """Byte-level tests that decide which files are worth a LibCST parse.
 
 A kernel is defined through Triton's ``jit`` (``@triton.jit``, ``from triton import jit as j``,
-``triton.jit(fn)``, a ``@libentry()`` stack over ``@triton.jit``), so a file that defines one contains
-the bytes ``triton`` and ``jit``: phase 1 parses only those. A file that launches a kernel defined
+``triton.jit(fn)``, a ``@libentry()`` stack over ``@triton.jit``) or Gluon's (``@gluon.jit``, with
+``gluon`` from ``triton.experimental`` or a package's re-export), so a file that defines one contains
+the bytes ``triton`` or ``gluon``, and ``jit``: phase 1 parses only those. A file that launches a kernel defined
 elsewhere names that kernel (``from m import k``, ``m.k[grid]``, ``self.k[grid]``) and holds a launch
 (``...](``, ``.run(``, ``.warmup(``): phase 2 parses the remaining files whose bytes contain both, the
 name as a whole word. Phase 3 (in the runner) parses modules that launch targets go through
@@ -24,7 +25,8 @@ _LAUNCH_SPACED = (re.compile(rb"\]\s+\("), re.compile(rb"\.run\s+\("), re.compil
 
 
 def may_define_kernels(data: bytes) -> bool:
-    return b"triton" in data and b"jit" in data
+    """``triton`` (or Gluon's ``gluon``, re-exported by a package of the project) and ``jit``."""
+    return (b"triton" in data or b"gluon" in data) and b"jit" in data
 
 
 def may_launch(data: bytes) -> bool:
