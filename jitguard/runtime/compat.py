@@ -161,6 +161,16 @@ def compile_call(kwargs: dict[str, Any]) -> CompileCall:
     return CompileCall(jf, key if isinstance(key, str) else str(key), bool(warm), comp.get("device"), resolved)
 
 
+def jit_decorator(jit_function: Any) -> str:
+    """``gluon.jit`` for a Gluon kernel (``GluonJITFunction.is_gluon()``, Triton 3.5+), else
+    ``triton.jit``: the decorator a remedy names."""
+    is_gluon = getattr(jit_function, "is_gluon", None)
+    try:
+        return "gluon.jit" if callable(is_gluon) and is_gluon() is True else "triton.jit"
+    except Exception:  # a foreign object in the hook: it is not a Gluon kernel we know
+        return "triton.jit"
+
+
 def kernel_cache_keys(jit_function: Any, device: Any = None) -> list[str]:
     """Keys already in the JITFunction's in-memory cache (compiled before jitguard was watching)."""
     caches = getattr(jit_function, "device_caches", None) or getattr(jit_function, "cache", None)

@@ -126,7 +126,8 @@ def predict(kernel: Any, calls: Iterable[Any], target: str = "cuda:90") -> Predi
                 var = keys.decode_key(text, params)
                 idx = keys.closest(var, decoded)
                 entries = keys.diff(decoded[idx], var) if idx is not None else []
-                v = PredictedVariant(key, var.params, var.options, [], idx, entries, keys.remedy(entries))
+                v = PredictedVariant(key, var.params, var.options, [], idx, entries,
+                                     keys.remedy(entries, decorator=compat.jit_decorator(jf)))
                 by_key[key] = v
                 order.append(v)
                 decoded.append(var)

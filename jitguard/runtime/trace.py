@@ -172,8 +172,10 @@ class Event:
     remedy: str | None = None
     overhead_ms: float | None = None  # jitguard's own work for this event
     autotune: AutotuneInfo | None = None
+    frontend: str | None = None  # "gluon" for a @gluon.jit kernel; None for @triton.jit
 
     def to_dict(self) -> dict[str, Any]:
+        extra = {"frontend": self.frontend} if self.frontend else {}  # older readers: no key
         return {
             "kind": self.kind,
             "seq": self.seq,
@@ -200,6 +202,7 @@ class Event:
             "remedy": self.remedy,
             "overhead_ms": self.overhead_ms,
             "autotune": self.autotune.to_dict() if self.autotune else None,
+            **extra,
         }
 
     @classmethod
@@ -551,6 +554,7 @@ TRACE_JSON_SCHEMA: dict[str, Any] = {
                     },
                     "remedy": _NULLABLE_STR,
                     "overhead_ms": _NULLABLE_NUM,
+                    "frontend": {"enum": ["gluon", None]},  # optional (added later, still version 1)
                     "autotune": {
                         "type": ["object", "null"],
                         "properties": {

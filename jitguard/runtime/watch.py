@@ -351,6 +351,7 @@ def _on_pre(kwargs: dict) -> None:
                                   or call.key, h.params)
         idx = h.variants.closest(variant)
         entries: list[DiffEntry] = keys.diff(h.variants[idx], variant) if idx is not None else []
+        decorator = compat.jit_decorator(call.jit_function)
         event = Event(
             kind="compile",
             seq=-1,
@@ -375,7 +376,8 @@ def _on_pre(kwargs: dict) -> None:
             closest_variant=idx + 1 if idx is not None else None,
             diff=entries,
             remedy=(("expected: the autotuner compiles each config it benchmarks; " if autotuning else "")
-                    + (keys.remedy(entries) or "")) or None,
+                    + (keys.remedy(entries, decorator=decorator) or "")) or None,
+            frontend="gluon" if decorator == "gluon.jit" else None,
         )
         pending = _Pending(event, variant, h, 0.0, me)
         _STATE.pending[(id(call.jit_function), call.key)] = pending

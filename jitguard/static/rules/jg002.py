@@ -19,6 +19,8 @@ def check(program: Program):
         b, arg = hits[0]
         k, kfile = b.kernel, b.kernel_file
         p = k.param(name)
+        # as written: "gl.constexpr" in a Gluon kernel, "tl.constexpr" (or an alias) elsewhere
+        ann = p.annotation_text if p.annotation_text and p.annotation_text.endswith("constexpr") else "tl.constexpr"
         needed = [u for u in p.uses if u.kind == USE_CONSTEXPR]
         if needed:
             fix = (
@@ -27,10 +29,10 @@ def check(program: Program):
             )
             safety = "manual"
         else:
-            fix = f'drop tl.constexpr and add do_not_specialize=["{name}"]'
+            fix = f'drop {ann} and add do_not_specialize=["{name}"]'
             safety = "unsafe"
         msg = (
-            f"{CODE} {name} varies per call ({source_of(arg, b, kfile.path)}) and is a tl.constexpr: "
+            f"{CODE} {name} varies per call ({source_of(arg, b, kfile.path)}) and is a {ann}: "
             f"one compile per value; {fix}"
         )
         yield program.finding(
