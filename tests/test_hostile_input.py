@@ -152,7 +152,7 @@ def test_name_matcher_agrees_with_a_plain_word_search():
     def check(names, data):
         m = NameMatcher(names)
         for word in data.draw(st.lists(st.one_of(st.sampled_from(names), ident), min_size=1, max_size=5)):
-            text = f"a = 1\nb = {word}[(1,)]\n".encode()
+            text = f"(1, {word}[(1,)])\n".encode()
             assert m(text) == (word in set(names)), word
 
     check()

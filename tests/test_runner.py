@@ -246,14 +246,14 @@ def test_unreadable_file_is_a_file_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.py").write_text(KERNEL.format(name="ka") + "ka[(1,)](x, x.shape[0])\n")
     (tmp_path / "secret.py").write_text(KERNEL.format(name="kb"))
-    real_open = open
+    real_read = runner_mod.read_bytes
 
-    def guarded_open(path, *a, **k):
+    def guarded_read(path, *a, **k):  # as root, chmod 000 would not stop the read
         if str(path).endswith("secret.py"):
             raise PermissionError(13, "Permission denied", str(path))
-        return real_open(path, *a, **k)
+        return real_read(path, *a, **k)
 
-    monkeypatch.setattr(runner_mod, "open", guarded_open, raising=False)
+    monkeypatch.setattr(runner_mod, "read_bytes", guarded_read)
     res = scan(tmp_path, tmp_path, use_cache=False)
     assert [(e.path, e.message) for e in res.errors] == [("secret.py", "cannot read: permission denied")]
     assert len(res.findings) == 1

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from jitguard.static.extract import _Walker
+from jitguard.static.scopes import Walker
 from jitguard.static.names import IMPORT, LOCAL, qualified, resolve_relative
 from tests._static_util import rand_ident
 
@@ -26,7 +26,7 @@ def test_resolve_relative(name, module, is_package, expected):
 
 
 def _scopes(src: str):
-    walker = _Walker("m", False)
+    walker = Walker("m", False)
     top = walker.run(ast.parse(src))
     return top, walker
 

@@ -141,6 +141,80 @@ class KernelFacts:
         return obj
 
 
+@dataclass(frozen=True)
+class Accessor:
+    """``.shape[i]`` (kind "shape") or ``.stride(i)`` (kind "stride") of a tensor."""
+
+    kind: str
+    index: int
+
+    def __str__(self) -> str:
+        return f".shape[{self.index}]" if self.kind == "shape" else f".stride({self.index})"
+
+
+@dataclass(frozen=True)
+class EntryRef:
+    """An entry parameter: a parameter of a function that no caller in its module passes (callers in
+    other modules may tell what it holds), or ``.shape[i]`` / ``.stride(i)`` of such a tensor parameter."""
+
+    function: str  # qualified name of the function (module-qualified once it leaves extract)
+    param: str
+    position: int  # the parameter's position in a call, -1 keyword-only
+    accessor: Accessor | None = None
+
+    def __str__(self) -> str:
+        return f"{self.function}({self.param}{self.accessor or ''})"
+
+    def with_accessor(self, accessor: Accessor | None) -> "EntryRef":
+        return EntryRef(self.function, self.param, self.position, accessor)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "EntryRef | None":
+        if not isinstance(data, dict):
+            return None
+        acc = data.get("accessor")
+        return cls(str(data.get("function", "")), str(data.get("param", "")), int(data.get("position", -1)),
+                   Accessor(str(acc["kind"]), int(acc["index"])) if isinstance(acc, dict) else None)
+
+
+@dataclass(frozen=True)
+class LayoutItem:
+    """One dim or stride of a tensor as the module that lays it out knows it."""
+
+    provenance: str  # one of PROVENANCE_CLASSES
+    guess: bool = False
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass
+class TensorLayout:
+    """The dims and strides of a tensor argument (the same rank)."""
+
+    dims: list[LayoutItem]
+    strides: list[LayoutItem]
+
+    def item(self, accessor: Accessor) -> LayoutItem | None:
+        items = self.dims if accessor.kind == "shape" else self.strides
+        return items[accessor.index] if -len(items) <= accessor.index < len(items) else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "TensorLayout | None":
+        if not isinstance(data, dict):
+            return None
+
+        def items(rows) -> list[LayoutItem]:
+            return [LayoutItem(str(r["provenance"]), bool(r.get("guess")), tuple(r.get("evidence", ())))
+                    for r in rows or ()]
+
+        return cls(items(data.get("dims")), items(data.get("strides")))
+
+
 @dataclass
 class ArgFacts:
     """One argument at a launch site, with its provenance."""
@@ -157,23 +231,26 @@ class ArgFacts:
     guess: bool = False  # VARYING only as the leading dim/size of a tensor nothing else is known about
     after_star: int | None = None  # positional index counted after a *args of unknown length
     by_name: bool = False  # the class rests on a name alone
-    # [module-qualified function, parameter, position] when the value rests on a parameter of a
-    # module-level function that no caller in its module passes: link.py asks callers elsewhere
-    entry: list | None = None
+    # the entry parameter the value rests on (a parameter of a module-level function that no caller
+    # in its module passes, or .shape[i] / .stride(i) of one): link.py asks callers elsewhere
+    entry: EntryRef | None = None
     # the value buckets what the entry parameter holds (next_power_of_2(p), 1 << p.bit_length()):
     # a varying parameter makes it BUCKETED, not VARYING
     bucketed: bool = False
     # at a call of another module's function: the tensor's layout when this module knows it and some
-    # dim or stride of it varies, [[dims], [strides]], each [class, guess, evidence]: an entry
-    # parameter's ``p.shape[i]`` / ``p.stride(i)`` there is taken from it (link.py)
-    layout: list | None = None
+    # dim or stride of it varies: an entry parameter's ``p.shape[i]`` / ``p.stride(i)`` there is taken
+    # from it (link.py)
+    layout: TensorLayout | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ArgFacts":
-        return _load(cls, data)
+        obj = _load(cls, data)
+        obj.entry = EntryRef.from_dict(data.get("entry"))
+        obj.layout = TensorLayout.from_dict(data.get("layout"))
+        return obj
 
 
 @dataclass

@@ -3,15 +3,28 @@ apply inline ``# jitguard: ignore[...]`` suppressions. Select/ignore filters are
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import replace
+from typing import NamedTuple
 
 from jitguard.findings import Finding
-from jitguard.static.facts import BUCKETED, METHOD_CALL, STABLE, UNKNOWN, VARYING, CallFacts, FileFacts, KernelFacts
+from jitguard.static.facts import (
+    BUCKETED, METHOD_CALL, STABLE, UNKNOWN, VARYING, Accessor, CallFacts, EntryRef, FileFacts, KernelFacts,
+)
 from jitguard.static.program import BoundLaunch, Program
-from jitguard.static.provenance import _RANK, _WARMUP  # one class order, one warm-up test
+from jitguard.static.provenance.conventions import _WARMUP  # one warm-up test
+from jitguard.static.provenance.value import _RANK  # one class order
 
 NON_OPTIONS = {"grid", "warmup"}
+
+
+class CallerValue(NamedTuple):
+    """What callers in other modules pass for an entry parameter (the most varying caller's)."""
+
+    provenance: str
+    evidence: tuple[str, ...]
+    by_name: bool
+    guess: bool
+    value_type: str
 
 
 class _Index:
@@ -134,7 +147,7 @@ class _Callers:
         # obj.meth(...) calls on objects of unknown class, by method name
         self.method_sites: dict[str, list[tuple[CallFacts, FileFacts]]] = {}
         self.sites: dict[str, list[tuple[CallFacts, FileFacts]]] = {}
-        self.memo: dict[tuple, tuple | None] = {}
+        self.memo: dict[EntryRef, CallerValue | None] = {}
         self.ops = op_registry(facts)  # function -> [(namespace, op)] it is registered as
         self.op_sites: dict[str, list[tuple[str, CallFacts, FileFacts]]] = {}  # op -> torch.ops calls
         for f in facts:
@@ -167,16 +180,15 @@ class _Callers:
             break
         return name
 
-    def resolve(self, ref, depth: int = 0) -> tuple | None:
-        """(class, evidence, by_name, guess, value type) of what callers elsewhere pass for the entry
-        parameter ``ref`` = [function, parameter, position]; the most varying caller wins."""
-        if not isinstance(ref, (list, tuple)) or len(ref) != 3 or depth > 4:
+    def resolve(self, ref: EntryRef | None, depth: int = 0) -> CallerValue | None:
+        """What callers elsewhere pass for the entry parameter ``ref``; the most varying caller wins."""
+        if not isinstance(ref, EntryRef) or depth > 4:
             return None
-        key = tuple(ref)
+        key = ref
         if key in self.memo:
             return self.memo[key]
         self.memo[key] = None  # a cycle resolves to nothing
-        fq, pname, index = key
+        fq, base, index, acc = ref.function, ref.param, ref.position, ref.accessor
         short = fq.rsplit(".", 1)[-1]
         best = None
         sites = self.sites.get(fq)
@@ -193,7 +205,6 @@ class _Callers:
                 if (not ns or ns == cns) and id(c) not in via:
                     via[id(c)] = f"torch.ops.{cns}.{op}"
                     sites = list(sites) + [(c, f)]
-        base, acc = split_accessor(pname)
         for c, f in sites[:50]:
             if _WARMUP.search(c.function or f.module or ""):
                 continue  # warm-up code enumerates variants on purpose: not evidence of serving
@@ -204,31 +215,31 @@ class _Callers:
                 # p.shape[i] / p.stride(i) of the tensor this caller passes
                 got = layout_item(a, acc)
                 if got is None and _plain_entry(a, f):
-                    deeper = self.resolve((a.entry[0], f"{a.entry[1]}{acc}", a.entry[2]), depth + 1)
-                    if deeper is not None and deeper[0] != UNKNOWN:
+                    deeper = self.resolve(a.entry.with_accessor(acc), depth + 1)
+                    if deeper is not None and deeper.provenance != UNKNOWN:
                         got = deeper
                 if got is None:
                     continue
             else:
-                got = (a.provenance, tuple(a.evidence), a.by_name, a.guess, a.value_type)
+                got = CallerValue(a.provenance, tuple(a.evidence), a.by_name, a.guess, a.value_type)
             if acc is None and a.entry and a.provenance != VARYING:
                 deeper = self.resolve(a.entry, depth + 1)
-                if deeper is not None and deeper[0] != UNKNOWN:
+                if deeper is not None and deeper.provenance != UNKNOWN:
                     got = deeper
-                    if got[0] == VARYING and (a.provenance == BUCKETED or a.bucketed):
-                        got = (BUCKETED,) + got[1:]
+                    if got.provenance == VARYING and (a.provenance == BUCKETED or a.bucketed):
+                        got = got._replace(provenance=BUCKETED)
             if via.get(id(c)) == METHOD_CALL:  # obj.meth(...), the object's class unknown
                 callee = f"{fq.rsplit('.', 2)[-2]}.{short} (through an object)"
-                if got[0] == VARYING and got[3]:
+                if got.provenance == VARYING and got.guess:
                     # a binding by name and a structural guess (the size of a tensor or list
                     # nothing is known of) do not add up to evidence: len(offsets) of a
                     # LoRA stack in sglang
-                    got = (UNKNOWN, got[1], got[2], False, got[4])
+                    got = got._replace(provenance=UNKNOWN, guess=False)
             else:
                 callee = f"{via[id(c)]} -> {short}" if id(c) in via else short
             where = f"{callee}({base}={a.text}) called in {c.function or f.module} ({f.path}:{c.line})"
-            got = (got[0], (where,) + tuple(got[1]), got[2], got[3], got[4])
-            if best is None or (_RANK[got[0]], not got[2]) > (_RANK[best[0]], not best[2]):
+            got = got._replace(evidence=(where,) + tuple(got.evidence))
+            if best is None or (_RANK[got.provenance], not got.by_name) > (_RANK[best.provenance], not best.by_name):
                 best = got
         self.memo[key] = best
         return best
@@ -252,40 +263,26 @@ class _Callers:
         return out
 
 
-_ACCESSOR = re.compile(r"^(\w+)(\.shape\[(-?\d+)\]|\.stride\((-?\d+)\))$")
-
-
-def split_accessor(pname: str) -> tuple[str, str | None]:
-    """``"p.shape[1]"`` -> ("p", ".shape[1]"); a plain parameter name -> (name, None)."""
-    m = _ACCESSOR.match(pname)
-    return (m.group(1), m.group(2)) if m else (pname, None)
-
-
 def _plain_entry(a, f) -> bool:
     """The argument is a parameter of a module-level function of its file, handed on as it is: a
     layout asked of the callee is asked of that function's callers (not of methods: bound by name)."""
-    if not a.entry or len(a.entry) != 3 or split_accessor(str(a.entry[1]))[1] is not None:
+    if a.entry is None or a.entry.accessor is not None:
         return False
-    fq, module = str(a.entry[0]), getattr(f, "module", "") or ""
+    fq, module = a.entry.function, getattr(f, "module", "") or ""
     qual = fq[len(module) + 1:] if module and fq.startswith(module + ".") else fq
     return "." not in qual
 
 
-def layout_item(a, acc: str) -> tuple | None:
-    """(class, evidence, by_name, guess, value type) of ``.shape[i]`` / ``.stride(i)`` of the tensor a
-    caller passes, from the layout its module recorded (ArgFacts.layout); None if not known."""
+def layout_item(a, acc: Accessor) -> CallerValue | None:
+    """``.shape[i]`` / ``.stride(i)`` of the tensor a caller passes, from the layout its module
+    recorded (ArgFacts.layout); None if not known."""
     lay = getattr(a, "layout", None)
-    m = _ACCESSOR.match("x" + acc)
-    if not lay or m is None or len(lay) != 2:
+    item = lay.item(acc) if lay is not None else None
+    if item is None:
         return None
-    which, i = (0, int(m.group(3))) if m.group(3) is not None else (1, int(m.group(4)))
-    items = lay[which]
-    if not -len(items) <= i < len(items):
-        return None
-    cls, guess, evidence = items[i]
-    what = "dimension" if which == 0 else "stride"
-    return (cls, (f"{a.text}{acc}: {what} {i} of the tensor as the caller lays it out",) + tuple(evidence), False,
-            bool(guess), "int")
+    what = "dimension" if acc.kind == "shape" else "stride"
+    return CallerValue(item.provenance, (f"{a.text}{acc}: {what} {acc.index} of the tensor as the caller lays it out",)
+                       + tuple(item.evidence), False, bool(item.guess), "int")
 
 
 def _arg_at(call: CallFacts, name: str, index):
@@ -314,7 +311,7 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
             if not arg.entry or (arg.provenance == VARYING and not arg.by_name):
                 continue
             got = callers.resolve(arg.entry)
-            if got is None or got[0] == UNKNOWN:
+            if got is None or got.provenance == UNKNOWN:
                 continue
             cls, evidence, by_name, guess, vtype = got
             if cls == VARYING and (arg.provenance == BUCKETED or arg.bucketed):
@@ -335,10 +332,10 @@ def _unsettled(arg) -> bool:
         not (arg.provenance == VARYING and not arg.by_name)
 
 
-def launch_entry_refs(facts: list[FileFacts]) -> set[tuple]:
-    """Entry parameters ([function, parameter, position]) that unsettled launch arguments of
-    value-specialized parameters rest on: the runner reads their callers' files (phase 4)."""
-    out: set[tuple] = set()
+def launch_entry_refs(facts: list[FileFacts]) -> set[EntryRef]:
+    """Entry parameters that unsettled launch arguments of value-specialized parameters rest on: the
+    runner reads their callers' files (phase 4)."""
+    out: set[EntryRef] = set()
     for b in build_program(facts, follow=False).launches:
         k = b.kernel
         skip = k.unspecialized() | set(k.heuristics)
@@ -346,8 +343,7 @@ def launch_entry_refs(facts: list[FileFacts]) -> set[tuple]:
             p = k.param(name)
             if p is None or p.pointer or name in skip or not _unsettled(arg):
                 continue
-            if isinstance(arg.entry, (list, tuple)) and len(arg.entry) == 3:
-                out.add(tuple(arg.entry))
+            out.add(arg.entry)
     return out
 
 
@@ -370,32 +366,31 @@ def op_registry(facts) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
-def caller_entry_refs(facts: list[FileFacts], refs: set[tuple], registry=None) -> set[tuple]:
+def caller_entry_refs(facts: list[FileFacts], refs: set[EntryRef], registry=None) -> set[EntryRef]:
     """One level up: in these files' calls of the functions of ``refs`` (directly, or through
     ``torch.ops.<ns>.<op>`` for a function registered as that op in ``registry``), the entry
     parameters the arguments for those parameters rest on."""
-    by_leaf: dict[str, list[tuple]] = {}
+    by_leaf: dict[str, list[EntryRef]] = {}
     for ref in refs:
-        by_leaf.setdefault(str(ref[0]).rsplit(".", 1)[-1], []).append(ref)
-        for ns, op in (registry or {}).get(str(ref[0]), ()):
+        by_leaf.setdefault(ref.function.rsplit(".", 1)[-1], []).append(ref)
+        for ns, op in (registry or {}).get(ref.function, ()):
             by_leaf.setdefault("torch.ops:" + op, []).append(ref)
-    out: set[tuple] = set()
+    out: set[EntryRef] = set()
     for f in facts:
         for c in f.calls:
             for t in c.targets:
                 op = op_key(t)
                 leaf = "torch.ops:" + op[1] if op is not None else t.rsplit(".", 1)[-1]
-                for _, pname, index in by_leaf.get(leaf, ()):
-                    base, acc = split_accessor(str(pname))
-                    a = _arg_at(c, base, index)
+                for ref in by_leaf.get(leaf, ()):
+                    a = _arg_at(c, ref.param, ref.position)
                     if a is None:
                         continue
-                    if acc is not None:
+                    if ref.accessor is not None:
                         # the caller hands on a tensor parameter of its own: its callers' layout
                         if a.layout is None and _plain_entry(a, f):
-                            out.add((a.entry[0], f"{a.entry[1]}{acc}", a.entry[2]))
-                    elif _unsettled(a) and len(a.entry) == 3:
-                        out.add(tuple(a.entry))
+                            out.add(a.entry.with_accessor(ref.accessor))
+                    elif _unsettled(a):
+                        out.add(a.entry)
     return out
 
 

@@ -404,20 +404,20 @@ def scan_paths(
             break
         refs -= asked
         asked |= refs
-        names = frozenset(str(r[0]).rsplit(".", 1)[-1] for r in refs)
+        names = frozenset(r.function.rsplit(".", 1)[-1] for r in refs)
         if not names:
             break
         methods = methods or _Methods(contents, by_module)
         # a layout asked of callers (p.shape[i] / p.stride(i)) is read from the files read anyway for
         # values (their calls of these names are recorded): reading more files for layouts cost ~20% of
         # the cold scan on vLLM for one finding
-        plain = [r for r in refs if not methods.is_method(r) and _link.split_accessor(str(r[1]))[1] is None]
+        plain = [r for r in refs if not methods.is_method(r) and r.accessor is None]
         # a call of f is "f(" (f imported) or "<its module's name>.f(" (ops.f), no object's method
-        quals = frozenset(str(r[0]).split(".")[-2].encode() for r in plain if str(r[0]).count(".") >= 1)
-        matcher = prefilter.NameMatcher(str(r[0]).rsplit(".", 1)[-1] for r in plain)
+        quals = frozenset(r.function.split(".")[-2].encode() for r in plain if r.function.count(".") >= 1)
+        matcher = prefilter.NameMatcher(r.function.rsplit(".", 1)[-1] for r in plain)
         # functions registered as PyTorch custom ops are called as torch.ops.<ns>.<op>(...)
-        ops = prefilter.NameMatcher(op for r in refs if _link.split_accessor(str(r[1]))[1] is None
-                                    for _, op in registry.get(str(r[0]), ()))
+        ops = prefilter.NameMatcher(op for r in refs if r.accessor is None
+                                    for _, op in registry.get(r.function, ()))
         # files that call them: not parsed yet, or parsed in phases 2-3 (for launches of kernels of
         # other files, recording no calls then: such a file is parsed again, recording these calls
         # and those asked of it before). Files that define kernels (phase 1) are parsed again only for
@@ -517,17 +517,17 @@ class _Methods:
 
     def is_method(self, ref) -> bool:
         """``module.Class.name``: a method of a module-level class (not a module-level function)."""
-        parts = str(ref[0]).split(".")
+        parts = ref.function.split(".")
         return len(parts) >= 3 and ".".join(parts[:-1]) not in self.by_module and ".".join(parts[:-2]) in self.by_module
 
     def follow(self, refs) -> set[str]:
-        """The names of the methods among ``refs`` (entry parameters [function, parameter,
-        position]: ``module.Class.name``) that can be followed."""
+        """The names of the methods among ``refs`` (entry parameters whose function is
+        ``module.Class.name``) that can be followed."""
         out: set[str] = set()
         for ref in refs:
             if not self.is_method(ref):
                 continue
-            name = str(ref[0]).rsplit(".", 1)[-1]
+            name = ref.function.rsplit(".", 1)[-1]
             if name.startswith("__") or not name.isidentifier():
                 continue
             if name not in self.defs:

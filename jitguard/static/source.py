@@ -1,4 +1,5 @@
-"""Reading a source file (regular files only, bounded) and decoding it as Python does.
+"""Reading a Python source file as Python does: bytes decoded (BOM, coding cookie), parsed with the
+stdlib ``ast``, segments of the text for messages, and the ``# jitguard: ignore[...]`` comments.
 
 Both ``scan`` and ``fix`` go through here, so a file is the same text (or the same error) to both:
 
@@ -14,12 +15,60 @@ from __future__ import annotations
 
 import ast
 import codecs
+import io
 import os
+import re
 import stat
 import tokenize
 import warnings
 
 from jitguard.static.errors import SourceError
+
+_IGNORE = re.compile(r"#\s*jitguard:\s*ignore(?:\[([A-Za-z0-9_,\s]*)\])?")
+
+
+def suppressions(text: str) -> dict[int, list[str]]:
+    """line -> codes silenced by a ``# jitguard: ignore[...]`` comment there ([] = every code)."""
+    out: dict[int, list[str]] = {}
+    if "jitguard" not in text:
+        return out
+    try:
+        comments = [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                    if t.type == tokenize.COMMENT]
+    except (tokenize.TokenError, SyntaxError):
+        comments = [(i + 1, line[line.index("#"):]) for i, line in enumerate(text.splitlines()) if "#" in line]
+    for line, comment in comments:
+        m = _IGNORE.search(comment)
+        if not m:
+            continue
+        codes = sorted({c.strip().upper() for c in (m.group(1) or "").split(",") if c.strip()})
+        out[line] = codes
+    return out
+
+
+class Source:
+    """A file's text; ``segment(node)`` is the source text of an ast node."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self._lines: list[bytes] | None = None
+
+    def segment(self, node: ast.AST) -> str:
+        try:
+            if self._lines is None:
+                self._lines = [line.encode("utf-8") for line in self.text.splitlines(keepends=True)]
+            l0, l1 = node.lineno - 1, node.end_lineno - 1
+            c0, c1 = node.col_offset, node.end_col_offset
+            if l0 == l1:
+                return self._lines[l0][c0:c1].decode("utf-8", "replace")
+            parts = [self._lines[l0][c0:]] + self._lines[l0 + 1:l1] + [self._lines[l1][:c1]]
+            return b"".join(parts).decode("utf-8", "replace")
+        except (AttributeError, IndexError, TypeError):
+            try:
+                return ast.unparse(node)
+            except Exception:  # pragma: no cover - unparse of odd nodes
+                return "?"
+
 
 # A Python file larger than this is not read (the largest .py file of vLLM 0.33.0 is ~0.3 MiB,
 # generated tables rarely pass a few MiB; a 2 GiB sparse file would cost 2 GiB of memory).
@@ -131,3 +180,19 @@ def round_trips(data: bytes) -> str | None:
     except (UnicodeError, LookupError) as exc:
         return f"cannot decode with the declared encoding: {exc}"
     return None
+
+
+def parse(path: str, text: str, data: bytes | None = None) -> ast.Module:
+    """The module's ast; SourceError where Python would not parse it. ``data``: the file's bytes,
+    parsed with Python's own decoding when given (a codec that decodes the file one way as a whole
+    and another line by line is refused here as Python refuses it)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(data if data is not None else text, filename=path)
+    except SyntaxError as exc:
+        raise SourceError(f"syntax error: {exc.msg}", line=exc.lineno) from None
+    except (ValueError, TypeError) as exc:  # e.g. NUL bytes
+        raise SourceError(f"cannot parse: {exc}") from None
+    except (RecursionError, MemoryError):
+        raise SourceError("too deeply nested to parse") from None

@@ -1,0 +1,154 @@
+"""Calls between functions: local calls (``info.calls``, including ``obj(...)`` of a module class),
+calls of imported functions with each argument's provenance and tensor layout (what link.py follows
+across modules), and PyTorch custom-op registrations."""
+from __future__ import annotations
+
+import ast
+import re
+import sys
+
+from jitguard.static.facts import BUCKETED, UNKNOWN, VARYING, ArgFacts, CallFacts, LayoutItem, TensorLayout
+from jitguard.static.names import IMPORT, LOCAL, Scope, qualified, resolve_relative
+from jitguard.static.provenance import Classifier
+
+# Callees from these packages are never wrappers of the scanned code's kernels: their calls are not
+# recorded for the cross-module following of entry parameters.
+_LIBRARY_ROOTS = frozenset(getattr(sys, "stdlib_module_names", ())) | {
+    "torch", "triton", "numpy", "np", "jax", "cupy", "einops", "transformers", "pytest", "typing_extensions",
+    "tl", "libdevice",
+}
+# A custom op's name in a registration: "op", "ns::op", "ns::op.overload".
+_OP_NAME = re.compile(r"(?:([A-Za-z_]\w*)::)?([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)?\Z")
+# Decorators that register the decorated function under a plain op name ("op"); with "ns::op"
+# any decorator call does.
+_OP_DECORATORS = frozenset({"custom_op", "triton_op", "impl", "register_kernel", "register_fake"})
+
+
+class CallerFacts:
+    """The call half of the file extractor (mixed into extract._Extractor): uses its ``walker``,
+    ``module``, ``is_package`` and ``arg``."""
+
+    def imported_call(self, call: ast.Call, fn, target: str, classifier: Classifier) -> CallFacts:
+        cf = CallFacts(targets=[target], line=call.lineno,
+                       function=(f"{self.module}.{fn.qual}" if fn is not None else None))
+        position = 0
+        for a in call.args:
+            if isinstance(a, ast.Starred):
+                cf.star_args = True
+                break
+            arg = self.arg(a, classifier, fn, position=position)
+            del arg.evidence[4:]
+            arg.layout = self.layout(a, classifier, fn, arg)
+            cf.args.append(arg)
+            position += 1
+        for kw in call.keywords:
+            if kw.arg is None:
+                cf.star_kwargs = True
+                continue
+            arg = self.arg(kw.value, classifier, fn, keyword=kw.arg)
+            del arg.evidence[4:]
+            arg.layout = self.layout(kw.value, classifier, fn, arg)
+            cf.args.append(arg)
+        return cf
+
+    @staticmethod
+    def layout(node: ast.AST, classifier: Classifier, fn, arg: ArgFacts) -> TensorLayout | None:
+        """The dims and strides of a tensor argument whose layout this module knows (allocated here,
+        or a view of one), kept only when one of them varies: the callee's entry parameter takes them."""
+        if arg.value_type not in ("tensor", "unknown") or isinstance(node, (ast.Constant, ast.BinOp, ast.Compare)):
+            return None
+        dims, strides, weight, _ = classifier.tensor(node, fn, 0)
+        if dims is None or strides is None or weight or len(dims) != len(strides):
+            return None
+
+        def item(p, named: bool) -> LayoutItem:
+            # a dim that varies only by its name is not evidence against the callee's rule
+            return LayoutItem(UNKNOWN if named and p.cls in (VARYING, BUCKETED) else p.cls, p.guess, tuple(p.evidence)[:3])
+
+        # a stride varies by name when every varying dim after it does
+        named_after = [all(d.by_name for d in dims[i + 1:] if d.cls in (VARYING, BUCKETED)) for i in range(len(dims))]
+        out = TensorLayout([item(p, p.by_name) for p in dims],
+                           [item(p, p.by_name or named_after[i]) for i, p in enumerate(strides)])
+        if not any(x.provenance in (VARYING, BUCKETED) for x in out.dims + out.strides):
+            return None
+        return out
+
+    # ---- launchers: functions that return a launch's grid and keyword arguments ----
+    def instance_call(self, func: ast.AST, scope: Scope) -> str | None:
+        """``obj(...)`` where ``obj = Cls(...)`` at module level, or ``Cls(...)(...)``, with ``Cls`` a
+        class of this module: a call of ``Cls.__call__``."""
+        info = self.walker.info
+        value = None
+        if isinstance(func, ast.Name):
+            q = qualified(func, scope)
+            if q and q[0][1] == LOCAL and q[0][0] == func.id:
+                value = info.constants.get(func.id)
+        elif isinstance(func, ast.Call):
+            value = func
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            target = f"{value.func.id}.__call__"
+            if target in info.functions:
+                return target
+        return None
+
+    # ---- PyTorch custom ops: torch.ops.<ns>.<op>(...) is a call of the function registered as <op> ----
+    @staticmethod
+    def op_call(target: str) -> tuple[str, str] | None:
+        """``torch.ops.<ns>.<op>`` / ``torch.ops.<ns>.<op>.<overload>`` -> (ns, op)."""
+        parts = target.split(".")
+        if len(parts) in (4, 5) and parts[0] == "torch" and parts[1] == "ops":
+            return parts[2], parts[3]
+        return None
+
+    @staticmethod
+    def _op_names(values) -> list[tuple[str, str]]:
+        out = []
+        for v in values:
+            if isinstance(v, ast.Constant) and isinstance(v.value, str) and len(v.value) <= 200:
+                m = _OP_NAME.match(v.value)
+                if m:
+                    out.append((m.group(1) or "", m.group(2)))
+        return out
+
+    def op_registrations(self) -> list[list[str]]:
+        """[namespace or "", op, qualified function] for each registration of a function as a custom
+        op: ``@torch.library.custom_op("ns::op")`` (and ``triton_op``, ``impl``...), and any call whose
+        arguments hold a string literal ``"op"`` / ``"ns::op"`` and a function (``lib.impl("op", f,
+        "CUDA")``, a project's ``register_op(op_name="op", op_func=f)``, ``custom_op("ns::op")(f)``).
+        link.py uses a registration only where some ``torch.ops.<ns>.<op>(...)`` call exists."""
+        w = self.walker
+        prefix = f"{self.module}." if self.module else ""
+        out: list[list[str]] = []
+        for call, scope, _ in w.calls:
+            values = list(call.args) + [k.value for k in call.keywords]
+            strings = values + (list(call.func.args) + [k.value for k in call.func.keywords]
+                                if isinstance(call.func, ast.Call) else [])
+            ops = self._op_names(strings)
+            if not ops:
+                continue
+            fns = []
+            for v in values:
+                if not isinstance(v, (ast.Name, ast.Attribute)):
+                    continue
+                q = qualified(v, scope)
+                if not q:
+                    continue
+                name, source = q[0]
+                if source == LOCAL and name in w.info.functions:
+                    fns.append(prefix + name)
+                elif source == IMPORT:
+                    target = resolve_relative(name, self.module, self.is_package)
+                    if target.split(".")[0] not in _LIBRARY_ROOTS:
+                        fns.append(target)
+            out.extend([ns, op, f] for ns, op in ops for f in fns)
+        for st, _, info in w.functions:
+            for dec in st.decorator_list:
+                if not isinstance(dec, ast.Call):
+                    continue
+                attr = dec.func.attr if isinstance(dec.func, ast.Attribute) else \
+                    dec.func.id if isinstance(dec.func, ast.Name) else None
+                for ns, op in self._op_names(list(dec.args) + [k.value for k in dec.keywords]):
+                    if ns or attr in _OP_DECORATORS:
+                        out.append([ns, op, prefix + info.qual])
+        seen: set[tuple] = set()
+        return [r for r in out if not (tuple(r) in seen or seen.add(tuple(r)))]

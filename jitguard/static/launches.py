@@ -1,0 +1,371 @@
+"""Launches of kernels: ``k[grid](...)``, ``k.run(...)`` / ``k.warmup(...)``, launcher functions that
+return ``grid, dict(...)``, and calls that hand a kernel to a forwarder; each argument with its
+provenance (provenance.Classifier)."""
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from typing import NamedTuple
+
+from jitguard.static.facts import ArgFacts, EntryRef, KernelFacts, LaunchFacts
+from jitguard.static.names import LOCAL, Scope, qualified
+from jitguard.static.provenance import Classifier, FunctionInfo, int_literal
+
+
+def _unwrap_alias(value: ast.AST) -> ast.AST | None:
+    """``y`` / ``a.b`` / ``wrap(...)(y)`` / ``wrap(y)``: the Name/Attribute being aliased."""
+    for _ in range(6):
+        if isinstance(value, (ast.Name, ast.Attribute)):
+            return value
+        if isinstance(value, ast.Call):
+            pos = [a for a in value.args if not isinstance(a, ast.Starred)]
+            if len(pos) == 1 and isinstance(pos[0], (ast.Name, ast.Attribute, ast.Call)):
+                value = pos[0]
+                continue
+        return None
+    return None
+
+
+class LauncherReturn(NamedTuple):
+    """``return grid, dict(...)`` in a launcher function tied to kernels (``launchers``)."""
+
+    node: ast.AST  # the function's def
+    function: FunctionInfo
+    ret: ast.Return
+    spec: ast.AST  # the dict (display or dict(...) call)
+    targets: list[str]  # qualified names of the kernels it launches
+
+
+class LaunchExtraction:
+    """The launch half of the file extractor (mixed into extract._Extractor): uses its ``walker``,
+    ``module``, ``short`` and ``fq``."""
+
+    # ---- launches ----
+    def targets(self, callee: ast.AST, scope: Scope, fn: FunctionInfo | None, depth: int = 0) -> list[str]:
+        if depth > 4:
+            return []
+        if isinstance(callee, ast.Name) and fn is not None:
+            f = fn
+            while f is not None:
+                if callee.id in f.assigns:
+                    out: list[str] = []
+                    for en in f.assigns[callee.id]:
+                        if en.kind == "expr" and en.node is not None:
+                            vals = [en.node.body, en.node.orelse] if isinstance(en.node, ast.IfExp) else [en.node]
+                            for v in vals:
+                                inner = _unwrap_alias(v)
+                                if inner is not None:
+                                    out.extend(self.targets(inner, f.scope, f, depth + 1))
+                    return out
+                if callee.id in f.params:
+                    return []
+                f = f.parent
+        if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and callee.value.id in ("self", "cls"):
+            if fn is not None and fn.class_name:
+                return [f"{self.module}.{fn.qual.rsplit('.', 1)[0]}.{callee.attr}"]
+            return []
+        return self.fq(callee, scope)
+
+    def launch(self, call: ast.Call, scope: Scope, fn: FunctionInfo | None, kind: str, classifier: Classifier) -> LaunchFacts | None:
+        callee = call.func.value
+        targets = self.targets(callee, scope, fn)
+        if not targets:
+            return None
+        la = LaunchFacts(
+            callee=self.short(callee),
+            targets=list(dict.fromkeys(targets)),
+            line=call.lineno,
+            column=call.col_offset + 1,
+            kind=kind,
+            function=(f"{self.module}.{fn.qual}" if fn is not None else None),
+        )
+        position = 0
+        after = None  # positions after an unexpandable *args are counted from it
+        for a in call.args:
+            if after is not None:
+                if isinstance(a, ast.Starred):
+                    expanded = self.expand_star(a.value, fn, classifier, call)
+                    if expanded is None:
+                        # a second unknown length: the positionals between the two stars can't be
+                        # placed (they are not the last ones); those after the last star still are
+                        # the launch's last positionals, placed from the end as for one star
+                        la.args = [x for x in la.args if x.after_star is None]
+                        after = 0
+                        continue
+                    for arg in expanded:
+                        arg.after_star = after
+                        la.args.append(arg)
+                        after += 1
+                    continue
+                arg = self.arg(a, classifier, fn)
+                arg.after_star = after
+                la.args.append(arg)
+                after += 1
+                continue
+            if isinstance(a, ast.Starred):
+                expanded = self.expand_star(a.value, fn, classifier, call)
+                if expanded is None:
+                    la.star_args = True
+                    after = 0
+                    continue
+                for arg in expanded:
+                    arg.position = position
+                    la.args.append(arg)
+                    position += 1
+                continue
+            la.args.append(self.arg(a, classifier, fn, position=position))
+            position += 1
+        self.add_keywords(la, call, classifier, fn)
+        return la
+
+    def add_keywords(self, la: LaunchFacts, call: ast.Call, classifier: Classifier, fn) -> None:
+        """A launch's keyword arguments: each one bound by name; ``**kw`` marks the launch."""
+        for kw in call.keywords:
+            if kw.arg is None:
+                la.star_kwargs = True
+                continue
+            la.keywords_order.append(kw.arg)
+            la.options[kw.arg] = self.short(kw.value, 60)
+            la.args.append(self.arg(kw.value, classifier, fn, keyword=kw.arg))
+
+    def expand_star(self, value: ast.AST, fn, classifier: Classifier, call: ast.Call) -> list[ArgFacts] | None:
+        """``*args`` whose length is known: a tuple/list literal (or a local bound once to one), or
+        ``*x.stride()`` / ``*x.shape`` of a tensor allocated here. None when it can't be mapped."""
+        node = value
+        if isinstance(node, ast.Name) and fn is not None:
+            owner, where = classifier.lookup(node.id, fn)
+            entries = owner.assigns.get(node.id, []) if where == "assign" else []
+            if len(entries) == 1 and entries[0].kind == "expr":
+                node = entries[0].node
+                fn = owner
+        if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
+            return [self.arg(e, classifier, fn) for e in node.elts]
+        window = None
+        sliced = None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and node.slice.step is None:
+            sliced = node.slice
+            node = node.value
+        recv = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args and node.func.attr in ("stride", "size"):
+            recv, what = node.func.value, node.func.attr
+        elif isinstance(node, ast.Attribute) and node.attr == "shape":
+            recv, what = node.value, "size"
+        if recv is None:
+            return None
+        dims, strides, _, _ = classifier.tensor(recv, fn, 0)
+        rank = len(dims) if dims is not None else self.rank(recv, fn)
+        if sliced is not None:
+            lo_v = 0 if sliced.lower is None else int_literal(sliced.lower)
+            hi_v = rank if sliced.upper is None else int_literal(sliced.upper)
+            if lo_v is not None and hi_v is not None and rank is not None:
+                lo_v, hi_v = (v + rank if v < 0 else v for v in (lo_v, hi_v))
+            if lo_v is None or hi_v is None or lo_v < 0 or hi_v < 0 or lo_v > hi_v:
+                return None
+            window = (lo_v, min(hi_v, rank) if rank is not None else hi_v)  # x.stride()[:2], [:-1] of a known rank
+        elif rank is None:
+            return None
+        if dims is None and window is None:
+            window = (0, rank)
+        indices = range(*window) if window is not None else range(len(dims))
+        out = []
+        for i in indices:
+            if dims is not None and i < len(dims):
+                prov = strides[i] if what == "stride" else dims[i]
+            else:  # a tensor of unknown layout: the same rules as x.stride(i) / x.shape[i]
+                prov = classifier.stride(recv, i, fn, 0) if what == "stride" else classifier.dim(recv, i, fn, 0)
+            out.append(ArgFacts(text=f"{self.short(recv, 40)}.{what}({i})", provenance=prov.cls, value_type="int",
+                                evidence=list(prov.evidence)[:8], line=value.lineno, column=value.col_offset + 1,
+                                div16=prov.div16, by_name=prov.by_name, guess=prov.guess))
+        return out
+
+    @staticmethod
+    def rank(t: ast.AST, fn) -> int | None:
+        """The number of dims of a tensor nothing else is known about, where the function says it:
+        ``a, b, c = x.shape`` or ``assert x.dim() == 3`` / ``x.ndim == 3``."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return None
+        f = fn
+        while f is not None:
+            for entries in f.assigns.values():
+                for en in entries:
+                    if en.kind == "dim" and en.ndim is not None and isinstance(en.node, ast.Name) and en.node.id == t.id:
+                        return en.ndim
+            if t.id in f.params or t.id in f.assigns:
+                break
+            f = f.parent
+        if f is None:
+            return None
+        for node in ast.walk(f.node):
+            if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+                left, right = node.left, node.comparators[0]
+                for a, b in ((left, right), (right, left)):
+                    if isinstance(a, ast.Attribute) and a.attr == "shape" and isinstance(a.value, ast.Name) \
+                            and a.value.id == t.id and isinstance(b, (ast.Tuple, ast.List)) \
+                            and not any(isinstance(e, ast.Starred) for e in b.elts):
+                        return len(b.elts)  # assert x.shape == (m, n)
+                    n = int_literal(b)
+                    if n is None:
+                        continue
+                    if isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "dim" \
+                            and not a.args and isinstance(a.func.value, ast.Name) and a.func.value.id == t.id:
+                        return n
+                    if isinstance(a, ast.Attribute) and a.attr == "ndim" and isinstance(a.value, ast.Name) \
+                            and a.value.id == t.id:
+                        return n
+        return None
+
+    def arg(self, node: ast.AST, classifier: Classifier, fn, position=None, keyword=None) -> ArgFacts:
+        prov = classifier.classify(node, fn)
+        return ArgFacts(
+            text=self.short(node, 60),
+            position=position,
+            keyword=keyword,
+            provenance=prov.cls,
+            value_type=prov.vtype,
+            evidence=list(prov.evidence)[:8],
+            line=node.lineno,
+            column=node.col_offset + 1,
+            div16=prov.div16,
+            by_name=prov.by_name,
+            guess=prov.guess,
+            entry=self.entry_ref(prov),
+            bucketed=prov.bucket and prov.entry is not None,
+        )
+
+    def entry_ref(self, prov) -> EntryRef | None:
+        """The entry parameter a value rests on, its function qualified by this module."""
+        if prov.entry is None or not self.module:
+            return prov.entry
+        return replace(prov.entry, function=f"{self.module}.{prov.entry.function}")
+
+    @staticmethod
+    def _spec_dict(node: ast.AST) -> bool:
+        """A dict display with string keys, or ``dict(k=v, ...)``."""
+        if isinstance(node, ast.Dict):
+            return bool(node.keys) and all(k is None or (isinstance(k, ast.Constant) and isinstance(k.value, str))
+                                           for k in node.keys)
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" \
+            and not node.args and bool(node.keywords)
+
+    def _spec_returns(self, st) -> list[tuple[ast.Return, ast.AST]]:
+        """``return grid, dict(...)`` / ``return grid, {...}, extra`` in a function's own body."""
+        out = []
+        stack = list(st.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(node, ast.Return):
+                v = node.value
+                if isinstance(v, ast.Tuple) and 2 <= len(v.elts) <= 3 and self._spec_dict(v.elts[1]) \
+                        and not self._spec_dict(v.elts[0]):
+                    out.append((node, v.elts[1]))
+                continue
+            stack.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt))
+            for attr in ("handlers", "cases"):
+                for h in getattr(node, attr, []) or []:
+                    stack.extend(h.body)
+        return out
+
+    def launchers(self, kernels: list[KernelFacts]) -> list[LauncherReturn]:
+        """Functions tied to a kernel that return ``grid, dict(...)``: a framework launches the kernel
+        with the dict's entries and the function's own arguments, bound to the kernel's parameters
+        by name. The tie is structural: the kernel is an argument of one of the function's
+        decorators (``@launcher(kernel=k)``), or the function is a method of a class whose body
+        binds the kernel (``kernel = staticmethod(triton.jit(f))``, a jitted staticmethod)."""
+        w = self.walker
+        out = []
+        class_attrs: dict[str, list[str]] | None = None
+        for st, scope, info in w.functions:
+            returns = self._spec_returns(st)
+            if not returns:
+                continue
+            targets: list[str] = []
+            for dec in st.decorator_list:
+                if not isinstance(dec, ast.Call):
+                    continue
+                for value in list(dec.args) + [k.value for k in dec.keywords]:
+                    if isinstance(value, (ast.Name, ast.Attribute)):
+                        targets.extend(n for n in self.fq(value, scope) if "<locals>" not in n)
+            if scope.kind == "class":
+                if class_attrs is None:
+                    class_attrs = {}
+                    for k in kernels:
+                        local = k.qualname[len(self.module) + 1:] if self.module else k.qualname
+                        owner, _, attr = local.rpartition(".")
+                        class_attrs.setdefault(owner, []).append(attr)
+                    for qual, value, vscope in w.alias_values:
+                        if vscope.kind == "class" and _unwrap_alias(value) is not None:
+                            owner, _, attr = qual.rpartition(".")
+                            class_attrs.setdefault(owner, []).append(attr)
+                prefix = f"{self.module}.{scope.prefix}" if self.module else scope.prefix
+                targets.extend(f"{prefix}.{a}" for a in dict.fromkeys(class_attrs.get(scope.prefix, [])))
+            if not targets:
+                continue
+            for ret, spec in returns:
+                out.append(LauncherReturn(st, info, ret, spec, list(dict.fromkeys(targets))))
+        return out
+
+    def spec_launch(self, st, fn: FunctionInfo, ret: ast.Return, spec: ast.AST, targets: list[str],
+                    classifier: Classifier) -> LaunchFacts:
+        la = LaunchFacts(callee=f"{fn.name}()", targets=targets, line=ret.lineno, column=ret.col_offset + 1,
+                         kind="spec", function=f"{self.module}.{fn.qual}" if self.module else fn.qual)
+        if isinstance(spec, ast.Dict):
+            items = []
+            for k, v in zip(spec.keys, spec.values):
+                if k is None:
+                    la.star_kwargs = True
+                else:
+                    items.append((k.value, v))
+        else:
+            items = []
+            for kw in spec.keywords:
+                if kw.arg is None:
+                    la.star_kwargs = True
+                else:
+                    items.append((kw.arg, kw.value))
+        for key, value in items:
+            la.keywords_order.append(key)
+            la.options[key] = self.short(value, 60)
+            la.args.append(self.arg(value, classifier, fn, keyword=key))
+        given = {key for key, _ in items}
+        for name, p in fn.params.items():
+            if p.kind == "star" or name in given:
+                continue
+            node = ast.Name(id=name, ctx=ast.Load())
+            node.lineno, node.col_offset = ret.lineno, ret.col_offset
+            node.end_lineno, node.end_col_offset = ret.lineno, ret.col_offset
+            arg = self.arg(node, classifier, fn, keyword=name)
+            arg.text = name
+            la.args.append(arg)
+            la.param_keywords.append(name)
+        return la
+
+    def handed_kernels(self, kernels: list[KernelFacts]) -> list:
+        """Calls that hand a kernel of this module to a function, with keyword arguments:
+        ``launch_autotuned(k, grid, n=x.shape[0])``. Kept as launches bound only when link.py finds
+        the function to be a forwarder (it launches its kernel parameter with its **kwargs)."""
+        local = {k.name: k.qualname for k in kernels if "." not in k.qualname[len(self.module) + 1:]} \
+            if self.module else {k.name: k.qualname for k in kernels if "." not in k.qualname}
+        if not local:
+            return []
+        out = []
+        for call, scope, fn in self.walker.calls:
+            if not call.keywords or not isinstance(call.func, (ast.Name, ast.Attribute)):
+                continue
+            values = list(call.args) + [kw.value for kw in call.keywords if kw.arg is not None]
+            hit = next((v.id for v in values if isinstance(v, ast.Name) and v.id in local
+                        and (q := qualified(v, scope)) and q[0][1] == LOCAL and q[0][0] == v.id), None)
+            if hit is None:
+                continue
+            via = self.fq(call.func, scope)
+            if via:
+                out.append((call, fn, local[hit], via))
+        return out
+
+    def handed_launch(self, call: ast.Call, fn, kernel_fq: str, via: list[str], classifier: Classifier) -> LaunchFacts:
+        la = LaunchFacts(callee=self.short(call.func), targets=[kernel_fq], line=call.lineno,
+                         column=call.col_offset + 1, kind="grid",
+                         function=(f"{self.module}.{fn.qual}" if fn is not None else None), via=list(via))
+        self.add_keywords(la, call, classifier, fn)
+        return la

@@ -1,0 +1,53 @@
+"""What the walk of a module records for the classifier: its functions (parameters, and every way
+each local gets its value), module constants, calls between its functions, attribute assignments."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+
+# ---- per-function facts --------------------------------------------------------------------------
+@dataclass
+class Entry:
+    """One way a local gets its value."""
+
+    kind: str  # "expr" | "dim" | "item" | "loop" | "opaque" | "aug"
+    node: ast.AST | None = None  # value expression (expr/aug/item), tensor expression (dim)
+    index: int | None = None  # dim index
+    line: int = 0
+    ndim: int | None = None
+
+
+@dataclass
+class ParamInfo:
+    name: str
+    index: int  # position in a call (self excluded for methods), -1 keyword-only
+    default: ast.AST | None
+    annotation: ast.AST | None
+    kind: str  # "pos" | "kwonly" | "star"
+
+
+@dataclass
+class FunctionInfo:
+    qual: str
+    name: str
+    node: ast.AST
+    class_name: str | None
+    is_method: bool
+    parent: "FunctionInfo | None"
+    params: dict[str, ParamInfo] = field(default_factory=dict)
+    assigns: dict[str, list[Entry]] = field(default_factory=dict)
+    imported: set[str] = field(default_factory=set)
+    scope: object = None  # the names.Scope of the body
+
+
+@dataclass
+class ModuleInfo:
+    functions: dict[str, FunctionInfo] = field(default_factory=dict)
+    constants: dict[str, ast.AST] = field(default_factory=dict)
+    imported: set[str] = field(default_factory=set)
+    # callee qual -> [(call node, caller function or None)]
+    calls: dict[str, list[tuple[ast.Call, FunctionInfo | None]]] = field(default_factory=dict)
+    # attribute name -> [(value, function it is assigned in, line)]: `obj.attr = value` on objects other
+    # than self/cls, and `Cls(attr=value)` for the dataclasses / NamedTuples / classes of this module
+    attrs: dict[str, list[tuple[ast.AST, FunctionInfo | None, int]]] = field(default_factory=dict)

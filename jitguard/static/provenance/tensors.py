@@ -1,0 +1,294 @@
+"""Dims and strides of tensor expressions: allocations, views, transposes, slices, wrapper parameters
+whose callers pass a tensor of known layout; ``x.shape[i]`` / ``x.stride(i)`` from them."""
+from __future__ import annotations
+
+import ast
+
+from jitguard.static.facts import STABLE, UNKNOWN, VARYING, Accessor, EntryRef
+from jitguard.static.provenance.bindings import FunctionInfo
+from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, strong_stable, weight_like
+from jitguard.static.provenance.syntax import _call_name, int_literal
+from jitguard.static.provenance.value import Prov, join
+
+
+class TensorLayouts:
+    """The tensor half of the Classifier (mixed into it): uses its ``lookup``, ``_classify``, ``code``,
+    ``by_name``, ``apply_name``, ``arg_for``, ``_callee`` and memo tables."""
+
+    def tensor(self, t: ast.AST, fn, depth) -> tuple[list[Prov] | None, list[Prov] | None, bool, str]:
+        """(dims, strides, weight_like, description) of a tensor expression; dims None if unknown."""
+        if depth > 80:
+            return None, None, False, ""
+        d = depth + 1
+        if isinstance(t, ast.Name):
+            owner, where = self.lookup(t.id, fn)
+            if where == "assign":
+                entries = owner.assigns[t.id]
+                if 1 <= len(entries) <= 4 and all(e.kind == "expr" for e in entries):
+                    key = (id(owner), "tensor:" + t.id)
+                    if key in self._busy:
+                        return None, None, weight_like(t), t.id
+                    self._busy.add(key)
+                    try:
+                        got = [self.tensor(e.node, owner, d) for e in entries]
+                    finally:
+                        self._busy.discard(key)
+                    w = any(g[2] for g in got) or weight_like(t)
+                    if len(got) == 1:
+                        return got[0][0], got[0][1], w, t.id
+                    if any(g[0] is None for g in got):
+                        return None, None, w, t.id
+                    # assigned in branches: each dim and stride is the most varying over the
+                    # assignments. One of another rank whose layout is all fixed (the
+                    # `buf = torch.empty(0)` placeholder beside `buf = torch.empty(n).as_strided(...)`)
+                    # can't make a dim more varying: it is left out, so the ranks agree.
+                    rank = max(len(g[0]) for g in got)
+                    got = [g for g in got if len(g[0]) == rank or any(p.cls != STABLE for p in g[0] + g[1])]
+                    if any(len(g[0]) != rank for g in got):
+                        return None, None, w, t.id
+                    dims = [join([g[0][i] for g in got], "int") for i in range(rank)]
+                    strides = [join([g[1][i] for g in got], "int") for i in range(rank)]
+                    return dims, strides, w, t.id
+            if where == "param":
+                if self._param_weight(owner, t.id, d):
+                    return None, None, True, t.id
+                got = self._param_tensor(owner, t.id, d)
+                if got is not None:
+                    return got[0], got[1], False, t.id
+            return None, None, weight_like(t), t.id
+        if isinstance(t, ast.Attribute):
+            if t.attr in ("T", "mT"):
+                dims, strides, w, desc = self.tensor(t.value, fn, d)
+                if dims is not None and len(dims) == 2:
+                    return dims[::-1], strides[::-1], w, desc
+                return None, None, w, desc
+            if t.attr in ("data", "real"):
+                return self.tensor(t.value, fn, d)
+            return None, None, weight_like(t), self.code(t)
+        if isinstance(t, ast.Subscript):
+            _, _, w, desc = self.tensor(t.value, fn, d)
+            first = t.slice.elts[0] if isinstance(t.slice, ast.Tuple) and t.slice.elts else t.slice
+            if isinstance(first, ast.Slice) and (first.upper is not None or first.lower is not None):
+                # buf[:n] of a persistent buffer: its leading dim is n, which may vary
+                return None, None, False, self.code(t)
+            return None, None, w, desc
+        if isinstance(t, ast.Call):
+            name = _call_name(t.func)
+            recv = t.func.value if isinstance(t.func, ast.Attribute) else None
+            if name in ("as_strided", "empty_strided"):
+                # x.as_strided(size, stride) / torch.empty_strided(size, stride): both written out
+                pos = [a for a in t.args if not isinstance(a, ast.Starred)]
+                kw = {k.arg: k.value for k in t.keywords if k.arg}
+                size = kw.get("size", pos[0] if pos else None)
+                stride = kw.get("stride", pos[1] if len(pos) > 1 else None)
+                w = self.tensor(recv, fn, d)[2] if recv is not None and name == "as_strided" else False
+                if isinstance(size, (ast.Tuple, ast.List)) and isinstance(stride, (ast.Tuple, ast.List)) \
+                        and len(size.elts) == len(stride.elts) \
+                        and not any(isinstance(x, ast.Starred) for x in size.elts + stride.elts):
+                    dims = [self._classify(x, fn, d) for x in size.elts]
+                    strides = [self._classify(x, fn, d) for x in stride.elts]
+                    return dims, strides, w, self.code(t)
+                return None, None, w, self.code(t)
+            if name in _ALLOC:
+                shape = self._shape_args(t)
+                if shape is not None:
+                    dims = [self._classify(x, fn, d) for x in shape]
+                    return dims, _contiguous(dims), False, self.code(t)
+                return None, None, False, self.code(t)
+            if name in _LIKE and t.args:
+                dims, _, w, desc = self.tensor(t.args[0], fn, d)
+                return dims, _contiguous(dims) if dims is not None else None, w, desc
+            if recv is not None and name in _SAME:
+                dims, strides, w, desc = self.tensor(recv, fn, d)
+                if name in ("contiguous", "clone") and dims is not None:
+                    strides = _contiguous(dims)
+                return dims, strides, w, desc
+            if recv is not None and name in ("t", "transpose", "permute", "movedim", "swapaxes"):
+                dims, strides, w, desc = self.tensor(recv, fn, d)
+                if dims is None:
+                    return None, None, w, desc
+                order = list(range(len(dims)))
+                ints = [int_literal(a) for a in t.args]
+                if name == "t" and len(dims) == 2:
+                    order = [1, 0]
+                elif name in ("transpose", "swapaxes", "movedim") and len(ints) == 2 and None not in ints:
+                    a, b = (i % len(dims) for i in ints)
+                    order[a], order[b] = order[b], order[a]
+                elif name == "permute" and None not in ints and sorted(i % len(dims) for i in ints) == order:
+                    order = [i % len(dims) for i in ints]
+                else:
+                    return None, None, w, desc
+                return [dims[i] for i in order], [strides[i] for i in order], w, desc
+            if recv is not None and name in ("view", "reshape", "expand"):
+                src_dims, _, w, desc = self.tensor(recv, fn, d)
+                shape = self._shape_args(t)
+                if shape is None:
+                    return None, None, w, desc
+                dims = []
+                others = [self._classify(x, fn, d) for x in shape if int_literal(x) != -1]
+                keeps_leading = any(o.cls == VARYING for o in others)
+                for pos, x in enumerate(shape):
+                    if int_literal(x) == -1 and name == "expand":
+                        # expand(n, -1): -1 keeps the source's dim at that place (aligned from the right)
+                        at = pos - len(shape) + len(src_dims) if src_dims is not None else -1
+                        dims.append(src_dims[at] if src_dims is not None and at >= 0 else
+                                    Prov(UNKNOWN, "int", (f"-1 in {self.code(t)}: a dim of {desc}",)))
+                    elif int_literal(x) == -1:
+                        if keeps_leading and src_dims is None:
+                            dims.append(Prov(STABLE, "int", (f"-1 in {self.code(t)}: the rest of {desc} once its varying dimension is kept apart",)))
+                        elif src_dims is not None:
+                            dims.append(join(src_dims).why("-1 takes the product of the source dims"))
+                        elif w:
+                            dims.append(Prov(STABLE, "int", ("-1 of a weight-like tensor",)))
+                        else:
+                            dims.append(Prov(VARYING, "int", (f"-1 in {self.code(t)} absorbs the leading dimension of {desc}",)))
+                    else:
+                        dims.append(self._classify(x, fn, d))
+                return dims, _contiguous(dims), w, desc
+            if recv is not None:
+                _, _, w, desc = self.tensor(recv, fn, d)
+                return None, None, w, desc
+        return None, None, False, self.code(t)
+
+    def _param_tensor(self, fn: FunctionInfo, name: str, depth: int) -> tuple[list[Prov], list[Prov]] | None:
+        """Dims and strides of a wrapper's tensor parameter when every caller in this module passes a
+        tensor whose layout is known (allocated there, or a view of one): each dim and stride is the
+        most varying over the callers. None when any caller's tensor is unknown, or ranks differ."""
+        p = fn.params.get(name)
+        callers = self.info.calls.get(fn.qual, [])
+        if p is None or p.kind == "star" or not callers or depth > 40:
+            return None
+        key = (id(fn), "ptensor:" + name)
+        if key in self._tensor_memo:
+            return self._tensor_memo[key]
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        out = None
+        try:
+            got = []
+            for call, caller in callers[:20]:
+                arg = self.arg_for(call, p)
+                if arg is None or isinstance(arg, str):
+                    break
+                dims, strides, w, _ = self.tensor(arg, caller, depth + 4)
+                if dims is None or w or (got and len(dims) != len(got[0][0])):
+                    break
+                cname = caller.qual if caller is not None else "module level"
+                why = f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"
+                got.append(([x.why(why) for x in dims], [x.why(why) for x in strides]))
+            else:
+                if got:
+                    n = len(got[0][0])
+                    out = ([join([g[0][i] for g in got], "int") for i in range(n)],
+                           [join([g[1][i] for g in got], "int") for i in range(n)])
+        finally:
+            self._busy.discard(key)
+        self._tensor_memo[key] = out
+        return out
+
+    def _param_weight(self, fn: FunctionInfo, name: str, depth: int) -> bool:
+        """A wrapper parameter is weight-like if every caller in this module passes a weight-like tensor."""
+        if weight_like(ast.Name(id=name)):
+            return True
+        p = fn.params.get(name)
+        callers = self.info.calls.get(fn.qual, [])
+        if p is None or not callers or depth > 40:
+            return False
+        key = (id(fn), "weight:" + name)
+        if key in self._busy:
+            return False
+        self._busy.add(key)
+        try:
+            for call, caller in callers[:20]:
+                arg = self.arg_for(call, p)
+                if arg is None or isinstance(arg, str):
+                    return False
+                if not self.tensor(arg, caller, depth + 10)[2]:
+                    return False
+        finally:
+            self._busy.discard(key)
+        return True
+
+    @staticmethod
+    def _shape_args(call: ast.Call) -> list[ast.AST] | None:
+        for kw in call.keywords:
+            if kw.arg == "size":
+                return list(kw.value.elts) if isinstance(kw.value, (ast.Tuple, ast.List)) else None
+        pos = call.args
+        if not pos or any(isinstance(a, ast.Starred) for a in pos):
+            return None
+        if isinstance(pos[0], (ast.Tuple, ast.List)):
+            els = pos[0].elts
+            return None if any(isinstance(x, ast.Starred) for x in els) else list(els)
+        if _call_name(call.func) in ("full", "new_full"):
+            return None
+        # torch.empty(n, m): each positional a dim. torch.empty(x.shape) / torch.empty(self.shape_tuple):
+        # a whole shape in one argument, not a dim
+        if any(isinstance(a, ast.Attribute) and (a.attr == "shape" or len(pos) == 1) for a in pos):
+            return None
+        ints = [a for a in pos if not (isinstance(a, ast.Constant) and isinstance(a.value, str))]
+        return ints if len(ints) == len(pos) else None
+
+    def dim(self, t, idx, fn, depth, target: str | None = None, ndim: int | None = None, line: int = 0) -> Prov:
+        dims, _, weight, desc = self.tensor(t, fn, depth)
+        tdesc = self.code(t)
+        label = f"{target} = {tdesc}.shape[{idx}]" if target else f"{tdesc}.shape[{idx}]"
+        at = f" (line {line})" if line else ""
+        if dims is not None and idx is not None and -len(dims) <= idx < len(dims):
+            inner = dims[idx]
+            if inner.cls == UNKNOWN and target:
+                inner = self.apply_name(target, inner)
+            return Prov(inner.cls, "int", (f"{label}{at}: dimension {idx} of a tensor allocated as {desc}",) + inner.evidence,
+                        inner.div16, inner.by_name)
+        if weight:
+            return Prov(STABLE, "int", (f"{label}{at}: dimension of the weight-like tensor {tdesc}",))
+        named = self.by_name(target) if target else None
+        leading = idx == 0 or (idx is not None and ndim is not None and idx == -ndim)
+        if leading:
+            if target and strong_stable(target, self.varying, self.stable):
+                return Prov(STABLE, "int", (f"{label}{at}: leading dimension, but {target} names a model dimension",))
+            return Prov(VARYING, "int", (f"{label}{at}: leading (token/batch) dimension of {tdesc}",), guess=True)
+        if named == VARYING:
+            return Prov(VARYING, "int", (f"{label}{at}: {target} names a per-call dimension",), False, True)
+        if idx is None:
+            return Prov(UNKNOWN, "int", (f"{label}{at}: index not a literal",))
+        return Prov(STABLE, "int", (f"{label}{at}: non-leading dimension (a model dimension)",),
+                    entry=self.layout_entry(t, fn, Accessor("shape", idx)))
+
+    def stride(self, t, idx, fn, depth) -> Prov:
+        dims, strides, weight, desc = self.tensor(t, fn, depth)
+        label = f"{self.code(t)}.stride({idx})"
+        if strides is not None and idx is not None and -len(strides) <= idx < len(strides):
+            s = strides[idx]
+            return Prov(s.cls, "int", (f"{label}: stride of a tensor allocated as {desc}",) + s.evidence, s.div16, s.by_name)
+        return Prov(STABLE, "int", (f"{label}: stride of an existing tensor (product of trailing dimensions)",),
+                    entry=self.layout_entry(t, fn, Accessor("stride", idx)) if idx is not None else None)
+
+    def layout_entry(self, t, fn, accessor: Accessor) -> EntryRef | None:
+        """``p.shape[i]`` / ``p.stride(i)`` of a tensor parameter of a module-level function that no
+        caller in this module passes (an entry parameter): callers elsewhere may pass a tensor whose
+        layout they know (link.py asks them)."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return None
+        owner, where = self.lookup(t.id, fn)
+        if where != "param" or owner is None or owner.parent is not None or owner.class_name is not None:
+            return None  # module-level functions only (methods bound by name: docs/provenance.md)
+        p = owner.params[t.id]
+        if p.kind == "star" or self.info.calls.get(owner.qual) or weight_like(t):
+            return None
+        return EntryRef(owner.qual, t.id, p.index, accessor)
+
+
+def _contiguous(dims: list[Prov]) -> list[Prov]:
+    """Strides of a contiguous tensor: stride i is the product of the dims after i."""
+    out = []
+    for i in range(len(dims)):
+        trailing = dims[i + 1:]
+        if not trailing:
+            out.append(Prov(STABLE, "int", ("innermost stride 1",)))
+            continue
+        j = join(trailing)
+        lead = ("the layout includes a varying dimension",) if j.cls == VARYING else ()
+        out.append(Prov(j.cls, "int", lead + j.evidence, any(t.div16 for t in trailing)))
+    return out

@@ -1,0 +1,53 @@
+"""Prov: what the classifier concludes about one value (its class, type and evidence), and ``join``,
+the most varying of several possible values."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef
+
+_RANK = {VARYING: 3, BUCKETED: 2, UNKNOWN: 1, STABLE: 0}
+
+
+class Prov(NamedTuple):
+    cls: str
+    vtype: str = "unknown"
+    evidence: tuple[str, ...] = ()
+    div16: bool = False  # always a multiple of 16 (so never == 1 and always in the %16 class)
+    by_name: bool = False  # the class rests on a name alone, not on the code's structure
+    guess: bool = False  # VARYING only because it is the leading dim / size of a tensor we know nothing about
+    # the entry parameter (no caller in this module) the value rests on, its function qualified
+    # within the module: callers in other modules may tell more (link.py follows them)
+    entry: EntryRef | None = None
+    bucket: bool = False  # UNKNOWN resting on an entry parameter, bucketed here: BUCKETED if it varies
+
+    def why(self, text: str) -> "Prov":
+        return self._replace(evidence=(text,) + self.evidence)
+
+    def as_type(self, vtype: str) -> "Prov":
+        return self._replace(vtype=vtype)
+
+
+def join(items: list[Prov], vtype: str | None = None) -> Prov:
+    """The most varying of several possible values (VARYING > BUCKETED > UNKNOWN > STABLE)."""
+    if not items:
+        return Prov(UNKNOWN, vtype or "unknown")
+    best = max(items, key=lambda p: (_RANK[p.cls], not p.by_name))
+    div16 = all(p.div16 for p in items)
+    entry = best.entry
+    if entry is None and best.cls != VARYING:
+        entry = next((p.entry for p in items if p.entry is not None), None)
+    if vtype is None:
+        types = {p.vtype for p in items if p.vtype not in ("unknown", "none")}
+        if "float" in types:
+            vtype = "float"
+        elif types == {"bool"}:
+            vtype = "bool"
+        elif "int" in types:
+            vtype = "int"
+        elif "tensor" in types:
+            vtype = "tensor"
+        else:
+            vtype = "unknown"
+    return Prov(best.cls, vtype, best.evidence, div16, best.by_name, best.guess, entry,
+                best.bucket if best.entry is not None else any(p.bucket and p.entry == entry for p in items))
