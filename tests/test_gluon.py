@@ -114,6 +114,27 @@ def test_the_gluon_fixture_findings(tmp_path):
     assert doc["summary"]["kernels"] == 2 and doc["errors"] == []
 
 
+def test_constexpr_messages_name_gl_constexpr_as_written(tmp_path):
+    (tmp_path / "k.py").write_text(textwrap.dedent("""\
+        from triton.experimental import gluon
+        from triton.experimental.gluon import language as gl
+
+
+        @gluon.jit(do_not_specialize=["BLOCK"])
+        def k(x_ptr, ROWS: gl.constexpr, BLOCK: gl.constexpr):
+            pass
+
+
+        def launch(x):
+            k[(1,)](x, ROWS=x.shape[0], BLOCK=128)
+        """))
+    doc = scan_doc(tmp_path, ".")
+    msgs = {f["code"]: f["message"] for f in doc["findings"]}
+    assert set(msgs) == {"JG002", "JG005"}
+    assert "is a gl.constexpr" in msgs["JG002"] and "drop gl.constexpr" in msgs["JG002"]
+    assert "names gl.constexpr parameter BLOCK" in msgs["JG005"]
+
+
 def test_an_unrelated_gluon_name_is_not_a_kernel(tmp_path):
     # a `jit` of some other module named in a Gluon-less file, and a method named jit
     (tmp_path / "m.py").write_text(textwrap.dedent("""\

@@ -4,7 +4,7 @@ from __future__ import annotations
 from jitguard.static.facts import USE_CONSTEXPR
 from jitguard.static.program import Program
 from jitguard.static.rules import Rule
-from jitguard.static.rules._common import launch_records, source_of, uses_record, varying_hits
+from jitguard.static.rules._common import constexpr_spelling, launch_records, source_of, uses_record, varying_hits
 
 CODE = "JG002"
 
@@ -19,8 +19,7 @@ def check(program: Program):
         b, arg = hits[0]
         k, kfile = b.kernel, b.kernel_file
         p = k.param(name)
-        # as written: "gl.constexpr" in a Gluon kernel, "tl.constexpr" (or an alias) elsewhere
-        ann = p.annotation_text if p.annotation_text and p.annotation_text.endswith("constexpr") else "tl.constexpr"
+        ann = constexpr_spelling(p)
         needed = [u for u in p.uses if u.kind == USE_CONSTEXPR]
         if needed:
             fix = (

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from jitguard.static.program import Program
 from jitguard.static.rules import Rule
+from jitguard.static.rules._common import constexpr_spelling
 
 CODE = "JG005"
 
@@ -17,9 +18,10 @@ def check(program: Program):
                 p = k.resolve_entry(entry)
                 if p is None or not p.is_constexpr:
                     continue
+                ann = constexpr_spelling(p)
                 msg = (
-                    f"{CODE} {option} names tl.constexpr parameter {p.name}: no effect before Triton 3.6, "
-                    f"a compile error from 3.6; remove it (or drop tl.constexpr if it may be a runtime int)"
+                    f"{CODE} {option} names {ann} parameter {p.name}: no effect before Triton 3.6, "
+                    f"a compile error from 3.6; remove it (or drop {ann} if it may be a runtime int)"
                 )
                 yield program.finding(
                     CODE, kfile, k, line or k.decorator_line, 1, p.name, msg, "safe",
