@@ -82,6 +82,7 @@ def main() -> int:
         "versions": {"jitguard": getattr(jitguard, "__version__", "?"), "hypothesis": hypothesis.__version__,
                      "hypothesmith": getattr(hypothesmith, "__version__", "?"),
                      "libcst": getattr(libcst, "__version__", "?"), "pathspec": pathspec.__version__},
+        "commit": _commit(),
         "seconds": round(elapsed, 1),
         "seeds": {"files": len(seeds), "from_corpus": sum(1 for n, _ in seeds if n.startswith("bench/"))},
         "totals": dict(totals),
@@ -101,6 +102,17 @@ def main() -> int:
         print(f"{k:<24}{v:>8}")
     print(f"{'seconds':<24}{elapsed:>8.0f}   -> {args.json}")
     return 1 if sum(problems.values()) else 0
+
+
+def _commit() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
 
 
 if __name__ == "__main__":
