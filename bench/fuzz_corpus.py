@@ -81,7 +81,7 @@ def main() -> int:
                     "processor": platform.processor() or platform.machine()},
         "versions": {"jitguard": getattr(jitguard, "__version__", "?"), "hypothesis": hypothesis.__version__,
                      "hypothesmith": getattr(hypothesmith, "__version__", "?"),
-                     "libcst": getattr(libcst, "__version__", "?"), "pathspec": pathspec.__version__},
+                     "libcst": _version("libcst"), "pathspec": pathspec.__version__},
         "commit": _commit(),
         "seconds": round(elapsed, 1),
         "seeds": {"files": len(seeds), "from_corpus": sum(1 for n, _ in seeds if n.startswith("bench/"))},
@@ -102,6 +102,15 @@ def main() -> int:
         print(f"{k:<24}{v:>8}")
     print(f"{'seconds':<24}{elapsed:>8.0f}   -> {args.json}")
     return 1 if sum(problems.values()) else 0
+
+
+def _version(dist: str) -> str:
+    import importlib.metadata as md
+
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return "?"
 
 
 def _commit() -> str | None:
