@@ -7,10 +7,10 @@ Modes (combine freely):
             automatic choice, and the table for kernels/moe_configs.py.
   --bench   time the w1 GEMM (auto / Swap-AB forced / Swap-AB off, each with its best config) and the full
             layer against peers in the same run: a per-expert PyTorch loop (bf16 matmul, FP8 via
-            torch._scaled_mm), torch._grouped_mm / torch._scaled_grouped_mm where present; report % of
-            the HBM floor (touched experts' weights + activations + output over the copy bandwidth
-            measured in this run), and vLLM 0.33.0's own fused_moe_kernel (bench/peers/) with vLLM's config
-            choice. Writes moe_bench{--tag}.json.
+            torch._scaled_mm), torch._grouped_mm / torch._scaled_grouped_mm where present, and vLLM 0.33.0's
+            own fused_moe_kernel with vLLM's config choice (taken from its wheel: bench/peers/vllm_wheel.py);
+            report % of the HBM floor (touched experts' weights + activations + output over the read
+            bandwidth measured in this run). Writes moe_bench{--tag}.json.
   --vllm    vLLM's kernel beside ours on FP8 w1 cases (--vllm-cases): its own config, the spec's 16-config
             grid with SWAP_AB forced on and off (--vllm-bm64: also BLOCK_M 64 without swap), each timed
             HBM-cold (routings rotated) and L2-warm (one routing replayed). Writes moe_peer{--tag}.json.
@@ -19,16 +19,21 @@ Modes (combine freely):
   --tune    targeted configs for the FP8 buckets under 90% of the floor; a bucket changes only where a
             correct candidate beats the table by >= 2%; --bench in the same run uses the result.
             Writes moe_tune{--tag}.json (its "table" is what kernels/moe_configs.py should hold).
-  --pdl-ab  (v5) the whole layer, Qwen3 and Mixtral, with programmatic dependent launch off / wait /
-            wait + trigger, interleaved in rounds, and the Qwen3 FP8 w1 GEMM alone at M = 1, 4; checks each
-            mode's output equals the plain launches' bit for bit. Writes moe_pdl{--tag}.json.
-  --report JSON / --report-peer JSON [--report-tune JSON] / --report-pdl JSON: markdown tables of those files.
+  --pdl-ab  the whole layer, Qwen3 and Mixtral, with the programmatic-dependent-launch modes --pdl-modes,
+            interleaved in rounds, and the FP8 w1 GEMM alone; checks each mode's output equals the first
+            mode's bit for bit. Writes moe_pdl{--tag}.json.
+  --check-old JSON  every w1 row with that file's table (optional GEMM flags off) and the installed one,
+            interleaved in rounds. Writes moe_check{--tag}.json.
+  --report / --report-peer [--report-tune] / --report-pdl / --report-check JSON: markdown tables of those files.
 
 Timing: CUDA-graph replays; each graph holds R launches over R different routings (consecutive launches
 touch different experts, so weights come from HBM, not L2); median of the replays, divided by R.
+vLLM's files are extracted from its wheel first (``python bench/peers/vllm_wheel.py``, into the git-ignored
+bench/peers/vllm-0.33.0/, which a GPU machine without network gets with the run); every results file
+records the wheel, its sha256 and the paths inside it under "vllm_peer".
 Usage: python bench/bench_moe.py --sweep --bench --out bench/results
-       python bench/bench_moe.py --vllm --read-ceiling --tune --bench --tag _v4     (the v4 run)
-       python bench/bench_moe.py --pdl-ab --layer-ms 1,4,16,256 --tag _v5          (the v5 run: PDL A/B)
+       python bench/bench_moe.py --vllm --read-ceiling --tune --bench --tag _v4
+       python bench/bench_moe.py --pdl-ab --pdl-modes 1,3 --pdl-all-gemms --layer-ms 1,4,16,32,64,256 --tag _v6
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ import itertools
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -52,7 +58,7 @@ except ImportError:  # running from a checkout without the package installed
     from kernels import moe  # type: ignore[no-redef]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peers import vllm_launch  # noqa: E402  vLLM 0.33.0's fused_moe_kernel, vendored (bench/peers/)
+from peers import vllm_launch  # noqa: E402  vLLM 0.33.0's fused_moe_kernel, loaded from its wheel
 
 FP8 = torch.float8_e4m3fn
 MS = [1, 4, 16, 32, 64, 256]
@@ -250,10 +256,11 @@ class GemmProblem:
         """vLLM 0.33.0's fused_moe_kernel on the same routings and buffers, launched as vLLM launches it
         (naive one-slot blocks when M*topk*4 <= E, else the aligned order); swap_ab None = vLLM's rule."""
         assert not self.is_w2
+        vllm_launch.peer(moe.moe_align_block_size)
         bm = cfg["BLOCK_SIZE_M"]
         key = ("vllm", bm)
         if key not in self._aligned:
-            self._aligned[key] = [vllm_launch.prepare(ids, bm, self.E, moe.moe_align_block_size) for ids in self.ids]
+            self._aligned[key] = [vllm_launch.prepare(ids, cfg, self.E) for ids in self.ids]
         fns = []
         for i, prep in enumerate(self._aligned[key]):
             def f(i=i, prep=prep):
@@ -594,38 +601,6 @@ def table_jobs(table, precisions):
     return jobs
 
 
-def extra_configs():
-    """Decode-latency candidates outside the first sweep (qwen3_w1 FP8, M = 1 and 4)."""
-    out = []
-    for bk, st in itertools.product((128, 256, 512), (2, 3, 4, 5, 6)):
-        out.append({"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": bk, "num_warps": 4, "num_stages": st, "SWAP_AB": True})
-    for st in (3, 4):
-        out.append({"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 256, "num_warps": 8, "num_stages": st, "SWAP_AB": True})
-    for bn, bk, st in itertools.product((16, 32), (128, 256, 512), (3, 4, 5)):
-        out.append({"BLOCK_M": 16, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4, "num_stages": st, "SWAP_AB": False})
-    return out
-
-
-def extra_sweep(device, args, res, save):
-    E, topk, N, K = GEMMS["qwen3_w1"]
-    weights = make_weights(E, N, K, True, device)
-    out = []
-    for M in (1, 4):
-        p = GemmProblem("qwen3_w1", M, True, device, weights=weights, rot=args.rot)
-        want = p.reference(0)
-        for c in extra_configs() + [moe.get_config(E, N, K, topk, M, FP8)]:
-            p.out[0].fill_(float("nan"))
-            us, err = _try_time(lambda: p.launch_fns(c), args.reps)
-            rec = dict(M=M, config=cfg_name(c), us=us, error=err)
-            if us is not None:
-                rec["relerr"] = relerr(p.out[0], want)
-            out.append(rec)
-        best = sorted((r for r in out if r["M"] == M and r["us"] and r["relerr"] < 2e-2), key=lambda r: r["us"])[:3]
-        print(f"extra sweep qwen3_w1 fp8 M={M}: " + ", ".join(f"{r['config']} {r['us']:.2f}" for r in best), flush=True)
-    res["extra_sweep_qwen3_w1_fp8"] = out
-    save(res)
-
-
 def l2_warm(device, precisions, args, res, save):
     """vLLM-style timing for comparison: one routing replayed (its experts' weights may sit in L2)."""
     out = []
@@ -695,7 +670,7 @@ def layer_breakdown(device, args, res, save):
 
 
 # --------------------------------------------------------------------------------------------------
-# v5: programmatic dependent launch A/B (PDL off / wait / wait + trigger), interleaved
+# programmatic dependent launch A/B (moe.PDL modes), interleaved
 # --------------------------------------------------------------------------------------------------
 PDL_MODES = {0: "off", 1: "wait", 2: "wait+trigger", 3: "wait, GEMM triggers after its K loop"}
 
@@ -748,8 +723,6 @@ def pdl_ab(device, args, precisions, save=lambda res: None):
         with ProcessPoolExecutor(max_workers=min(args.workers, len(jobs)), mp_context=mp.get_context("spawn")) as ex:
             errs = {k: v for e in ex.map(_pdl_compile_worker, jobs) for k, v in e.items()}
         print(f"pdl-ab: precompiled in {time.time() - t:.0f} s, errors {errs or 'none'}", flush=True)
-    if args.precompile_only:
-        return None
     gpu_warmup(device)
     res = dict(method=f"CUDA-graph replays of {args.layer_rot} back-to-back layers (different routings) per "
                       f"graph, median of {args.reps} replays per timing, PDL modes interleaved, "
@@ -815,30 +788,32 @@ def pdl_ab(device, args, precisions, save=lambda res: None):
 
 
 def report_pdl(path):
-    """Markdown table of a moe_pdl JSON."""
+    """Markdown table of a moe_pdl JSON: each compared PDL mode, median (min-max) over rounds, its change
+    against the first mode, and whether the layer's outputs equal the first mode's bit for bit."""
     b = json.load(open(path))
     m = b["machine"]
+    rows = b["layer"] + b["w1_gemm"]
+    modes = sorted({int(k[3:]) for r in rows for k in r if re.fullmatch(r"us_\d+", k)})
+    first = modes[0]
+    names = {int(k): v for k, v in b.get("modes", PDL_MODES).items()}
     print(f"Machine: {m.get('gpu')}, torch {m['torch']}, triton {m['triton']}, {m['date']}. {b['method']}.\n")
-    print("| layer | prec | M | PDL off µs | wait µs | wait+trigger µs | wait vs off | trigger vs off | "
-          "bit-equal to off |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| what | prec | M | " + " | ".join(f"PDL {k} ({names.get(k, k)}) µs" for k in modes) + " | "
+          + " | ".join(f"{k} vs {first}" for k in modes[1:]) + " | bit-equal |")
+    print("|---|---|---|" + "---|" * (2 * len(modes)))
 
     def cell(r, k):
         v = r.get(f"us_{k}")
         return f"{v:.2f} ({r[f'us_{k}_min']:.2f}-{r[f'us_{k}_max']:.2f})" if v else "failed"
 
     def gain(r, k):
-        a, b_ = r.get("us_0"), r.get(f"us_{k}")
+        a, b_ = r.get(f"us_{first}"), r.get(f"us_{k}")
         return f"{b_ - a:+.2f} µs" if a and b_ else "-"
 
-    for r in b["layer"]:
-        print(f"| {r['layer']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {cell(r, 0)} | {cell(r, 1)} | "
-              f"{cell(r, 2)} | {gain(r, 1)} | {gain(r, 2)} | "
-              f"{'yes' if r.get('equal_to_off_1') and r.get('equal_to_off_2') else 'NO'} |")
-    for r in b["w1_gemm"]:
-        print(f"| w1 GEMM alone ({r['gemm']}) | fp8 | {r['M']} | {cell(r, 0)} | {cell(r, 1)} | {cell(r, 2)} | "
-              f"{gain(r, 1)} | {gain(r, 2)} | - |")
-
+    for r in rows:
+        what = f"{r['layer']} layer" if "layer" in r else f"{r['gemm']} alone"
+        equal = ("yes" if all(r.get(f"equal_to_off_{k}") for k in modes[1:]) else "NO") if "layer" in r else "-"
+        print(f"| {what} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | " + " | ".join(cell(r, k) for k in modes)
+              + " | " + " | ".join(gain(r, k) for k in modes[1:]) + f" | {equal} |")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -857,7 +832,13 @@ def vcfg_name(c, swap):
 
 def vllm_own_config(name, M, fp8):
     E, topk, N, K = GEMMS[name]
-    return vllm_launch.vllm_config(M, E, N // 2, fp8)
+    vllm_launch.peer(moe.moe_align_block_size)
+    return vllm_launch.vllm_config(M, E, N // 2, K, topk, fp8)
+
+
+def vllm_peer_source():
+    """Where vLLM's kernel and configs came from (wheel, sha256, paths inside it), once loaded; else None."""
+    return vllm_launch.provenance() if vllm_launch._PEER is not None else None
 
 
 VLLM_CASES = [("qwen3_w1", True, 1), ("qwen3_w1", True, 4), ("qwen3_w1", True, 16),
@@ -1178,123 +1159,8 @@ def tune(device, args, table, save=lambda res: None):
 
 
 # --------------------------------------------------------------------------------------------------
-# v6: a wider search and structural variants (split-K, slot ids loaded first, grid order) at the two
-# buckets that miss 90% of the floor (Qwen3 w1 FP8 M=4, Mixtral w1 FP8 M=256), then a check of every
-# w1 row (both shapes, bf16 and FP8) with the old and the new table interleaved
+# check: every w1 row (both shapes, bf16 and FP8) with an old and the installed table, interleaved
 # --------------------------------------------------------------------------------------------------
-V6_SMEM = 232448  # bytes per block on the H200 (the limit in Triton's out-of-resources message)
-
-
-def _smem_ok(c, fp8):
-    eb = 1 if fp8 else 2
-    stage = (c["BLOCK_N"] * c["BLOCK_K"] + c["BLOCK_K"] * c["BLOCK_M"]) * eb
-    return stage * max(1, c["num_stages"] - 1) <= V6_SMEM
-
-
-def _v(bm, bn, bk, w, st, swap, **flags):
-    c = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": st, "SWAP_AB": swap}
-    c.update({k: v for k, v in flags.items() if v})
-    return c
-
-
-def splitk_one_wave_candidates(name, M):
-    """--splitk-study (v7): split-K with tiles small enough in shared memory (BLOCK_K 64, or 128 with
-    2 stages) and 2 or 4 warps, so that the split grid still fits one wave; v6 tried split-K only on
-    30-40 KB tiles, 7 programs per SM, where it ran a second wave."""
-    out = []
-    if name == "qwen3_w1":
-        for sk, bk, w, st in itertools.product((1, 2, 4), (64, 128), (2, 4), (2, 3, 4)):
-            if bk == 128 and st > 2:
-                continue
-            out.append(_v(16, 64, bk, w, st, True, SPLIT_K=sk if sk > 1 else 0))
-    res = {}
-    for c in out:
-        if _smem_ok(c, True):
-            res.setdefault(cfg_name(c), c)
-    return res
-
-
-def v6_candidates(name, M):
-    """label -> config for one case of the v6 study (the table's own configs are added by the caller)."""
-    if SPLITK_STUDY:
-        return splitk_one_wave_candidates(name, M)
-    out = []
-    if name == "qwen3_w1" and M == 4:
-        for bn, bk, w, st in itertools.product((32, 64, 128), (128, 256, 512), (2, 4, 8), (2, 3, 4, 5, 6)):
-            out.append(_v(16, bn, bk, w, st, True))
-        for bn, bk, w, st in itertools.product((32, 64), (128, 256, 512), (2, 4), (2, 3, 4, 5, 6)):
-            out.append(_v(16, bn, bk, w, st, False))
-    if name == "qwen3_w1":  # structural variants on fixed bases, at every M studied (bucket edges)
-        bases = [_v(16, 64, 128, 4, 3, True), _v(16, 64, 128, 4, 4, True), _v(16, 128, 128, 4, 3, True),
-                 _v(16, 64, 256, 4, 3, True), _v(16, 32, 128, 4, 3, True), _v(16, 64, 128, 2, 3, True)]
-        for b in bases:
-            out.append(dict(b, IDS_FIRST=True))
-            out.append(dict(b, N_FAST=True, IDS_FIRST=True))
-            for sk in (2, 4):
-                out.append(dict(b, SPLIT_K=sk))
-                out.append(dict(b, SPLIT_K=sk, IDS_FIRST=True))
-            if b["BLOCK_K"] == 128:
-                out.append(dict(b, SPLIT_K=8, IDS_FIRST=True))
-    if name == "mixtral_w1" and M == 256:
-        for (bm, bn), bk, w, st in itertools.product(((128, 256), (128, 128), (64, 256), (64, 128), (256, 128)),
-                                                     (64, 128), (4, 8), (2, 3, 4, 5)):
-            if w == 4 and bm * bn >= 128 * 256:
-                continue  # a 128x256 fp32 accumulator in 4 warps spills (1.2 ms in v4)
-            out.append(_v(bm, bn, bk, w, st, False))
-        for bm, bn in ((64, 128), (64, 256), (128, 128)):
-            out.append(_v(bm, bn, 128, 8, 3, True))
-        bases = [_v(128, 256, 128, 8, 4, False), _v(128, 256, 128, 8, 3, False), _v(128, 128, 128, 4, 3, False),
-                 _v(64, 256, 128, 8, 4, False)]
-        for b in bases:
-            out.append(dict(b, IDS_FIRST=True))
-            out.append(dict(b, N_FAST=True))
-            out.append(dict(b, N_FAST=True, IDS_FIRST=True))
-        out.append(dict(bases[0], SPLIT_K=2, IDS_FIRST=True))
-        out.append(dict(bases[0], SPLIT_K=2, N_FAST=True, IDS_FIRST=True))
-    res = {}
-    for c in out:
-        if _smem_ok(c, True):
-            res.setdefault(cfg_name(c), c)
-    return res
-
-
-SPLITK_STUDY = False  # set by --splitk-study
-V6_CASES = [("qwen3_w1", 4), ("mixtral_w1", 256), ("qwen3_w1", 1), ("qwen3_w1", 8), ("qwen3_w1", 16)]
-
-
-def _compile_worker_v6(job):
-    """Compile (one launch each) the given configs of one FP8 w1 GEMM with a static activation scale,
-    as the study launches them. Returns {config name: error or None}."""
-    name, cfgs, device = job
-    E, topk, N, K = GEMMS[name]
-    w = torch.empty(E, N, K, device=device, dtype=FP8)
-    p = GemmProblem(name, 4, True, device, weights=(w, torch.ones(E, device=device)), rot=1)
-    res = {}
-    for c in cfgs:
-        try:
-            p.launch_fns(c)[0]()
-            if device == "cuda":
-                torch.cuda.synchronize()
-            res[cfg_name(c)] = None
-        except Exception as exc:  # noqa: BLE001 - out of shared memory etc.: recorded, not fatal
-            res[cfg_name(c)] = f"{type(exc).__name__}: {str(exc)[:200]}"
-    return res
-
-
-def _precompile_v6(per_name, workers, device):
-    import multiprocessing as mp
-    jobs = []
-    for name, cfgs in per_name.items():
-        cfgs = list(cfgs)
-        for start in range(0, len(cfgs), 6):
-            jobs.append((name, cfgs[start:start + 6], device))
-    errors = {}
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
-        for res in ex.map(_compile_worker_v6, jobs):
-            errors.update(res)
-    return errors
-
-
 def _spread(vals):
     vals = [v for v in vals if v is not None]
     if not vals:
@@ -1302,170 +1168,10 @@ def _spread(vals):
     return statistics.median(vals), min(vals), max(vals)
 
 
-def study_v6(device, args, table, save=lambda res: None):
-    """Every candidate of each case: checked against the fp32 reference (output poisoned first), timed
-    HBM-cold (args.rot routings per graph) twice interleaved; then the best 6 and the table's config
-    re-timed in args.rounds interleaved rounds (median, min, max)."""
-    res = {"cases": []}
-    cases = [(n, m) for n, m in V6_CASES if m in args.v6_ms or (n, m) in (("qwen3_w1", 4), ("mixtral_w1", 256))]
-    if SPLITK_STUDY:
-        cases = [(n, m) for n, m in cases if n == "qwen3_w1"]
-    if args.tiny:
-        cases = [("qwen3_w1", 4), ("mixtral_w1", 256)]
-    per_name = {}
-    for name, M in cases:
-        per_name.setdefault(name, {}).update(v6_candidates(name, M))
-    if args.workers > 0 and device == "cuda":
-        t0 = time.time()
-        errs = _precompile_v6({n: c.values() for n, c in per_name.items()}, args.workers, device)
-        print(f"v6: precompiled {len(errs)} variants in {time.time() - t0:.1f}s "
-              f"({sum(e is not None for e in errs.values())} failed)", flush=True)
-    weights = {}
-    for name, M in cases:
-        t0 = time.time()
-        E, topk, N, K = GEMMS[name]
-        if name not in weights:
-            weights.clear()
-            if device == "cuda":
-                torch.cuda.empty_cache()
-            weights[name] = make_weights(E, N, K, True, device)
-        p = GemmProblem(name, M, True, device, weights=weights[name], rot=args.rot)
-        want = p.reference(0)
-        entry = lookup_entry(name, True, M, table)
-        if entry:
-            cands = {"table_" + o: dict(entry[o], SWAP_AB=o == "swap") for o in ("swap", "noswap") if o in entry}
-            cands["table_auto"] = dict(entry[entry["auto"]], SWAP_AB=entry["auto"] == "swap")
-        else:  # --tiny: shapes outside the table
-            cands = {"table_auto": moe.get_config(E, N, K, topk, M, FP8)}
-        extra = v6_candidates(name, M)
-        if args.tiny:  # CPU smoke test: a few of each kind
-            extra = dict(list(extra.items())[:2] + [(k, c) for k, c in extra.items() if c.get("SPLIT_K", 1) > 1][:2]
-                         + [(k, c) for k, c in extra.items() if c.get("N_FAST")][:1])
-            extra = {k: dict(c, BLOCK_K=min(c["BLOCK_K"], 32), BLOCK_N=min(c["BLOCK_N"], 32),
-                             BLOCK_M=min(c["BLOCK_M"], 32)) for k, c in extra.items()}
-        cands.update(extra)
-        rec = dict(gemm=name, fp8=True, M=M, floor_us=p.floor_bytes() / (args.read_bw * 1e3),
-                   bytes=p.floor_bytes(), experts=touched(p.ids), rows=[])
-        errs = {}
-        for label, c in cands.items():
-            p.out[0].fill_(float("nan"))
-            try:
-                p.launch_fns(c)[0]()
-                errs[label] = relerr(p.out[0], want)
-                if p.out[0].isnan().any():
-                    errs[label] = "unwritten rows (NaN)"
-            except Exception as exc:  # noqa: BLE001
-                errs[label] = f"{type(exc).__name__}: {str(exc)[:120]}"
-        ok = {k: c for k, c in cands.items() if isinstance(errs[k], float) and errs[k] < 2e-2}
-        timed = time_variants({k: (lambda c=c: p.launch_fns(c)) for k, c in ok.items()}, args.reps)
-        for label, c in cands.items():
-            rec["rows"].append(dict(label=label, config=cfg_name(c), cfg=c, us=timed.get(label, (None,))[0],
-                                    relerr=errs[label]))
-        good = sorted((r for r in rec["rows"] if r["us"]), key=lambda r: r["us"])
-        finals = {r["label"]: ok[r["label"]] for r in good[:6]}
-        finals["table_auto"] = cands["table_auto"]
-        runs = {k: [] for k in finals}
-        for _ in range(args.rounds):
-            for label, c in finals.items():
-                us, _ = _try_time(lambda c=c: p.launch_fns(c), args.reps)
-                runs[label].append(us)
-        rec["final"] = []
-        for label, vals in runs.items():
-            med, lo, hi = _spread(vals)
-            rec["final"].append(dict(label=label, config=cfg_name(finals[label]), cfg=finals[label], runs=vals,
-                                     median_us=med, min_us=lo, max_us=hi,
-                                     pct_floor=100 * rec["floor_us"] / med if med else None))
-        rec["final"].sort(key=lambda r: r["median_us"] or 1e9)
-        rec["wrong"] = {k: v for k, v in errs.items() if not (isinstance(v, float) and v < 2e-2)}
-        res["cases"].append(rec)
-        save(res)
-        top = ", ".join(f"{r['config']} {r['us']:.2f}" for r in good[:8])
-        print(f"v6 {name} fp8 M={M}: floor {rec['floor_us']:.2f}; {len(cands)} candidates, {len(rec['wrong'])} "
-              f"failed/wrong; best: {top}", flush=True)
-        for r in rec["final"]:
-            print(f"   final {r['label']:22s} {r['config']:24s} median {_f(r['median_us'], 7, 2)} "
-                  f"[{_f(r['min_us'], 6, 2)}-{_f(r['max_us'], 6, 2)}] {_f(r['pct_floor'], 5, 1)}% of floor", flush=True)
-        # diagnostic: the effect of each structural flag on the table's config, same rounds
-        print(f"   ({time.time() - t0:.1f}s)", flush=True)
-        del p
-    return res
+OLD_FLAGS = {"IDS_FIRST": False, "PRELOAD": False}  # the old side runs the GEMM with its optional flags off
 
 
-V5_FLAGS = {"IDS_FIRST": False, "PRELOAD": False}
-
-
-def study_v6b(device, args, save=lambda res: None):
-    """v6 second step: the table's config of each case with the v5 kernel (no flag), IDS_FIRST, IDS_FIRST +
-    PRELOAD, and the latter with PDL mode 3 (GEMM triggers after its K loop), GEMM alone and layer,
-    interleaved in args.rounds rounds."""
-    import copy
-    res = {"gemm": [], "layer": []}
-    base_flags = dict(moe.GEMM_DEFAULTS)
-    for name, M in (("qwen3_w1", 4), ("qwen3_w1", 1), ("qwen3_w1", 16), ("mixtral_w1", 256)):
-        E, topk, N, K = GEMMS[name]
-        weights = make_weights(E, N, K, True, device)
-        p = GemmProblem(name, M, True, device, weights=weights, rot=args.rot)
-        want = p.reference(0)
-        base = {k: v for k, v in moe.get_config(E, N, K, topk, M, FP8).items() if k not in base_flags}
-        variants = {"v5": (dict(base, **V5_FLAGS), None), "ids": (dict(base, IDS_FIRST=True, PRELOAD=False), None),
-                    "ids+pre": (dict(base, IDS_FIRST=True, PRELOAD=True), None),
-                    "ids+pre pdl3": (dict(base, IDS_FIRST=True, PRELOAD=True), 3)}
-        rec = dict(gemm=name, fp8=True, M=M, config=cfg_name(base), floor_us=p.floor_bytes() / (args.read_bw * 1e3))
-        for label, (c, pdl) in variants.items():
-            p.out[0].fill_(float("nan"))
-            p.launch_fns(c, pdl=pdl)[0]()
-            rec[f"{label}_relerr"] = relerr(p.out[0], want)
-        runs = {k: [] for k in variants}
-        for _ in range(args.rounds):
-            for label, (c, pdl) in variants.items():
-                runs[label].append(_try_time(lambda c=c, pdl=pdl: p.launch_fns(c, pdl=pdl), args.reps)[0])
-        for label, vals in runs.items():
-            rec[f"{label}_runs"] = vals
-            rec[f"{label}_us"], rec[f"{label}_min"], rec[f"{label}_max"] = _spread(vals)
-        res["gemm"].append(rec)
-        save(res)
-        print(f"v6b {name} fp8 M={M} {rec['config']} floor {rec['floor_us']:.2f}: " + "; ".join(
-            f"{k} {_f(rec[k + '_us'], 6, 2)} [{_f(rec[k + '_min'], 6, 2)}-{_f(rec[k + '_max'], 6, 2)}] "
-            f"{100 * rec['floor_us'] / rec[k + '_us']:.1f}%" for k in variants), flush=True)
-        del p, weights
-        if device == "cuda":
-            torch.cuda.empty_cache()
-    for layer, M in (("qwen3", 1), ("qwen3", 4), ("mixtral", 256)):
-        n1, n2 = LAYERS[layer]
-        ws = (make_weights(*_enk(n1), True, device, seed=1), make_weights(*_enk(n2), True, device, seed=2))
-        lp = LayerProblem(layer, M, True, device, ws, rot=args.layer_rot)
-        want = _layer_reference(lp, 0)
-        rec = dict(layer=layer, fp8=True, M=M, floor_us=lp.floor_bytes() / (args.read_bw * 1e3))
-        modes = {"v5 pdl1": (V5_FLAGS, 1), "new pdl1": (base_flags, 1), "new pdl2": (base_flags, 2),
-                 "new pdl3": (base_flags, 3)}
-
-        def fac(label):
-            flags, pdl = modes[label]
-            moe.GEMM_DEFAULTS.update(flags)
-            return lp.fused_fns(pdl=pdl)
-        for label in modes:
-            fac(label)[0]()
-            rec[f"{label}_relerr"] = relerr(lp.out[0], want)
-        runs = {k: [] for k in modes}
-        for _ in range(args.rounds):
-            for label in modes:
-                runs[label].append(_try_time(lambda label=label: fac(label), args.reps)[0])
-        for label, vals in runs.items():
-            rec[f"{label}_runs"] = vals
-            rec[f"{label}_us"], rec[f"{label}_min"], rec[f"{label}_max"] = _spread(vals)
-        res["layer"].append(rec)
-        save(res)
-        print(f"v6b layer {layer} fp8 M={M} floor {rec['floor_us']:.2f}: " + "; ".join(
-            f"{k} {_f(rec[k + '_us'], 6, 2)} [{_f(rec[k + '_min'], 6, 2)}-{_f(rec[k + '_max'], 6, 2)}] "
-            f"err {rec[k + '_relerr']:.1e}" for k in modes), flush=True)
-        del lp, ws
-        if device == "cuda":
-            torch.cuda.empty_cache()
-    moe.GEMM_DEFAULTS.update(base_flags)
-    return res
-
-
-def check_v6(device, args, old_table, new_table, save=lambda res: None):
+def check_tables(device, args, old_table, new_table, save=lambda res: None):
     """Every w1 row of the bench (both shapes, --precisions, --ms): the old and the new table's auto config,
     interleaved in args.rounds rounds (rows whose config did not change are timed once per round as one
     variant); and the layer (--check-layers) where the w1 config changed."""
@@ -1483,7 +1189,7 @@ def check_v6(device, args, old_table, new_table, save=lambda res: None):
                 for label, tab in (("old", old_table), ("new", new_table)):
                     _install_table(tab)
                     cfgs[label] = moe.get_config(E, N, K, topk, M, dt)
-                cfgs["old"].update(V5_FLAGS)  # the v5 kernel: no optional flag
+                cfgs["old"].update(OLD_FLAGS)
                 cfgs["new"] = dict(moe.GEMM_DEFAULTS, **cfgs["new"])
                 same = cfg_name(cfgs["old"]) == cfg_name(cfgs["new"])
                 variants = {"old": cfgs["old"]} if same else cfgs
@@ -1524,7 +1230,7 @@ def check_v6(device, args, old_table, new_table, save=lambda res: None):
 
         def fac(label):
             _install_table(tabs[label])
-            moe.GEMM_DEFAULTS.update(V5_FLAGS if label == "old" else new_flags)
+            moe.GEMM_DEFAULTS.update(OLD_FLAGS if label == "old" else new_flags)
             return lp.fused_fns()
         runs = {"old": [], "new": []}
         for label in runs:
@@ -1559,8 +1265,6 @@ def bench(device, ms, precisions, args, table, save=lambda res: None):
     if args.workers > 0 and device == "cuda":
         t0 = time.time()
         jobs = table_jobs(table, precisions)
-        if args.extras and True in precisions:
-            jobs[("qwen3_w1", True)] = jobs.get(("qwen3_w1", True), []) + extra_configs()
         errs = precompile(jobs, args.workers, device)
         print(f"precompiled {len(errs)} table configs in {time.time() - t0:.1f}s "
               f"({sum(e is not None for e in errs.values())} failed)", flush=True)
@@ -1645,8 +1349,6 @@ def bench(device, ms, precisions, args, table, save=lambda res: None):
             if device == "cuda":
                 torch.cuda.empty_cache()
     if args.extras:
-        if True in precisions and args.extra_sweep:
-            extra_sweep(device, args, res, save)
         l2_warm(device, precisions, args, res, save)
         if True in precisions:
             layer_breakdown(device, args, res, save)
@@ -1717,10 +1419,8 @@ def main(argv=None):
     ap.add_argument("--report", metavar="JSON", help="print the markdown tables of a moe_bench.json and exit")
     ap.add_argument("--no-extras", dest="extras", action="store_false",
                     help="skip the L2-warm comparison and the per-piece layer breakdown")
-    ap.add_argument("--extra-sweep", action="store_true",
-                    help="with --bench: also the 35-config decode sweep of Qwen3 w1 FP8 (M = 1, 4) of earlier runs")
     ap.add_argument("--vllm", action="store_true",
-                    help="vLLM 0.33.0's fused_moe_kernel (bench/peers/) beside ours, HBM-cold and L2-warm")
+                    help="vLLM 0.33.0's fused_moe_kernel (from its wheel) beside ours, HBM-cold and L2-warm")
     ap.add_argument("--vllm-cases", default=",".join(f"{n}:{m}" for n, _, m in VLLM_CASES),
                     help="FP8 w1 cases of --vllm, e.g. qwen3_w1:1,mixtral_w1:256")
     ap.add_argument("--vllm-bm64", action="store_true",
@@ -1735,30 +1435,17 @@ def main(argv=None):
     ap.add_argument("--report-tune", metavar="JSON", help="with --report-peer: also a moe_tune JSON")
     ap.add_argument("--tag", default="", help="suffix of the output file names, e.g. _v4")
     ap.add_argument("--pdl-ab", action="store_true",
-                    help="v5: the whole layer (Qwen3, Mixtral; --precisions; --layer-ms) and the Qwen3 FP8 w1 "
-                         "GEMM at M = 1, 4 with PDL off / wait / wait+trigger, interleaved; writes moe_pdl{--tag}.json")
-    ap.add_argument("--pdl-modes", default="0,1,2", help="--pdl-ab: the modes compared (v6: 1,3)")
+                    help="the whole layer (Qwen3, Mixtral; --precisions; --layer-ms) and the Qwen3 FP8 w1 "
+                         "GEMM at M = 1, 4 with the --pdl-modes, interleaved; writes moe_pdl{--tag}.json")
+    ap.add_argument("--pdl-modes", default="0,1,2", help="--pdl-ab: the modes compared (moe.PDL's values)")
     ap.add_argument("--pdl-all-gemms", action="store_true",
                     help="--pdl-ab: the w1 GEMM alone at every --layer-ms of both shapes and --precisions")
     ap.add_argument("--rounds", type=int, default=3, help="--pdl-ab: interleaved rounds per case")
-    ap.add_argument("--precompile-only", action="store_true",
-                    help="--pdl-ab: only compile the variants (into Triton's disk cache), time nothing")
     ap.add_argument("--report-pdl", metavar="JSON", help="print the table of a moe_pdl JSON and exit")
-    ap.add_argument("--v6-study", action="store_true",
-                    help="v6: wider config search and structural variants (split-K, ids first, grid order) at "
-                         "Qwen3 w1 FP8 M=4 and Mixtral w1 FP8 M=256 (plus --v6-ms of Qwen3), with the read "
-                         "ceiling at M=4; writes moe_study{--tag}.json")
-    ap.add_argument("--splitk-study", action="store_true",
-                    help="with --v6-study: only split-K configs small enough to keep one wave (v7), Qwen3 w1")
-    ap.add_argument("--v6-ms", default="1,8,16", help="--v6-study: other Qwen3 M values for the structural variants")
     ap.add_argument("--check-old", metavar="JSON",
-                    help="v6: time every w1 row with this JSON's 'table' (old) and the installed table (new, or "
+                    help="time every w1 row with this JSON's 'table' (old) and the installed table (new, or "
                          "--table), interleaved in --rounds rounds; writes moe_check{--tag}.json")
-    ap.add_argument("--report-v6", action="store_true",
-                    help="print the markdown tables of the v6 files (--out, --tag) and exit")
-    ap.add_argument("--v6b", action="store_true",
-                    help="v6 step 2: v5 kernel vs IDS_FIRST vs IDS_FIRST+PRELOAD (and PDL mode 3) at the table's "
-                         "configs, GEMM alone and layer; writes moe_study6b{--tag}.json")
+    ap.add_argument("--report-check", metavar="JSON", help="print the table of a moe_check JSON and exit")
     ap.add_argument("--check-layers", default="",
                     help="--check-old: layer cases too, e.g. qwen3:fp8:4,mixtral:fp8:256")
     args = ap.parse_args(argv)
@@ -1771,8 +1458,8 @@ def main(argv=None):
     if args.report_pdl:
         report_pdl(args.report_pdl)
         return
-    if args.report_v6:
-        report_v6(args.tag or "_v6", args.out)
+    if args.report_check:
+        report_check(args.report_check)
         return
     device = "cuda" if torch.cuda.is_available() else "cpu"
     ms = [int(v) for v in args.ms.split(",")]
@@ -1809,16 +1496,13 @@ def main(argv=None):
         print(f"sweep: {len(rows)} timings, {len(bad)} wrong, {compiled} compiles in the timing process")
     def dump(fname, obj):
         with open(os.path.join(args.out, fname + args.tag + ".json"), "w") as fh:
-            json.dump(dict(obj, machine=info), fh, indent=1, default=str)
+            json.dump(dict(obj, machine=info, vllm_peer=vllm_peer_source()), fh, indent=1, default=str)
 
-    args.v6_ms = [int(v) for v in args.v6_ms.split(",") if v]
-    global SPLITK_STUDY
-    SPLITK_STUDY = args.splitk_study
     args.pdl_modes = [int(v) for v in args.pdl_modes.split(",")]
     args.ms_list, args.precisions_list = ms, precisions
     args.check_layers = [(c.split(":")[0], c.split(":")[1] == "fp8", int(c.split(":")[2]))
                          for c in args.check_layers.split(",") if c]
-    if args.v6_study or args.check_old or args.v6b:
+    if args.check_old:
         gpu_warmup(device)
         copy_bw, args.read_bw = copy_bandwidth(device)
         if args.read_bw != args.read_bw:  # CPU smoke test: no bandwidth
@@ -1831,24 +1515,11 @@ def main(argv=None):
             cur = {cls: {int(m): e for m, e in b.items()} for cls, b in json.load(open(args.table))["table"].items()}
         base = dict(copy_bandwidth_GBps=copy_bw, read_bandwidth_GBps=args.read_bw,
                     method=f"CUDA-graph replays, {args.rot} routings per graph (HBM-cold), median of {args.reps} "
-                           f"replays; candidates timed twice interleaved (best kept), finalists and checks in "
-                           f"{args.rounds} interleaved rounds (median, min, max)")
-        if args.v6_study:
-            study = dict(base)
-            if not args.tiny:
-                args.read_ms = [4]
-                study["read_ceiling"] = read_ceiling(device, args)
-            study.update(study_v6(device, args, cur, lambda r: dump("moe_study", dict(study, **r))))
-            dump("moe_study", study)
-        if args.v6b:
-            s6b = dict(base)
-            s6b.update(study_v6b(device, args, lambda r: dump("moe_study6b", dict(s6b, **r))))
-            dump("moe_study6b", s6b)
-        if args.check_old:
-            old = {cls: {int(m): e for m, e in b.items()} for cls, b in json.load(open(args.check_old))["table"].items()}
-            chk = dict(base, old_table_file=args.check_old, new_table=cur)
-            chk.update(check_v6(device, args, old, cur, lambda r: dump("moe_check", dict(chk, **r))))
-            dump("moe_check", chk)
+                           f"replays; checks in {args.rounds} interleaved rounds (median, min, max)")
+        old = {cls: {int(m): e for m, e in b.items()} for cls, b in json.load(open(args.check_old))["table"].items()}
+        chk = dict(base, old_table_file=args.check_old, new_table=cur)
+        chk.update(check_tables(device, args, old, cur, lambda r: dump("moe_check", dict(chk, **r))))
+        dump("moe_check", chk)
     if args.vllm or args.read_ceiling or args.tune:
         gpu_warmup(device)
         copy_bw, args.read_bw = copy_bandwidth(device)
@@ -1888,7 +1559,8 @@ def main(argv=None):
             _install_table(table)
         def save(res):
             with open(os.path.join(args.out, "moe_bench" + args.tag + ".json"), "w") as fh:
-                json.dump(dict(res, machine=info, table=table), fh, indent=1, default=str)
+                json.dump(dict(res, machine=info, table=table, vllm_peer=vllm_peer_source()), fh, indent=1,
+                      default=str)
 
         save(bench(device, ms, precisions, args, table, save))
 
@@ -1982,80 +1654,28 @@ def report_peer(path, tune_path=None):
                   f"{_f(r['best_us'])} | {r['best']} | {r['changed'] or 'none (within 2%)'} |")
 
 
-def report_v6(tag="_v6", out="bench/results"):
-    """Markdown tables of the v6 files (moe_study, moe_study6b, moe_check, moe_pdl with modes 1 and 3)."""
-    def load(name):
-        path = os.path.join(out, name + tag + ".json")
-        return json.load(open(path)) if os.path.exists(path) else None
+def report_check(path):
+    """Markdown table of a moe_check JSON (--check-old): every w1 row and layer case with the old and the
+    new table, median (min-max) µs over interleaved rounds."""
+    ck = json.load(open(path))
 
     def rng(r, k):
         return f"{_f(r[k + '_us'], 6, 2)} ({_f(r[k + '_min'], 6, 2)}-{_f(r[k + '_max'], 6, 2)})"
 
-    st = load("moe_study")
-    if st:
-        m = st["machine"]
-        print(f"Call 1: {m.get('gpu')}, torch {m['torch']}, triton {m['triton']}, {m['date']}; read "
-              f"{st['read_bandwidth_GBps']:.0f} GB/s. {st['method']}.\n")
-        print("| plain read, Qwen3 w1 M=4 experts | MB | cold µs | % of floor |")
-        print("|---|---|---|---|")
-        for r in st.get("read_ceiling", []):
-            print(f"| {r['label']} | {r['bytes'] / 1e6:.1f} | {_f(r['cold_us'], 6, 2)} | "
-                  f"{_ratio(100 * r['floor_us'], r['cold_us'], '{:.1f}%')} |")
-        print("\n| case | floor µs | candidates (failed) | finalists: median (min-max) µs over rounds, % of floor |")
-        print("|---|---|---|---|")
-        for c in st["cases"]:
-            fin = "; ".join(f"{r['config']}{' (table)' if r['label'] == 'table_auto' else ''} "
-                            f"{_f(r['median_us'], 6, 2)} ({_f(r['min_us'], 6, 2)}-{_f(r['max_us'], 6, 2)}) "
-                            f"{_f(r['pct_floor'], 4, 1)}%" for r in c["final"])
-            print(f"| {c['gemm']} fp8 M={c['M']} | {c['floor_us']:.2f} | {len(c['rows'])} ({len(c['wrong'])}) | {fin} |")
-        print("\n| case | best split-K variant µs (config) | table config µs |")
-        print("|---|---|---|")
-        for c in st["cases"]:
-            sk = [r for r in c["rows"] if r["us"] and r["cfg"].get("SPLIT_K", 1) > 1]
-            tab = next(r for r in c["rows"] if r["label"] == "table_auto")
-            if sk:
-                b = min(sk, key=lambda r: r["us"])
-                print(f"| {c['gemm']} fp8 M={c['M']} | {b['us']:.2f} ({b['config']}) | {_f(tab['us'], 6, 2)} ({tab['config']}) |")
-    b6 = load("moe_study6b")
-    if b6:
-        print(f"\nCall 2 ({b6['machine']['date']}, read {b6['read_bandwidth_GBps']:.0f} GB/s): the table's config "
-              f"with the v5 kernel, IDS_FIRST, IDS_FIRST + PRELOAD, and the latter with PDL mode 3; median (min-max) "
-              f"of {3} interleaved rounds.\n")
-        print("| w1 GEMM alone, FP8 | config | floor µs | v5 | ids | ids+pre | ids+pre, PDL 3 |")
-        print("|---|---|---|---|---|---|---|")
-        for r in b6["gemm"]:
-            print(f"| {r['gemm']} M={r['M']} | {r['config']} | {r['floor_us']:.2f} | " +
-                  " | ".join(rng(r, k) for k in ("v5", "ids", "ids+pre", "ids+pre pdl3")) + " |")
-        print("\n| layer, FP8 | v5 kernel, PDL 1 | new, PDL 1 | new, PDL 2 | new, PDL 3 |")
-        print("|---|---|---|---|---|")
-        for r in b6["layer"]:
-            print(f"| {r['layer']} M={r['M']} | " + " | ".join(rng(r, k) for k in ("v5 pdl1", "new pdl1", "new pdl2", "new pdl3")) + " |")
-    ck = load("moe_check")
-    if ck:
-        print(f"\nCall 2 check ({ck['machine']['date']}, read {ck['read_bandwidth_GBps']:.0f} GB/s): every w1 row, "
-              f"v5 kernel (old) and v6 flags (new), interleaved rounds; median (min-max) µs.\n")
-        print("| GEMM | prec | M | floor µs | old config | old µs | new config | new µs | new % floor | change |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
-        for r in ck["gemm"]:
-            print(f"| {r['gemm']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {r['floor_us']:.2f} | {r['old_cfg']} | "
-                  f"{rng(r, 'old')} | {r['new_cfg']} | {rng(r, 'new')} | {100 * r['floor_us'] / r['new_us']:.1f}% | "
-                  f"{r['new_us'] - r['old_us']:+.2f} µs |")
-        for r in ck["layer"]:
-            print(f"| layer {r['layer']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {r['floor_us']:.2f} | table v5 | "
-                  f"{rng(r, 'old')} | table v6 | {rng(r, 'new')} | {100 * r['floor_us'] / r['new_us']:.1f}% | "
-                  f"{r['new_us'] - r['old_us']:+.2f} µs |")
-    pd = load("moe_pdl")
-    if pd and pd.get("layer") and "us_3" in pd["layer"][0]:
-        print(f"\nCall 3 ({pd['machine']['date']}): PDL 1 (wait) vs 3 (GEMM triggers after its K loop). {pd['method']}.\n")
-        print("| what | prec | M | PDL 1 µs | PDL 3 µs | 3 vs 1 | bit-equal |")
-        print("|---|---|---|---|---|---|---|")
-        for kind in ("layer", "w1_gemm"):
-            for r in pd[kind]:
-                a, b = r.get("us_1"), r.get("us_3")
-                print(f"| {r.get('layer', r.get('gemm'))}{' layer' if kind == 'layer' else ' alone'} | "
-                      f"{'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {_f(a, 6, 2)} ({_f(r['us_1_min'], 6, 2)}-"
-                      f"{_f(r['us_1_max'], 6, 2)}) | {_f(b, 6, 2)} ({_f(r['us_3_min'], 6, 2)}-{_f(r['us_3_max'], 6, 2)}) | "
-                      f"{b - a:+.2f} µs | {('yes' if r.get('equal_to_off_3') else 'NO') if kind == 'layer' else '-'} |")
+    m = ck["machine"]
+    print(f"Machine: {m.get('gpu')}, torch {m['torch']}, triton {m['triton']}, {m['date']}; read "
+          f"{ck['read_bandwidth_GBps']:.0f} GB/s. Old: {ck['old_table_file']} with the optional GEMM flags off; "
+          f"new: the installed table and flags. {ck['method']}.\n")
+    print("| GEMM | prec | M | floor µs | old config | old µs | new config | new µs | new % floor | change |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in ck["gemm"]:
+        print(f"| {r['gemm']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {r['floor_us']:.2f} | {r['old_cfg']} | "
+              f"{rng(r, 'old')} | {r['new_cfg']} | {rng(r, 'new')} | {100 * r['floor_us'] / r['new_us']:.1f}% | "
+              f"{r['new_us'] - r['old_us']:+.2f} µs |")
+    for r in ck["layer"]:
+        print(f"| layer {r['layer']} | {'fp8' if r['fp8'] else 'bf16'} | {r['M']} | {r['floor_us']:.2f} | old table | "
+              f"{rng(r, 'old')} | new table | {rng(r, 'new')} | {100 * r['floor_us'] / r['new_us']:.1f}% | "
+              f"{r['new_us'] - r['old_us']:+.2f} µs |")
 
 
 def _install_table(table):

@@ -1,15 +1,12 @@
 #!/usr/bin/env bash
-# One device call for the rope_fp8 kernel: the benchmark and the GPU tests (bit-exact, compile
-# counts), each under its own timeout so that both report within one call. Results land in $OUT.
-#   bash bench/rope_fp8_device_run.sh          # full: config sweep (v3 and v3+reorder as A/B),
-#                                              # then the main table with peers
-#   MODE=sweep bash bench/rope_fp8_device_run.sh   # the sweep and a T scan only, no main table
+# One GPU run for the rope_fp8 kernel: the benchmark and the GPU tests (bit-exact, compile
+# counts), each under its own timeout so that both report within one run. Results land in $OUT.
+#   bash bench/rope_fp8_device_run.sh          # full: config sweep, then the main table with peers
+#   MODE=sweep bash bench/rope_fp8_device_run.sh   # the config sweep only, no main table
 #   MODE=table bash bench/rope_fp8_device_run.sh   # the main table and peers, default config only
-#   MODE=pdl bash bench/rope_fp8_device_run.sh     # v5: the default config with programmatic
-#                                                  # dependent launch off / on (--pdl-ab) only
 #   MODE=pdl-grid VARIANTS=0,2,2p,3p TEST_L2=1 bash bench/rope_fp8_device_run.sh
-#        # v7: PDL variants with and without the L2 prefetch at every size; GPU tests with it on
-# (on the device, $OUT set by the runner; .whl carried for libcst)
+#        # PDL variants with and without the L2 prefetch at every size; GPU tests with it on
+# (on a GPU machine: $OUT is where results go; .whl holds the libcst wheel when pip has no network)
 OUT=${OUT:-/tmp/rope_fp8_out}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
@@ -19,11 +16,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --tar
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
   | tee "$OUT/nvidia_smi.txt"
 if [ "${MODE:-full}" = sweep ]; then
-  BENCH_ARGS="--sweep-only --tscan --probes"
+  BENCH_ARGS="--sweep-only"
 elif [ "${MODE:-full}" = table ]; then
   BENCH_ARGS="--no-sweep"
-elif [ "${MODE:-full}" = pdl ]; then
-  BENCH_ARGS="--pdl-ab"
 elif [ "${MODE:-full}" = pdl-grid ]; then
   BENCH_ARGS="--pdl-grid --variants ${VARIANTS:-0,1,2,3}"
 else
@@ -43,7 +38,7 @@ sys.exit(pytest.main(['-q', '-m', 'gpu', '-p', 'no:cacheprovider', 'tests/test_k
                       '-s', '-k', 'not interpreter']))" > "$OUT/gpu_tests.log" 2>&1
 echo "tests rc=$?"
 grep -E "compiles over|passed|failed|error" "$OUT/gpu_tests.log" | tail -5
-grep -E "^# |^tscan|^race|^stream|^copy|Error|error" "$OUT/bench.log" | cut -c1-160
+grep -E "^# |Error|error" "$OUT/bench.log" | cut -c1-160
 sed -n '/^| kernel/,$p' "$OUT/bench.log"
 case "${MODE:-full}" in pdl*) sed -n '/^| G x hpg/,$p' "$OUT/bench.log";; esac
 true

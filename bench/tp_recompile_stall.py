@@ -26,7 +26,8 @@ under which the unmodified wrappers go through Triton's real JIT path (binder, c
 hooks, real ptxas compiles) with CPU tensors, and the launch itself does nothing. Its latencies are CPU compile times and gloo round trips: they
 show that the script works end to end and what the report says, NOT the stall on GPUs.
 
-NVLink multicast stays off (the lent machines require it): this script sets NCCL_NVLS_ENABLE=0,
+NVLink multicast stays off (on shared hosts a program using it can take the GPUs out of service): this
+script sets NCCL_NVLS_ENABLE=0,
 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NVSHMEM_DISABLE_NVLS=1 before anything initializes.
 """
 from __future__ import annotations

@@ -376,7 +376,7 @@ def _quant_rows_kernel(
     """One program per row: FP8 quantization with a static per-tensor or a dynamic per-row scale.
 
     IEEE division (div_rn) and round-to-nearest-even, as torch's (x / scale).to(fp8); on the H200 a
-    bit-exact comparison with torch still showed differences (bench/NOTES_moe.md)."""
+    bit-exact comparison with torch still showed rare one-step differences (cause not found)."""
     _pdl_enter(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)

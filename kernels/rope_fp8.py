@@ -28,8 +28,8 @@ the stream (``griddepcontrol.wait``) before its first load or store, so it can b
 while that kernel drains; the saving depends on that overlap. v7: before that wait, the first
 wave's programs ask L2 to fetch their rows of o (``prefetch.global.L2``; no data reaches a
 register, so nothing stale is read), which overlaps the first reads with the previous kernel's
-tail (1x8 T = 8192: 89.8 -> 91.2% of the floor). Measured figures, the configs and the layouts
-tried: bench/NOTES_rope_fp8.md.
+tail (1x8 T = 8192: 89.8 -> 91.2% of the floor). Measured figures and the configs tried:
+docs/kernels_rope_fp8.md.
 """
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ class LaunchConfig:
 # Triton 3.6): one 32-thread program per 4 tokens x 1 head, no persistent loop, registers capped
 # at 80 (ptxas needs 80; 64 uncapped, when it issues o's loads in two batches), so 25 programs
 # fit on an SM (v3: 21), and ptxas issues two of o's eight loads before it waits for the
-# positions. Fewer registers (72, 64) or more (95) were no better; see bench/NOTES_rope_fp8.md.
+# positions. Fewer registers (72, 64) or more (95) were no better (docs/kernels_rope_fp8.md).
 # v6: launched with PDL (pdl=2): each program waits for the previous kernel before any memory
 # access, then lets the next kernel be scheduled, except in grids of 0.4-0.9 of a wave where that
 # measured slower. Against no PDL in the same run (bench/results/rope_fp8_h200_v6b_grid.json,
@@ -535,8 +535,8 @@ def _wave_programs(device: torch.device, config: LaunchConfig) -> int:
 def _launch_options(config: LaunchConfig, pdl: int) -> dict:
     """Compile-time options of a launch beyond the shape constants: constant per config, so
     each config compiles once for any T. ``pdl`` is ``config.pdl`` where the device supports it,
-    else 0; with 0 nothing PDL-related is passed (USE_PDL defaults to 0), so kernels without
-    the USE_PDL parameter (the previous versions in bench/) launch through the same code."""
+    else 0; with 0 nothing PDL-related is passed (USE_PDL defaults to 0), so a kernel without
+    the USE_PDL parameter launches through the same code."""
     options = dict(num_warps=config.num_warps, enable_fp_fusion=False)
     if config.maxnreg:
         options["maxnreg"] = config.maxnreg

@@ -326,7 +326,7 @@ def test_gpu_fp8_quantization_matches_torch():
     x = torch.randn(37, 4096, device="cuda", dtype=torch.bfloat16) * 5
     q, scale = moe.quantize_fp8(x)
     want = (x.float() / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
-    # A bit-exact comparison failed twice on the H200 (cause not found, bench/NOTES_moe.md): require
+    # A bit-exact comparison failed twice on an H200 (cause not found): require
     # rare mismatches of at most one e4m3 step (a wrong rounding or scale breaks both).
     assert (q.view(torch.uint8) != want.view(torch.uint8)).float().mean() < 1e-3
     assert ((q.float() - want.float()).abs() <= want.float().abs() / 8 + 2**-9).all()

@@ -364,6 +364,26 @@ def _decorator_and_params(source: str):
     raise AssertionError("kernel not found")
 
 
+def test_twin_kernel_is_generated_from_the_corrected_one():
+    """The twin's kernel is the corrected kernel's text but for the decorator and the two parameter
+    comments (tests/rope_fp8_twin.py); a change to one kernel without the other fails here."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import rope_fp8_twin
+
+    corrected = (ROOT / "kernels" / "rope_fp8.py").read_text()
+    twin = TWIN_PATH.read_text()
+    assert twin == rope_fp8_twin.generated_twin(twin, corrected), "run python tests/rope_fp8_twin.py --write"
+    first, last = rope_fp8_twin.kernel_span(twin)
+    kernel = "".join(twin.splitlines(keepends=True)[first:last + 1])
+    assert kernel.startswith("@triton.jit\ndef _inv_rope_fp8_quant_kernel(") and "do_not_specialize" not in kernel
+    # out of step: a corrected-kernel edit the twin lacks is reported, and a missing substitution target too
+    edited = corrected.replace("tl.store(s_ptr, tl.where(tok_ok[:, None], scale, 0.0), mask=s_ok)",
+                               "tl.store(s_ptr, tl.where(tok_ok[:, None], scale, 1.0), mask=s_ok)")
+    assert edited != corrected and rope_fp8_twin.generated_twin(twin, edited) != twin
+    with pytest.raises(ValueError, match="SUBSTITUTIONS"):
+        rope_fp8_twin.twin_kernel(corrected.replace("# T: varies with every batch\n", "# T\n"))
+
+
 def test_scan_reports_the_twin_and_fix_turns_it_into_the_corrected_kernel(tmp_path):
     corrected_src = (ROOT / "kernels" / "rope_fp8.py").read_text()
     twin_src = TWIN_PATH.read_text()
@@ -519,7 +539,7 @@ def test_pdl_wait_precedes_every_memory_access_sm90(pdl, l2_prefetch):
 
 
 # --------------------------------------------------------------------------------------------------
-# GPU (run on the device): bit-exact against the reference, and compiles counted on a real GPU
+# GPU (needs CUDA): bit-exact against the reference, and compiles counted on a real GPU
 # --------------------------------------------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("T", [1, 3, 4, 17, 1000, 8192])
@@ -661,12 +681,24 @@ def test_gpu_one_compile_over_T_1_to_4096(monkeypatch):
     assert bool(ck.metadata.launch_pdl) == bool(flipped.pdl)
 
 
-def _load_probes():
-    spec = importlib.util.spec_from_file_location("rope_fp8_v4_probes",
-                                                  ROOT / "bench" / "rope_fp8_v4_probes.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _early_trigger_producer():
+    """A producer for the PDL race check: it first lets the next kernel in the stream start
+    (griddepcontrol.launch_dependents), then copies src to dst with a few programs looping over it,
+    so a consumer launched with PDL overlaps it for as long as the copy runs (~1 ms for 8 MB on 4
+    programs). A consumer that waits (griddepcontrol.wait) sees dst complete; one that doesn't reads
+    what dst held before. Defined here, not at import: this file is also the interpreter child."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def pdl_early_trigger_copy(src_ptr, dst_ptr, n_elements, BLOCK: tl.constexpr):
+        tl.extra.cuda.gdc_launch_dependents()
+        offs = tl.arange(0, BLOCK)
+        for start in range(tl.program_id(0) * BLOCK, n_elements, tl.num_programs(0) * BLOCK):
+            ok = start + offs < n_elements
+            tl.store(dst_ptr + start + offs, tl.load(src_ptr + start + offs, mask=ok), mask=ok)
+
+    return pdl_early_trigger_copy
 
 
 @pytest.mark.gpu
@@ -682,7 +714,7 @@ def test_gpu_pdl_waits_for_an_early_triggering_producer(pdl, l2_prefetch, T):
 
     if not rope_fp8._pdl_supported(torch.device("cuda")):
         pytest.skip("programmatic dependent launch needs compute capability 9.0+")
-    producer = _load_probes()._pdl_early_trigger_copy_kernel
+    producer = _early_trigger_producer()
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
     G, hpg = 1, 8
     o_src, positions, cache = _make_inputs(G, hpg, 448, 64, T, device="cuda")

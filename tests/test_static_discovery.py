@@ -1,4 +1,4 @@
-"""Kernel discovery: every form issue 2 lists, through aliases, in both the scanner (ast) and the
+"""Kernel discovery: every way of defining a kernel, through aliases, in both the scanner (ast) and the
 codemod's LibCST discovery, which must agree."""
 from __future__ import annotations
 

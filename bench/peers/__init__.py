@@ -1,1 +1,1 @@
-"""Benchmark peers vendored from other projects (see each file's header for source and licence)."""
+"""Benchmark peers: other projects' code, loaded at run time from their released packages (never committed)."""

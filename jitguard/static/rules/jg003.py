@@ -34,9 +34,9 @@ RULE = Rule(
     what="A parameter listed in @triton.autotune(key=[...]) receives a per-call-varying value at a launch.",
     why=(
         "Autotune caches the best config per tuple of key values: each new value benchmarks every\n"
-        "(pruned) config again, compiling each one first. On the lent H200 a trivial kernel whose\n"
-        "autotune key (6 configs) got a serving-like stream of num_tokens values had a median call of\n"
-        "658 ms per new value."
+        "(pruned) config again, compiling each one first. On an H200 (Triton 3.6.0, torch 2.11),\n"
+        "2026-11-29, a trivial kernel whose autotune key (6 configs) got a serving-like stream of\n"
+        "num_tokens values had a median call of 658 ms per new value."
     ),
     example=(
         '@triton.autotune(configs=CONFIGS, key=["M", "N"])\n'

@@ -46,7 +46,8 @@ RULE = Rule(
     why=(
         "Triton ignores unknown entries without a word, so the parameter the author meant to protect\n"
         "is still specialized and recompiles per value class (3 compiles over a serving-like stream on\n"
-        "the lent H200 for a plain int that was meant to be unspecialized)."
+        "an H200 (Triton 3.6.0, torch 2.11), 2026-11-29, for a plain int that was meant to be\n"
+        "unspecialized)."
     ),
     example=(
         '@triton.jit(do_not_specialize=["num_token"])   # typo\n'

@@ -69,7 +69,7 @@ RULE = Rule(
         "Triton never value-specializes floats (always fp32) nor, from 3.3, bools, so the entry cannot\n"
         "save a compile. It misleads readers into thinking the parameter was a recompile risk, and it\n"
         "hides the real candidates (a plain int that varies costs 3 compiles over a serving-like stream\n"
-        "on the lent H200)."
+        "on an H200 (Triton 3.6.0, torch 2.11), 2026-11-29)."
     ),
     example=(
         '@triton.jit(do_not_specialize=["eps"])\n'
