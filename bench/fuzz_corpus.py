@@ -1,7 +1,8 @@
 """The fuzz corpus for longer: mutants of real kernel files (fixtures/, kernels/, bench/corpus),
 kernels built from parts and hypothesmith programs, scanned and fixed in batches by the oracle of
 tests/fuzz_corpus.py (no crash, no hang, every file Python refuses reported, fixes that parse, are
-idempotent and whose diff git applies). Failing batches are kept under bench/results/fuzz_failures/.
+idempotent and whose diff git applies). Failing batches are kept in the scratch directory (--failures;
+their paths are in the JSON and printed) to rerun `jitguard scan` on.
 
     python bench/fuzz_corpus.py --seconds 600        # writes bench/results/fuzz_corpus.json
 """
@@ -28,7 +29,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=600.0)
     ap.add_argument("--corpus-files", type=int, default=400, help="kernel files of bench/corpus used as seeds")
     ap.add_argument("--json", default=str(ROOT / "bench" / "results" / "fuzz_corpus.json"))
-    ap.add_argument("--failures", default=str(ROOT / "bench" / "results" / "fuzz_failures"))
+    ap.add_argument("--failures", default=None, help="where failing batches go (default: the scratch directory)")
     ap.add_argument("--workdir", default=None, help="scratch directory (default: a temp dir)")
     args = ap.parse_args()
 
@@ -43,7 +44,9 @@ def main() -> int:
     import jitguard
 
     seeds = fuzz_corpus.seed_files(corpus_limit=args.corpus_files, max_bytes=200_000)
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="jitguard-fuzz-")) / "batch"
+    scratch = Path(args.workdir or tempfile.mkdtemp(prefix="jitguard-fuzz-"))
+    work = scratch / "batch"
+    failures_dir = Path(args.failures) if args.failures else scratch / "failures"
     totals = collections.Counter()
     kinds = collections.Counter()
     problems = collections.Counter()
@@ -65,8 +68,9 @@ def main() -> int:
         for p in res.problems:
             problems[p.split(":", 1)[0]] += 1
         if res.problems:
-            where = fuzz_corpus.save_failure(data, gitignore, res.problems, Path(args.failures))
-            failures.append({"dir": str(where.relative_to(ROOT)), "problems": res.problems[:5]})
+            where = fuzz_corpus.save_failure(data, gitignore, res.problems, failures_dir)
+            failures.append({"dir": str(where), "problems": res.problems[:5]})
+            print(f"failing batch kept in {where}", file=sys.stderr)
 
     start = time.monotonic()
     while time.monotonic() - start < args.seconds:
