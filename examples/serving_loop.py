@@ -22,6 +22,7 @@ jitguard. Run it under ``jitguard run`` to learn why::
     python examples/serving_loop.py                          # the twins, on the GPU
     jitguard run --trace t.json -- python examples/serving_loop.py
     jitguard report t.json
+    python examples/serving_loop.py --warmup t.json          # compile what t.json recorded first
     python examples/serving_loop.py --kernels corrected --json lat.json
     python examples/serving_loop.py --device stand-in        # no GPU: see below
 
@@ -390,9 +391,13 @@ def main(argv=None) -> int:
     ap.add_argument("--digest-every", type=int, default=25, metavar="N",
                     help="GPU: digest the outputs every N steps and at each step that compiled, "
                          "after timing it (same digests = same results; 0: off; default 25)")
+    ap.add_argument("--warmup", metavar="TRACE|DIR", action="append",
+                    help="before the loop, compile every variant these traces recorded "
+                         "(jitguard.warmup; repeatable)")
     ap.add_argument("--json", metavar="FILE", help="write every figure (and each step's latency) here")
     ap.add_argument("--label", default=None, help="a name for this run in the output")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every step")
+    t_main = time.perf_counter()
     args = ap.parse_args(argv)
     if args.steps < 2:
         ap.error("--steps must be at least 2")
@@ -419,20 +424,36 @@ def main(argv=None) -> int:
           f"{info['prefill_steps']} with prefill chunks), {info['distinct_num_tokens']} distinct "
           f"num_tokens, {min(info['num_tokens'])}..{max(info['num_tokens'])}")
 
+    warm = None
+    if args.warmup:  # the kernels this loop launches, warmed in place from the recorded variants
+        import jitguard
+
+        t0 = time.perf_counter()
+        report = jitguard.warmup(args.warmup, kernels=list(kernels.jit_kernels.values()))
+        warm = {"ms": round((time.perf_counter() - t0) * 1e3, 1), "counts": report.counts(),
+                "skipped": [f"{v.kernel}: {v.reason}" for v in report.skipped]}
+        print(report.summary())
+
     def on_step(i, step, ms, new):
         if new or args.verbose:
             what = ", ".join(f"{k} +{v}" for k, v in new.items()) if new else ""
             print(f"  step {i:4d}  num_tokens={step.num_tokens:<5d} {step.kind:7s} {ms:9.2f} ms"
                   + (f"  new variant: {what}" if what else ""))
 
+    t_loop = time.perf_counter()
     result = run_loop(kernels, stream, device="cuda" if device == "cuda" else "cpu",
                       seed=args.seed, on_step=on_step,
                       digest_every=args.digest_every if device == "cuda" else None)
+    # start-up: from main() (before torch and triton are imported) to the end of the first step
+    result["startup_ms"] = round((t_loop - t_main) * 1e3 + result["first_step_ms"], 1)
+    result["warmup"] = warm
     lat = result["latency_ms"]
     variants = ", ".join(f"{k} {v}" for k, v in result["variants"].items())
     print(f"  first step {result['first_step_ms']:.1f} ms; steps 1..{args.steps - 1}: "
           f"p50 {lat['p50']:.3f} ms, p90 {lat['p90']:.3f} ms, p99 {lat['p99']:.3f} ms, "
           f"p99.9 {lat['p99_9']:.3f} ms, max {lat['max']:.3f} ms")
+    print(f"  start-up {result['startup_ms']:.0f} ms (to the end of the first step"
+          + (f", warm-up {warm['ms']:.0f} ms" if warm else "") + ")")
     print(f"  compiled variants: {variants}; variants added after the first step: "
           f"{result['compiles_after_first_step']} (steps that added them took "
           f"{result['stall_ms_after_first_step']:.0f} ms)")

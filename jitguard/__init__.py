@@ -2,7 +2,7 @@
 
 The runtime API is exported lazily so ``import jitguard`` (and ``jitguard scan``) never imports
 Triton: ``jitguard.watch``, ``jitguard.expect_no_compiles``, ``jitguard.mark_step``,
-``jitguard.predict``, ``jitguard.RecompileError``, ``jitguard.RecompileWarning``.
+``jitguard.predict``, ``jitguard.warmup``, ``jitguard.RecompileError``, ``jitguard.RecompileWarning``.
 """
 
 __version__ = "0.1.0"
@@ -14,6 +14,7 @@ _LAZY = {
     "RecompileWarning": "jitguard.runtime.watch",
     "mark_step": "jitguard.runtime.steps",
     "predict": "jitguard.runtime.predict",
+    "warmup": "jitguard.runtime.warmup",
     "load_trace": "jitguard.runtime.trace",
 }
 

@@ -9,6 +9,7 @@ Keys (hyphens or underscores)::
     respect-gitignore = true         # also skip what .gitignore files exclude
     varying-names = ["n_ctx"]        # extra names that mean "changes every call"
     stable-names = ["n_experts"]     # extra names that mean "fixed for the life of the process"
+    baseline = "jitguard-baseline.json"   # scan reports only findings not in it (scan --baseline)
 
     [tool.jitguard.per-file-ignores]
     "tests/**" = ["JG001"]           # .gitignore-style path pattern -> codes or prefixes
@@ -73,6 +74,8 @@ class Config:
     root: str = field(default_factory=os.getcwd)
     # The pyproject.toml (or --config file) the settings came from, if any.
     source: str | None = None
+    # scan --baseline's default: a baseline file (absolute, or relative to the current directory)
+    baseline: str | None = None
 
     # --- code selection -------------------------------------------------------------------
     def is_enabled(self, code: str, extra_ignores: Iterable[str] = ()) -> bool:
@@ -217,6 +220,7 @@ _KEYS = {
     "varying-names",
     "stable-names",
     "respect-gitignore",
+    "baseline",
 }
 
 
@@ -287,6 +291,9 @@ def config_from_table(table: dict[str, Any], root: str, where: str) -> Config:
     rg = norm.get("respect-gitignore", True)
     if not isinstance(rg, bool):
         raise ConfigError(f"{where}: 'respect-gitignore' must be true or false")
+    baseline = norm.get("baseline")
+    if baseline is not None and (not isinstance(baseline, str) or not baseline):
+        raise ConfigError(f"{where}: 'baseline' must be a file name (relative to {where}'s directory)")
     return Config(
         select=select,
         ignore=ignore,
@@ -297,6 +304,7 @@ def config_from_table(table: dict[str, Any], root: str, where: str) -> Config:
         respect_gitignore=rg,
         root=root,
         source=where,
+        baseline=os.path.join(root, baseline) if baseline else None,
     )
 
 

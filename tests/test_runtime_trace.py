@@ -69,7 +69,7 @@ def test_trace_validates_against_schema_and_round_trips(recorded, tmp_path):
     path = w.to_json(tmp_path / "t.json")
     data = json.loads(open(path).read())
     jsonschema.validate(data, TRACE_JSON_SCHEMA)
-    assert data["schema"] == "jitguard.trace" and data["version"] == 1
+    assert data["schema"] == "jitguard.trace" and data["version"] == 2
     proc = data["process"]
     assert proc["pid"] == os.getpid() and proc["host"] and proc["start_wall"] > 1.7e9
     assert proc["end_monotonic"] >= proc["start_monotonic"]

@@ -19,6 +19,7 @@ COMMANDS = {
     "rule": "jitguard.cli.rule:rule",
     "run": "jitguard.cli.run:run",
     "report": "jitguard.cli.report:report",
+    "warmup": "jitguard.cli.warmup:warmup",
 }
 # one line each for `jitguard --help` (click would cut the docstrings' first sentences short)
 SHORT_HELP = {
@@ -27,6 +28,7 @@ SHORT_HELP = {
     "rule": "Explain a rule (jitguard rule JG001), or list them all.",
     "run": "Run a program with every Triton recompile recorded and explained (jitguard run -- CMD).",
     "report": "Explain recorded recompiles, merged across ranks (traces or a directory of them).",
+    "warmup": "Compile every variant recorded in traces before traffic (--check: verify, no GPU).",
 }
 
 

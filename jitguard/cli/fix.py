@@ -8,6 +8,8 @@ import traceback
 
 import click
 
+from jitguard.cli.ci_options import add_ignore_requested, fix_add_ignore_option, run_add_ignore
+
 EPILOG = """\b
 Exit status: 0 done (or nothing to do); 1 with --check when fixes are
 pending or a file could not be analyzed or edited, or with --write when a
@@ -131,6 +133,7 @@ def _strip_code(code: str, message: str) -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one document on stdout (schema jitguard.fix v1) with every fix, its status and "
                    "each file's diff.")
+@fix_add_ignore_option
 def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
         config_file, exclude, jobs, no_cache, quiet, fmt, extend_select, isolated, varying_names,
         stable_names, respect_gitignore, cache_dir):
@@ -202,6 +205,11 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
             f for f in _trace_findings(t)
             if config.is_enabled(f.code, config.ignores_for_path(f.path))
         )
+
+    if add_ignore_requested():  # fix --add-ignore: suppressions instead of fixes
+        return run_add_ignore(findings, scan_errors, check=check, show_diff=show_diff, quiet=quiet,
+                              internal=len(internal_errors),
+                              diff_of=lambda p, a, b: _unified_diff(p, a, b, _encoding(a)))
 
     from jitguard.static.runner import default_jobs
 

@@ -53,11 +53,14 @@ with --print-site-dir and put it on PYTHONPATH yourself).""",
               help="Recompiles allowed before warn/raise act (default 0).")
 @click.option("--summary/--no-summary", default=None,
               help="Print the per-kernel summary at exit (default: on in warn mode).")
+@click.option("--warmup", "warmup", multiple=True, metavar="TRACE|DIR",
+              help="Before the program's first compile, compile every variant these traces recorded "
+                   "(jitguard.warmup; sets JITGUARD_WARMUP; repeatable).")
 @click.option("--print-site-dir", is_flag=True,
               help="Print the directory to put on PYTHONPATH for activation by environment variable, and exit.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None, print_site_dir: bool,
-        command: tuple[str, ...]) -> None:
+def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None, warmup: tuple[str, ...],
+        print_site_dir: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with every Triton compile recorded and explained.
 
     COMMAND is a program and its arguments after `--` (`python prog.py args`, `torchrun ...`,
@@ -101,6 +104,11 @@ def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None,
         env["JITGUARD_MAX_RECOMPILES"] = str(max_recompiles)
     if summary is not None:
         env["JITGUARD_SUMMARY"] = "1" if summary else "0"
+    if warmup:
+        missing = [w for w in warmup if not os.path.exists(w)]
+        if missing:
+            raise click.UsageError(f"--warmup {missing[0]}: no such file or directory")
+        env["JITGUARD_WARMUP"] = os.pathsep.join(os.path.abspath(w) for w in warmup)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (site_dir(), env.get("PYTHONPATH")) if p)
     started = time.time()
     try:

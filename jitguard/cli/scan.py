@@ -6,6 +6,8 @@ import sys
 
 import click
 
+from jitguard.cli.ci_options import apply_ci_options, scan_ci_options
+
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 FORMATS = ("text", "json", "sarif", "github")
 
@@ -109,6 +111,7 @@ def write_atomically(path: str, text: str) -> None:
               help="Progress on stderr (default: only on a terminal, never with CI set or "
               "machine formats).")
 @click.option("--print-schema", is_flag=True, help="Print the JSON report's JSON Schema and exit.")
+@scan_ci_options
 def scan(
     paths: tuple[str, ...],
     fmt: str,
@@ -235,6 +238,7 @@ def _run(
             err=True,
         )
         return EXIT_ERROR
+    apply_ci_options(result, config, targets)  # --baseline, --write-baseline, --diff
 
     if fmt == "json":
         from jitguard.report.json import render

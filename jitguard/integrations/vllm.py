@@ -22,6 +22,11 @@ engine steps itself: ``jitguard.mark_step()`` runs at the top of each GPU worker
 Compiles during start-up (profiling, CUDA-graph capture) carry no step. ``JITGUARD_VLLM_STEPS=0``
 turns the step labels off.
 
+Warm-up: with ``JITGUARD_WARMUP=DIR`` (traces of an earlier run, e.g. the directory above), every
+variant they recorded is compiled before serving (``jitguard.warmup``): at the start of the worker's
+``compile_or_warm_up_model`` and, for what vLLM compiles before that (its profiling run), at the
+process's first compile. ``JITGUARD_WARMUP`` works with or without ``JITGUARD``.
+
 This module never imports vLLM, and imports nothing heavy at import time: only :func:`register`
 does work. When ``jitguard run`` already activated the watcher in a process, the plugin leaves it be.
 """
@@ -213,6 +218,40 @@ def _arm_after_fork() -> None:
         mp_util.Finalize(None, write_now, exitpriority=100)
 
 
+WARMUP_METHOD = "compile_or_warm_up_model"  # vLLM's own warm-up, after load_model, before serving
+
+
+def _wrap_warmup(module_name: str, class_name: str) -> None:
+    """Run jitguard's warm-up (``JITGUARD_WARMUP``) at the start of the worker's
+    ``compile_or_warm_up_model``: the model is loaded and the device set, serving has not begun."""
+    cls = getattr(sys.modules.get(module_name), class_name, None)
+    original = cls.__dict__.get(WARMUP_METHOD) if cls is not None else None
+    if original is None or not callable(original) or getattr(original, "__jitguard__", False):
+        return
+    from jitguard.runtime import warmup
+
+    def wrapper(self, *args, __original=original, **kwargs):
+        state = warmup.armed()
+        if state is not None:
+            try:
+                state.warm_all(why=f"before vLLM's {WARMUP_METHOD}")
+            except Exception as exc:  # the warm-up must never stop vLLM from starting
+                print(f"jitguard warmup: failed ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return __original(self, *args, **kwargs)
+
+    functools.update_wrapper(wrapper, original)
+    wrapper.__jitguard__ = True
+    setattr(cls, WARMUP_METHOD, wrapper)
+
+
+def _arm_warmup() -> None:
+    from jitguard.runtime import warmup
+
+    if warmup.arm_from_env():
+        for module_name, class_name in STEP_TARGETS:
+            _after_import(module_name, lambda m=module_name, c=class_name: _wrap_warmup(m, c))
+
+
 def register() -> None:
     """The ``vllm.general_plugins`` entry point: vLLM calls it in every process it starts.
 
@@ -228,6 +267,8 @@ def register() -> None:
     try:
         from jitguard.runtime import activate
 
+        if os.environ.get("JITGUARD_WARMUP", "").strip():
+            _arm_warmup()  # before the watcher, whose hooks then chain to the warm-up's
         if os.environ.get(activate.ENV_MODE, "").strip() == "":
             return  # inert: the common case, decided without importing anything
         if activate.active_watch() is not None or activate.activation_pending():

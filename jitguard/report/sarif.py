@@ -3,8 +3,10 @@
 One run; ``tool.driver.rules`` lists every rule of the registry (id, name, short and full
 description (at most 1,024 characters, what code-scanning hosts show) and the whole doc as help,
 default level, fix safety); each result points at its rule by
-id and index, carries a ``partialFingerprints`` entry that survives line moves (code, path, kernel,
-parameter), and files that could not be analyzed become tool execution notifications.
+id and index, carries a ``partialFingerprints`` entry that survives line moves (the baseline's key:
+code, path, kernel, parameter, evidence without line numbers; jitguard/static/baseline.py), a level
+and rank from the finding's confidence (high and medium: warning, low: note), and files that could
+not be analyzed become tool execution notifications.
 Paths relative to the working directory use ``uriBaseId: "%SRCROOT%"``.
 """
 from __future__ import annotations
@@ -64,9 +66,42 @@ def _rule_descriptor(code: str, rule: Any) -> dict[str, Any]:
     return desc
 
 
-def _fingerprint(f: Any) -> str:
-    blob = "\0".join([f.code, f.path, f.kernel, f.param or ""]).encode("utf-8", "surrogateescape")
+def _fingerprint(f: Any, occurrence: int = 0) -> str:
+    """What the finding is about, never where it sits: the baseline's key (file, kernel, parameter,
+    code, evidence without line numbers) and, for several findings with one key, their order."""
+    from jitguard.static.baseline import entry_of
+
+    key = entry_of(f, os.getcwd()).key
+    parts = [*key[:4], *key[4], str(occurrence)]
+    blob = "\0".join(parts).encode("utf-8", "surrogateescape")
     return hashlib.sha256(blob).hexdigest()[:32]
+
+
+# SARIF result level and rank (0-100, higher is more relevant) by the finding's confidence.
+_LEVEL = {"high": "warning", "medium": "warning", "low": "note"}
+_RANK = {"high": 90.0, "medium": 60.0, "low": 30.0}
+
+
+def _result(f: Any, rule_index: int, occurrence: int) -> dict[str, Any]:
+    """One SARIF result: level and rank from the finding's confidence, a fingerprint that survives
+    line moves."""
+    confidence = getattr(f, "confidence", "medium")
+    return {
+        "ruleId": f.code,
+        "ruleIndex": rule_index,
+        "level": _LEVEL.get(confidence, "warning"),
+        "rank": _RANK.get(confidence, 60.0),
+        "message": {"text": message_of(f)},
+        "locations": [_location(f.path, f.line, f.column)],
+        "partialFingerprints": {"jitguardFinding/v2": _fingerprint(f, occurrence)},
+        "properties": {
+            "kernel": f.kernel,
+            "param": f.param,
+            "fix_safety": f.fix_safety,
+            "source": f.source,
+            "confidence": confidence,
+        },
+    }
 
 
 def to_document(result: "ScanResult") -> dict[str, Any]:
@@ -78,24 +113,16 @@ def to_document(result: "ScanResult") -> dict[str, Any]:
                                                           "shortDescription": {"text": c}}
         for c in codes
     ]  # fmt: skip
+    from collections import Counter
+
+    from jitguard.static.baseline import entry_of
+
     results = []
+    seen: Counter = Counter()
     for f in result.findings:
-        results.append(
-            {
-                "ruleId": f.code,
-                "ruleIndex": index[f.code],
-                "level": "warning",
-                "message": {"text": message_of(f)},
-                "locations": [_location(f.path, f.line, f.column)],
-                "partialFingerprints": {"jitguardFinding/v1": _fingerprint(f)},
-                "properties": {
-                    "kernel": f.kernel,
-                    "param": f.param,
-                    "fix_safety": f.fix_safety,
-                    "source": f.source,
-                },
-            }
-        )
+        key = entry_of(f, os.getcwd()).key
+        results.append(_result(f, index[f.code], seen[key]))
+        seen[key] += 1
     notifications = []
     for e, kind in [(e, "file") for e in result.errors] + [
         (e, "internal") for e in result.internal_errors

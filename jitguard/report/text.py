@@ -59,6 +59,10 @@ def summary_line(result: "ScanResult") -> str:
         extra.append(f"{_plural(errors, 'file')} could not be analyzed")
     if result.internal_errors:
         extra.append(f"{_plural(len(result.internal_errors), 'internal error')} (a jitguard bug)")
+    if getattr(result, "baselined", 0):
+        extra.append(f"{result.baselined} baselined")
+    if getattr(result, "diff_base", None):
+        extra.append(f"{result.outside_diff} outside the lines changed since {result.diff_base}")
     if extra:
         line += " (" + "; ".join(extra) + ")"
     return line + "."

@@ -13,6 +13,8 @@ new Triton release means editing this file only.
 | key format                      | ``str(specialization) + str(options)``                 | 3.3+      |
 |                                 | ``''.join(types + specs) + str((constexprs, options))``, | 3.2     |
 |                                 | rebuilt here in the 3.3 format (``normalized_key``)    |           |
+| warm-up: the autotuner's cache  | ``Autotuner.cache`` (key tuple -> Config)              | 3.2-3.9   |
+| warm-up: load without launching | ``CompiledKernel._init_handles()`` (binary, launcher)  | 3.2-3.9   |
 """
 from __future__ import annotations
 
@@ -171,8 +173,8 @@ def jit_decorator(jit_function: Any) -> str:
         return "triton.jit"
 
 
-def kernel_cache_keys(jit_function: Any, device: Any = None) -> list[str]:
-    """Keys already in the JITFunction's in-memory cache (compiled before jitguard was watching)."""
+def _kernel_caches(jit_function: Any, device: Any = None) -> list[dict]:
+    """The JITFunction's in-memory ``{key: CompiledKernel}`` dicts (for ``device``, else all)."""
     caches = getattr(jit_function, "device_caches", None) or getattr(jit_function, "cache", None)
     if not caches:
         return []
@@ -180,12 +182,37 @@ def kernel_cache_keys(jit_function: Any, device: Any = None) -> list[str]:
         entries = [caches[device]] if device in caches else list(caches.values())
     except TypeError:
         return []
-    keys: list[str] = []
+    out = []
     for entry in entries:
         cache = entry[0] if isinstance(entry, tuple) else entry  # 3.3+: (kernel_cache, ..., binder)
         if isinstance(cache, dict):
-            keys.extend(k for k in cache if isinstance(k, str))
-    return keys
+            out.append(cache)
+    return out
+
+
+def kernel_cache_keys(jit_function: Any, device: Any = None) -> list[str]:
+    """Keys already in the JITFunction's in-memory cache (compiled before jitguard was watching)."""
+    return [k for cache in _kernel_caches(jit_function, device) for k in cache if isinstance(k, str)]
+
+
+def compiled_kernel(jit_function: Any, key: str, device: Any = None) -> Any:
+    """The CompiledKernel Triton keeps under ``key``, or None."""
+    for cache in _kernel_caches(jit_function, device):
+        if key in cache:
+            return cache[key]
+    return None
+
+
+def load_compiled(kernel: Any) -> bool:
+    """Do what a compiled kernel's first launch does before it runs: load its binary on the
+    current device and build its launcher (``CompiledKernel._init_handles``, 3.2-3.9; with a cold
+    Triton cache the launcher is a C module compiled then, ~0.2-0.3 s on an H200 host). False where
+    Triton has no such step; raises what Triton raises (e.g. OutOfResources for shared memory)."""
+    init = getattr(kernel, "_init_handles", None)
+    if not callable(init):
+        return False
+    init()
+    return True
 
 
 def jit_params(jit_function: Any) -> list[tuple[str, bool, bool, bool]]:
@@ -320,6 +347,13 @@ def _tail_options(key: str) -> tuple[tuple | None, Any]:
         cx, opts = ast.literal_eval(tail)
         return tuple(cx), opts
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    try:  # a constexpr Triton printed as a name (``triton.language.float16``): keep it as _Raw
+        tree = ast.parse(tail, mode="eval").body
+        if isinstance(tree, ast.Tuple) and len(tree.elts) == 2 and isinstance(tree.elts[0], ast.Tuple):
+            return (tuple(_node_value(n, tail) for n in tree.elts[0].elts),
+                    ast.literal_eval(tree.elts[1]))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         m = re.search(r"(\{[^{}]*\})\)$", tail)
         opts = parse_options(m.group(1)) if m else None
         return None, opts if opts is not None else (m.group(1) if m else "")
@@ -433,13 +467,13 @@ def parse_target(target: str):
     return GPUTarget("hip", arch, 64)
 
 
-def make_binder(jit_function: Any, target_text: str):
-    """Triton's own argument binder for ``target`` (no GPU, no compile): returns
-    ``binder(*args, **kwargs) -> (bound_args, specialization, options)``."""
+def make_binder(jit_function: Any, target_text: Any):
+    """Triton's own argument binder for ``target`` ("cuda:90", or a ``GPUTarget``; no GPU, no
+    compile): returns ``binder(*args, **kwargs) -> (bound_args, specialization, options)``."""
     from triton.compiler import make_backend
     from triton.runtime import jit as jit_mod
 
-    target = parse_target(target_text)
+    target = parse_target(target_text) if isinstance(target_text, str) else target_text
     try:
         backend = make_backend(target)
     except Exception as exc:  # no backend for that target in this wheel
@@ -476,6 +510,17 @@ def implicit_run_kwargs(jit_function: Any) -> dict[str, Any]:
 _RUN_KWARGS: list[str] | None = None
 
 
+def run_kwargs(jit_function: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` as ``JITFunction.run`` hands them to its binder: with what run() adds itself."""
+    kw = dict(kwargs)
+    for name, value in implicit_run_kwargs(jit_function).items():
+        if name == "debug":
+            kw["debug"] = kw.get("debug", getattr(jit_function, "debug", None)) or value
+        else:
+            kw[name] = value
+    return kw
+
+
 def interpreter_active() -> bool:
     """TRITON_INTERPRET=1: kernels run in the interpreter and nothing is ever compiled."""
     knobs = _knobs()
@@ -489,3 +534,34 @@ def triton_dirs() -> tuple[str, ...]:
     """Directories whose frames are Triton's own (skipped when finding the user's launching frame)."""
     triton = _import_triton()
     return (os.path.dirname(os.path.abspath(triton.__file__)) + os.sep,)
+
+
+# ---------------------------------------------------------------------------------------------
+# Warm-up (jitguard.warmup): the active device and target, the autotuner's config cache
+# ---------------------------------------------------------------------------------------------
+
+def active_device_and_target() -> tuple[Any, Any]:
+    """(device, GPUTarget) of Triton's active driver: where ``kernel.warmup`` compiles for."""
+    from triton.runtime import driver
+
+    device = driver.active.get_current_device()
+    return device, driver.active.get_current_target()
+
+
+def target_text(target: Any) -> str:
+    """A GPUTarget as ``cuda:90`` / ``hip:gfx942``."""
+    return f"{getattr(target, 'backend', '?')}:{getattr(target, 'arch', '?')}"
+
+
+def autotuner_cache(tuner: Any) -> dict | None:
+    """The autotuner's in-memory ``{key tuple: Config}`` (``Autotuner.cache`` in 3.2-3.9; the key is
+    the values of ``key=[...]`` then ``str(dtype)`` of each tensor argument, as ``Autotuner.run``
+    builds it). None when the autotuner has no such dict."""
+    cache = getattr(tuner, "cache", None)
+    return cache if isinstance(cache, dict) else None
+
+
+def config_kwargs(config: Any) -> dict[str, Any]:
+    """What a ``triton.Config`` passes to the kernel: its constexprs and launch options
+    (``Config.all_kwargs()``, which leaves out options set to None)."""
+    return dict(config.all_kwargs())

@@ -2,7 +2,7 @@
 
 A trace is one JSON document per process::
 
-    {"schema": "jitguard.trace", "version": 1,
+    {"schema": "jitguard.trace", "version": 2,
      "process": {...ProcessInfo...},
      "events": [{...Event...}, ...],
      "kernels": {"qualname": {"compiles": 3, "autotunes": 0, "compile_ms": 120.5}},
@@ -27,8 +27,8 @@ from typing import Any, Iterable
 from jitguard.atomic_write import write_text_atomic
 
 SCHEMA = "jitguard.trace"
-VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+VERSION = 2  # 2: events name the kernel's module and qualname apart (for jitguard.warmup)
+SUPPORTED_VERSIONS = (1, 2)
 DEFAULT_MAX_EVENTS = 20_000
 MAX_STRING = 2_000  # characters kept of a raw key / repr / config string
 
@@ -151,6 +151,8 @@ class Event:
     seq: int  # 0-based order within the process
     kernel: str  # qualified name "module.func"
     step: int | None = None
+    kernel_module: str | None = None  # the kernel function's __module__ (None in version 1)
+    kernel_qualname: str | None = None  # its __qualname__ (None in version 1)
     wall: float = 0.0
     monotonic: float = 0.0
     thread: str | None = None
@@ -161,6 +163,7 @@ class Event:
     call_stack: list[str] = field(default_factory=list)  # further callers "path:line", innermost first
     warmup: bool = False
     autotuning: bool = False  # a compile of one config while an autotuner benchmarks (expected)
+    from_trace: bool = False  # compiled by jitguard.warmup from a trace, before traffic (expected)
     compile_ms: float | None = None
     disk_cache_hit: bool | None = None
     params: list[Param] = field(default_factory=list)
@@ -184,6 +187,8 @@ class Event:
             "monotonic": self.monotonic,
             "thread": self.thread,
             "kernel": self.kernel,
+            "kernel_module": self.kernel_module,
+            "kernel_qualname": self.kernel_qualname,
             "kernel_path": self.kernel_path,
             "kernel_line": self.kernel_line,
             "call_path": self.call_path,
@@ -191,6 +196,7 @@ class Event:
             "call_stack": list(self.call_stack[:8]),
             "warmup": self.warmup,
             "autotuning": self.autotuning,
+            "from_trace": self.from_trace,
             "compile_ms": self.compile_ms,
             "disk_cache_hit": self.disk_cache_hit,
             "params": [p.to_dict() for p in self.params],
@@ -215,6 +221,7 @@ class Event:
         kw["autotune"] = AutotuneInfo.from_dict(d["autotune"]) if d.get("autotune") else None
         kw["warmup"] = bool(kw.get("warmup", False))
         kw["autotuning"] = bool(kw.get("autotuning", False))
+        kw["from_trace"] = bool(kw.get("from_trace", False))
         return cls(**kw)
 
     def where(self) -> str:
@@ -450,10 +457,10 @@ _NULLABLE_INT = {"type": ["integer", "null"]}
 _NULLABLE_NUM = {"type": ["number", "null"]}
 _NULLABLE_BOOL = {"type": ["boolean", "null"]}
 
-#: JSON Schema (draft 2020-12) of version 1; tests validate written traces against it.
+#: JSON Schema (draft 2020-12) of the current version; tests validate written traces against it.
 TRACE_JSON_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": "jitguard trace, version 1",
+    "title": f"jitguard trace, version {VERSION}",
     "type": "object",
     "required": ["schema", "version", "process", "events"],
     "properties": {
@@ -498,8 +505,8 @@ TRACE_JSON_SCHEMA: dict[str, Any] = {
             "type": "array",
             "items": {
                 "type": "object",
-                "required": ["kind", "seq", "kernel", "step", "wall", "monotonic", "params",
-                             "options", "variant", "diff"],
+                "required": ["kind", "seq", "kernel", "kernel_module", "kernel_qualname", "step", "wall",
+                             "monotonic", "params", "options", "variant", "diff"],
                 "properties": {
                     "kind": {"enum": ["compile", "autotune"]},
                     "seq": {"type": "integer", "minimum": 0},
@@ -508,6 +515,8 @@ TRACE_JSON_SCHEMA: dict[str, Any] = {
                     "monotonic": {"type": "number"},
                     "thread": _NULLABLE_STR,
                     "kernel": {"type": "string"},
+                    "kernel_module": _NULLABLE_STR,
+                    "kernel_qualname": _NULLABLE_STR,
                     "kernel_path": _NULLABLE_STR,
                     "kernel_line": _NULLABLE_INT,
                     "call_path": _NULLABLE_STR,
@@ -515,6 +524,7 @@ TRACE_JSON_SCHEMA: dict[str, Any] = {
                     "call_stack": {"type": "array", "items": {"type": "string"}},
                     "warmup": {"type": "boolean"},
                     "autotuning": {"type": "boolean"},
+                    "from_trace": {"type": "boolean"},
                     "compile_ms": _NULLABLE_NUM,
                     "disk_cache_hit": _NULLABLE_BOOL,
                     "params": {

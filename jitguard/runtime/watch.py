@@ -139,6 +139,15 @@ def _kernel_identity(jf: Any) -> tuple[str, str | None, int | None]:
     return f"{module}.{qual}", os.path.abspath(code.co_filename), _def_line(code)
 
 
+def _kernel_names(jf: Any) -> dict[str, str | None]:
+    """The kernel function's ``__module__`` and ``__qualname__`` apart (what jitguard.warmup imports)."""
+    fn = getattr(jf, "fn", None)
+    return {"kernel_module": getattr(fn, "__module__", None), "kernel_qualname": getattr(fn, "__qualname__", None)}
+
+
+# set by jitguard.warmup on the thread while it compiles a recorded variant (Event.from_trace)
+WARMING_FROM_TRACE = threading.local()
+
 _NOT_CALLERS = ("<", sysconfig.get_paths()["stdlib"] + os.sep)
 _NOT_CALLER_PARTS = (f"{os.sep}_pytest{os.sep}", f"{os.sep}pluggy{os.sep}")
 
@@ -356,6 +365,7 @@ def _on_pre(kwargs: dict) -> None:
             kind="compile",
             seq=-1,
             kernel=h.qualname,
+            **_kernel_names(call.jit_function),
             step=steps.current_step(),
             wall=time.time(),
             monotonic=time.monotonic(),
@@ -367,6 +377,7 @@ def _on_pre(kwargs: dict) -> None:
             call_stack=callers,
             warmup=call.warmup,
             autotuning=autotuning,
+            from_trace=getattr(WARMING_FROM_TRACE, "active", False),
             params=variant.params,
             options=variant.options if variant.options is not None else {"raw": variant.options_text},
             key=call.key,
@@ -480,7 +491,7 @@ def _on_autotune(tuner: Any, key: Any, best: Any, timings: Any, duration: Any, c
                       f"{n_cfg if n_cfg is not None else 'all'} configs; bucket it (e.g. next power of "
                       f"two) before the launch, or drop it from key=[...]")
         event = Event(
-            kind="autotune", seq=_STATE.next_seq(), kernel=qual, step=steps.current_step(),
+            kind="autotune", seq=_STATE.next_seq(), kernel=qual, **_kernel_names(jf), step=steps.current_step(),
             wall=time.time(), monotonic=time.monotonic(), thread=threading.current_thread().name,
             kernel_path=kpath, kernel_line=kline, call_path=path, call_line=line, call_stack=callers,
             compile_ms=None, variant=len(h.keys), closest_variant=closest_i + 1 if closest_i is not None else None,
@@ -608,7 +619,7 @@ class watch(contextlib.ContextDecorator):
 
     # -- called by the hooks under _STATE.lock --------------------------------------------------
     def _is_recompile(self, event: Event) -> bool:
-        return event.variant >= 2 and not event.autotuning
+        return event.variant >= 2 and not event.autotuning and not event.from_trace
 
     def _check_budget(self, event: Event) -> None:
         if self.mode != "raise":

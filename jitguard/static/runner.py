@@ -49,6 +49,11 @@ class ScanResult:
     duration_s: float = 0.0
     facts: list[Any] = field(default_factory=list, repr=False)  # FileFacts, for the fixer
     internal_tracebacks: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    # set by scan --baseline / --diff (jitguard/cli/ci_options.py)
+    baselined: int = 0  # findings the baseline holds (not reported)
+    baseline_stale: list[Any] = field(default_factory=list)  # baseline entries that matched nothing
+    outside_diff: int = 0  # findings off the lines changed since diff_base (not reported)
+    diff_base: str | None = None
 
     @property
     def all_errors(self) -> list[FileError]:

@@ -1,4 +1,5 @@
-"""Put on PYTHONPATH by ``jitguard run``: activates the watcher from JITGUARD* variables, then runs
+"""Put on PYTHONPATH by ``jitguard run``: activates the watcher from JITGUARD* variables (and the
+warm-up from JITGUARD_WARMUP), then runs
 whatever other ``sitecustomize`` the environment has (this one only shadows it for a moment)."""
 import importlib
 import os
@@ -10,6 +11,10 @@ try:
         from jitguard.runtime.activate import activate_from_env
 
         activate_from_env()
+    if os.environ.get("JITGUARD_WARMUP"):  # after the watcher's import hook: this one delegates to it
+        from jitguard.runtime.warmup import arm_from_env
+
+        arm_from_env()
 except Exception as _exc:  # a broken activation must not break the user's program
     print(f"jitguard: could not activate: {_exc}", file=sys.stderr)
 
