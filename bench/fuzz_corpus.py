@@ -38,7 +38,6 @@ def main() -> int:
     import hypothesis
     import hypothesmith
     import libcst
-    import pathspec
     from hypothesis import HealthCheck, settings
 
     import jitguard
@@ -85,7 +84,7 @@ def main() -> int:
                     "processor": platform.processor() or platform.machine()},
         "versions": {"jitguard": getattr(jitguard, "__version__", "?"), "hypothesis": hypothesis.__version__,
                      "hypothesmith": getattr(hypothesmith, "__version__", "?"),
-                     "libcst": _version("libcst"), "pathspec": pathspec.__version__},
+                     "libcst": _version("libcst")},
         "commit": _commit(),
         "seconds": round(elapsed, 1),
         "seeds": {"files": len(seeds), "from_corpus": sum(1 for n, _ in seeds if n.startswith("bench/"))},
