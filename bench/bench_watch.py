@@ -91,16 +91,19 @@ def run_stream(fn, stream, make_inputs, jitguard, trace_path):
     return w
 
 
+def _tiny_body(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1.0, mask=i < n)
+
+
 def _tiny_kernel():
+    # ``tl`` must be a module global: Triton before 3.4 resolves a kernel's names in its module
+    # (a function-local import is not found), and the script imports Triton only when it runs.
+    global tl
     import triton
     import triton.language as tl
 
-    @triton.jit
-    def tiny(x_ptr, n, BLOCK: tl.constexpr):
-        i = tl.arange(0, BLOCK)
-        tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1.0, mask=i < n)
-
-    return tiny
+    return triton.jit(_tiny_body)
 
 
 def time_launches(launch, n: int, sync) -> float:
@@ -253,7 +256,7 @@ def main() -> int:
 
     import jitguard
     rope_fp8 = _import_kernels()
-    from jitguard.report.recompiles import render_text
+    from jitguard.runtime.text import render_trace as render_text
     from jitguard.runtime.trace import load_trace
 
     if not torch.cuda.is_available():

@@ -1,9 +1,10 @@
 """Copy a source tree with every do_not_specialize / do_not_specialize_on_alignment entry stripped.
 
 The stripped entries are the ground truth of bench/vllm_recall.py: each is a (kernel, parameter)
-somebody found varying per call. Kernels are found with the same LibCST discovery the codemod uses
-(jitguard.static.discover.iter_kernels, qualified names through imports and aliases), and the
-keyword is removed from the node, so the rest of the file round-trips byte for byte.
+somebody found varying per call. Kernels are found by the scan's own discovery
+(jitguard.static.extract: triton.jit resolved through imports and aliases) and located in the LibCST
+tree by the position the scan recorded, as `jitguard fix` locates them; the keyword is removed from
+the node, so the rest of the file round-trips byte for byte.
 
     python bench/strip_do_not_specialize.py SRC_ROOT DST_ROOT [--record stripped.json]
 
@@ -23,7 +24,10 @@ import time
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from jitguard.static.discover import DNS, DNSOA, iter_kernels
+from jitguard.findings import DNS, DNSOA
+from jitguard.static.codemod import KernelEdit, KernelLocator
+from jitguard.static.errors import SourceError
+from jitguard.static.extract import extract_file
 
 OPTIONS = (DNS, DNSOA)
 
@@ -46,6 +50,13 @@ def _entries(value: cst.BaseExpression) -> tuple[list, bool]:
         else:
             literal = False
     return out, literal
+
+
+def _keyword(call: cst.Call | None, name: str) -> cst.Arg | None:
+    for arg in call.args if call is not None else ():
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
 
 
 class _Strip(cst.CSTTransformer):
@@ -71,31 +82,37 @@ class _Strip(cst.CSTTransformer):
 
 
 def strip_source(text: str, rel: str) -> tuple[str, list[dict], list[dict]]:
+    mod = module_name(rel)
+    facts = extract_file(rel, text, mod, calls_of=frozenset())
     module = cst.parse_module(text)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    mod = module_name(rel)
+    locator = KernelLocator(wrapper)
     entries: list[dict] = []
     unresolved: list[dict] = []
     strip_ids: set[int] = set()
-    for site in iter_kernels(wrapper):
-        params = [p.name.value for p in list(site.function.params.posonly_params) + list(site.function.params.params)
-                  + list(site.function.params.kwonly_params)]
-        for option, arg in ((DNS, site.do_not_specialize), (DNSOA, site.do_not_specialize_on_alignment)):
+    for k in facts.kernels:
+        if k.do_not_specialize_line is None and k.do_not_specialize_on_alignment_line is None:
+            continue
+        loc, _ = locator.find(KernelEdit(line=k.line, jit_line=k.decorator_line, function=k.function))
+        if loc is None:
+            continue
+        params = loc.params
+        for option in OPTIONS:
+            arg = _keyword(loc.call, option)
             if arg is None:
                 continue
             strip_ids.add(id(arg))
             values, literal = _entries(arg.value)
             if not literal and not values:
-                unresolved.append({"path": rel, "kernel": f"{mod}.{site.qualname}", "option": option,
+                unresolved.append({"path": rel, "kernel": k.qualname, "option": option,
                                    "value": module.code_for_node(arg.value)})
             for v in values:
                 if isinstance(v, int):
                     param = params[v] if -len(params) <= v < len(params) else None
                 else:
                     param = v if v in params else None
-                entries.append({"path": rel, "module": mod, "kernel": f"{mod}.{site.qualname}",
-                                "function": site.function.name.value, "option": option, "entry": v,
-                                "param": param, "literal": literal})
+                entries.append({"path": rel, "module": mod, "kernel": k.qualname, "function": k.function,
+                                "option": option, "entry": v, "param": param, "literal": literal})
     if not strip_ids:
         return text, entries, unresolved
     new = wrapper.module.visit(_Strip(strip_ids))
@@ -127,7 +144,7 @@ def main(argv=None) -> int:
             try:
                 text = raw.decode("utf-8")
                 new, entries, unresolved = strip_source(text, rel)
-            except (UnicodeDecodeError, cst.ParserSyntaxError) as exc:
+            except (UnicodeDecodeError, cst.ParserSyntaxError, SourceError) as exc:
                 record["errors"].append({"path": rel, "error": str(exc).splitlines()[0]})
                 continue
             record["entries"].extend(entries)

@@ -224,15 +224,39 @@ _KEYS = {
 }
 
 
+_TABLE = re.compile(rb"^[ \t]*\[[ \t]*tool[ \t]*\.[ \t]*[\"']?jitguard\b", re.M)
+
+
+def has_jitguard_table(data: bytes) -> bool:
+    """The TOML text has a ``[tool.jitguard]`` (or ``[tool.jitguard.*]``) table header."""
+    return _TABLE.search(data) is not None
+
+
+def repository_root(start: str | os.PathLike[str]) -> Path | None:
+    """The nearest directory at or above ``start`` holding ``.git`` (a directory, or the file of a
+    worktree or submodule); None outside any repository."""
+    p = Path(start).resolve()
+    if p.is_file() or not p.exists():
+        p = p.parent
+    for d in (p, *p.parents):
+        if (d / ".git").exists():
+            return d
+    return None
+
+
 def find_pyproject(start: str | os.PathLike[str]) -> Path | None:
-    """The nearest ``pyproject.toml`` at or above ``start`` that has a ``[tool.jitguard]`` table.
+    """The nearest ``pyproject.toml`` at or above ``start`` that has a ``[tool.jitguard]`` table,
+    looking no higher than the repository root (the directory holding ``.git``): a file above the
+    repository is someone else's project and never silences this one.
 
     Falls back to the nearest ``pyproject.toml`` at all (its directory anchors patterns) when none
-    has the table; ``None`` if there is no pyproject.toml up to the filesystem root.
+    has the table; ``None`` if there is none up to the repository root (or the filesystem root,
+    outside a repository).
     """
     p = Path(start).resolve()
     if p.is_file() or not p.exists():
         p = p.parent
+    top = repository_root(p)
     first: Path | None = None
     for d in (p, *p.parents):
         candidate = d / "pyproject.toml"
@@ -240,10 +264,12 @@ def find_pyproject(start: str | os.PathLike[str]) -> Path | None:
             if first is None:
                 first = candidate
             try:
-                if b"tool.jitguard" in candidate.read_bytes():
+                if has_jitguard_table(candidate.read_bytes()):
                     return candidate
             except OSError:
-                continue
+                pass
+        if top is not None and d == top:
+            break
     return first
 
 
@@ -320,8 +346,9 @@ def load_config(config_file: str | os.PathLike[str] | None = None, start: str | 
             table = data["tool"]["jitguard"]
         elif "jitguard" in data:
             table = data["jitguard"]
-        elif path.name == "pyproject.toml":
-            table = {}
+        elif path.name == "pyproject.toml" or "tool" in data:
+            # a project file without our table: nothing for us in it, and no "unknown key 'tool'"
+            raise ConfigError(f"--config: {path}: no [tool.jitguard] table in this file")
         else:  # a dedicated file such as jitguard.toml: the keys at top level
             table = data
         return config_from_table(table, str(path.resolve().parent), str(path))
@@ -329,11 +356,17 @@ def load_config(config_file: str | os.PathLike[str] | None = None, start: str | 
     if found is None:
         return Config(root=os.getcwd())
     try:
-        mentions_us = b"jitguard" in found.read_bytes()
+        ours = has_jitguard_table(found.read_bytes())
     except OSError:
-        mentions_us = True  # let _load_toml report it
-    if not mentions_us:  # nothing for us in it (and no TOML parser needed on Python 3.10)
-        return Config(root=str(found.parent), source=str(found))
+        ours = True  # let _load_toml report it
+    if not ours:  # nothing for us in it (and no TOML parser needed on Python 3.10)
+        return Config(root=str(found.parent))
     data = _load_toml(found)
     table = data.get("tool", {}).get("jitguard", {}) if isinstance(data.get("tool"), dict) else {}
-    return config_from_table(table, str(found.parent), str(found))
+    return config_from_table(table, str(found.parent), _shown(found))
+
+
+def _shown(path: Path) -> str:
+    """A config file's path as reports show it: relative to the working directory when below it."""
+    rel = _relative_posix(str(path), os.getcwd())
+    return rel if rel is not None else str(path)

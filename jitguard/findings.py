@@ -9,9 +9,65 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 FixSafety = Literal["safe", "unsafe", "manual"]
+EditKind = Literal["add_do_not_specialize", "remove_entry", "drop_constexpr"]
 Source = Literal["static", "runtime"]
+DNS = "do_not_specialize"
+DNSOA = "do_not_specialize_on_alignment"
 Confidence = Literal["high", "medium", "low"]
 CONFIDENCE_LEVELS: tuple[Confidence, ...] = ("high", "medium", "low")  # most to least sure
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One change to a kernel's decorator or signature."""
+
+    kind: EditKind
+    param: str | None = None  # add_do_not_specialize / drop_constexpr: the parameter
+    entry: str | int | None = None  # remove_entry: the entry as written (a name or an index)
+    option: str = DNS  # remove_entry: the list it is removed from (do_not_specialize[_on_alignment])
+
+    def describe(self) -> str:
+        if self.kind == "add_do_not_specialize":
+            return f"add {self.param!r} to {DNS}"
+        if self.kind == "drop_constexpr":
+            return f"remove tl.constexpr from {self.param!r}"
+        return f"remove {self.entry!r} from the {self.option} list"
+
+
+@dataclass(frozen=True)
+class Fix:
+    """The fix a finding carries, decided by the rule that made the finding (``jitguard fix`` only
+    applies it): the edits of one kernel, how safe they are, and why.
+
+    ``edits`` is empty for a manual fix (the reason says what to do). The kernel is located by the
+    position of its ``def`` (``path``, ``line``) and, for the codemod, the line of its jit decorator
+    or ``k = triton.jit(f)`` statement (``jit_line``); ``function`` is the def's name, checked there
+    too. ``digest`` is the content digest of the file the fix was decided on: a file changed since
+    is not edited.
+    """
+
+    applicability: FixSafety
+    reason: str
+    edits: tuple[Edit, ...] = ()
+    path: str | None = None
+    line: int | None = None
+    jit_line: int | None = None
+    function: str | None = None
+    digest: str | None = None
+
+    def describe(self) -> str:
+        return "; ".join(e.describe() for e in self.edits) or "no automatic edit"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "Fix | None":
+        if not isinstance(data, dict):
+            return None
+        fields = dict(data)
+        fields["edits"] = tuple(Edit(**e) for e in fields.get("edits") or ())
+        return cls(**fields)
 
 
 @dataclass(frozen=True)
@@ -29,13 +85,17 @@ class Finding:
     # was observed, so it is "high"; the static analysis sets it per finding
     confidence: Confidence = "medium"
     details: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # the fix, decided where the finding is made (its applicability is ``fix_safety``)
+    fix: Fix | None = field(default=None, compare=False, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Finding":
-        return cls(**data)
+        fields = dict(data)
+        fields["fix"] = Fix.from_dict(fields.get("fix"))
+        return cls(**fields)
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.column, self.code, self.param or "")

@@ -4,6 +4,7 @@
     pytest --jitguard-trace=DIR          also write one trace per watched test into DIR
     @pytest.mark.jitguard(max_recompiles=0)   fail the test if it recompiles a kernel
     @pytest.mark.jitguard(max_compiles=0)     fail the test if it compiles anything at all
+    (``max_compiles`` alone sets no recompile budget; give both to enforce both)
 
 A recompile is a second or later variant of a kernel in this process (so a test that only compiles
 what an earlier test already compiled does not count), or an autotune re-benchmark. Loading the
@@ -31,7 +32,7 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers",
         "jitguard(max_recompiles=0, max_compiles=None): fail the test if Triton recompiles "
-        "(or compiles) more than this while it runs.",
+        "(or compiles) more than this while it runs; max_compiles alone sets no recompile budget.",
     )
     setattr(config, _KEY, [])
 
@@ -45,7 +46,10 @@ def _marker_limits(item):
     unknown = set(marker.kwargs) - {"max_recompiles", "max_compiles"}
     if unknown:
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.jitguard got unknown argument(s) {sorted(unknown)}")
-    limits = {"max_recompiles": marker.kwargs.get("max_recompiles", 0),
+    # max_recompiles defaults to 0 only when no budget is given: max_compiles=N alone allows
+    # recompiles within its N compiles
+    default_recompiles = None if "max_compiles" in marker.kwargs else 0
+    limits = {"max_recompiles": marker.kwargs.get("max_recompiles", default_recompiles),
               "max_compiles": marker.kwargs.get("max_compiles")}
     for k, v in limits.items():
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
@@ -83,12 +87,12 @@ def pytest_runtest_call(item):
         offending = w.events
     else:
         offending = w.recompiles
-    if len(w.recompiles) > (limits["max_recompiles"] or 0):
+    if limits["max_recompiles"] is not None and len(w.recompiles) > limits["max_recompiles"]:
         n = len(w.recompiles)
         problems.append(f"{n} recompile{'s' if n != 1 else ''} (max_recompiles={limits['max_recompiles']})")
     if not problems:
         return
-    from jitguard.report.recompiles import explain_event
+    from jitguard.runtime.text import explain_event
 
     text = "\n".join(explain_event(e) for e in offending[:10])
     exc = pytest.fail.Exception(f"jitguard: {' and '.join(problems)}:\n{text}", pytrace=False)

@@ -15,6 +15,10 @@ variants a stream of arguments compiles::
 
 ``jitguard.predict`` answers the same question from Triton's binder alone, without compiling.
 Triton's version differences live in ``jitguard/runtime/compat.py``.
+
+On Triton 3.2, ``@triton.autotune`` asks the active driver for its benchmarker when the decorator
+runs: on a machine without a GPU, import a module with autotuned kernels inside
+``stand_in_driver()`` (or give the decorator ``do_bench=``); from 3.3 on the import may come first.
 """
 from __future__ import annotations
 
@@ -123,7 +127,9 @@ def stand_in_driver() -> Iterator[StandInDriver]:
     stand-in stays, since kernels compiled under it are unloaded through it when collected."""
     from triton.runtime import driver
 
-    previous = getattr(driver, "_active", None)
+    from jitguard.runtime import compat
+
+    previous = compat.explicit_driver(driver)
     stand_in = StandInDriver()
     driver.set_active(stand_in)
     try:
@@ -132,10 +138,7 @@ def stand_in_driver() -> Iterator[StandInDriver]:
         if previous is not None:  # a real driver, or the stand-in of an enclosing block
             driver.set_active(previous)
         else:
-            try:
-                real = driver.default  # a real GPU driver, if this machine has one
-            except Exception:
-                real = None
+            real = compat.machine_driver(driver)  # a real GPU driver, if this machine has one
             if real is not None:
                 driver.set_active(real)
             else:
@@ -151,5 +154,7 @@ def host_tensors_ok() -> bool:
         from triton.runtime import driver
     except ImportError:
         return False
-    active = getattr(driver, "_active", None)
+    from jitguard.runtime import compat
+
+    active = compat.explicit_driver(driver)
     return isinstance(active, StandInDriver) and not active.lingering

@@ -296,7 +296,7 @@ def check_batch(files: list[bytes], gitignore: str | None, workdir: Path,
                     res.problems.append(f"missed: {name}: Python refuses it, the scan reported no error")
             elif name in errors and not any(r in errors[name] for r in _LIMIT_REASONS):
                 res.problems.append(f"false error: {name}: Python parses it, the scan says: {errors[name]}")
-        plan = plan_fixes(result.findings, unsafe=True, roots=["."], facts=result.facts, jobs=1)
+        plan = plan_fixes(result.findings, unsafe=True, roots=["."], jobs=1)
         for ff in plan.files:
             if ff.error and ff.error.startswith("cannot edit ("):
                 res.problems.append(f"crash: fix on {ff.path}: {ff.error}")
@@ -306,7 +306,9 @@ def check_batch(files: list[bytes], gitignore: str | None, workdir: Path,
         diff = _diffs(plan)
         write_plan(plan)
         res.fixed_files = sum(1 for ff in plan.files if ff.written)
-        again = plan_fixes(result.findings, unsafe=True, roots=["."], facts=(), jobs=1)
+        # each fix is decided on the scanned bytes: scan the fixed files again and plan once more
+        rescan = scan_paths(["."], Config(root=str(workdir)), jobs=1, use_cache=False)
+        again = plan_fixes(rescan.findings, unsafe=True, roots=["."], jobs=1)
         for ff in again.changed_files:
             res.problems.append(f"not idempotent: fix on {ff.path} changes it again")
         if diff and shutil.which("git"):

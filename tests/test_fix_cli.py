@@ -264,7 +264,7 @@ def test_read_only_file_is_left_alone(tmp_path, monkeypatch):
     r = fix("--write", ".")
     assert r.exit_code == 1
     assert (tmp_path / "ro.py").read_bytes() == ro_before
-    assert "ro.py:6: JG001 ro.k_ro." in r.stderr and "file is read-only" in r.stderr
+    assert "ro.py:6:1: JG001 ro.k_ro." in r.stderr and "file is read-only" in r.stderr
     assert dns_of((tmp_path / "rw.py").read_text(), "k_rw") != []
     assert "1 file changed, 1 fix applied; 1 fix left for a human: 1 in files left untouched" in r.stderr
 
@@ -311,7 +311,10 @@ def test_usage_errors_have_no_traceback(tmp_path, monkeypatch):
         assert "Traceback" not in r.output
     (tmp_path / "bad.json").write_text("{not json")
     r = fix("--from-trace", "bad.json", ".")
-    assert r.exit_code == 2 and "not a jitguard trace" in r.output
+    # one line that says what is wrong (not JSON), naming the file once
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and r.output.count("bad.json") == 1
+    assert r.output.startswith("jitguard fix: error: --from-trace bad.json: not JSON: ")
+    assert "not a jitguard trace" not in r.output
 
 
 def test_rope_fp8_uncorrected_gets_the_corrected_set(tmp_path, monkeypatch):
@@ -379,7 +382,7 @@ def launch(x):
     assert "JG005" not in codes
     assert ("JG002" in codes) == (not unsafe)
     assert fix("--write", *(["--unsafe-fixes"] if unsafe else []), ".").stderr.startswith(
-        "0 files changed" if unsafe else "k.py:5: JG002")
+        "0 files changed" if unsafe else "k.py:5:1: JG002")
 
 
 def test_parallel_planning_gives_the_same_diff(tmp_path, monkeypatch):
@@ -459,3 +462,45 @@ def test_fix_says_when_a_named_file_is_excluded(tmp_path):
         assert "do_not_specialize" in r.stdout and "not read" not in r.stderr
     finally:
         os.chdir(old)
+
+
+def test_a_file_changed_between_scan_and_edit_is_refused(tmp_path, monkeypatch):
+    """fix reads a file for its facts, then again for the edit. If it changed in between (here the
+    parameter moved from a mask bound into address arithmetic) the safety was decided on other
+    text: the edit is refused, so an unsafe fix never lands without --unsafe-fixes."""
+    import jitguard.static.fixes as fixes
+
+    monkeypatch.chdir(tmp_path)
+    param = _name("n_el")
+    src = simple_module(param)
+    (tmp_path / "k.py").write_text(src)
+    changed = src.replace("tl.store(x_ptr + offs, 0.0", f"tl.store(x_ptr + offs * {param}, 0.0")
+    assert changed != src
+    real = fixes.read_snapshot
+
+    def edited_meanwhile(path):
+        (tmp_path / "k.py").write_text(changed)
+        return real(path)
+
+    monkeypatch.setattr(fixes, "read_snapshot", edited_meanwhile)
+    r = fix("--write", ".")
+    assert (tmp_path / "k.py").read_text() == changed  # not edited
+    assert "changed since the fix was decided" in r.stderr
+    # scanned again, the fix is known unsafe and waits for --unsafe-fixes
+    monkeypatch.setattr(fixes, "read_snapshot", real)
+    r = fix("--write", ".")
+    assert (tmp_path / "k.py").read_text() == changed and "unsafe fix not applied" in r.stderr
+
+
+def test_scan_and_fix_share_their_option_declarations():
+    """What to scan and how (selection, excludes, config, names, gitignore, jobs, cache) is declared
+    once: the two commands' options are the same objects' copies, help text included."""
+    from jitguard.cli.fix import fix as fix_cmd
+    from jitguard.cli.scan import scan as scan_cmd
+
+    shared = {"select", "extend_select", "ignore", "exclude", "config_file", "isolated", "varying_names",
+              "stable_names", "respect_gitignore", "jobs", "no_cache", "cache_dir"}
+    scan_opts = {p.name: p.to_info_dict() for p in scan_cmd.params if p.name in shared}
+    fix_opts = {p.name: p.to_info_dict() for p in fix_cmd.params if p.name in shared}
+    assert set(scan_opts) == set(fix_opts) == shared
+    assert scan_opts == fix_opts

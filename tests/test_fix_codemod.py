@@ -8,10 +8,33 @@ import random
 
 import pytest
 
-from jitguard.static.codemod import KernelEdit as E
-from jitguard.static.codemod import apply_edits
+from jitguard.static.codemod import KernelEdit, apply_edits
+from jitguard.static.extract import extract_file
 
 CASES_DIR = pathlib.Path(__file__).parent / "fix_cases"
+
+def E(kernel: str, **edits) -> tuple[str, dict]:
+    """An edit of the kernel named ``kernel`` (its local qualified name), located when applied."""
+    return kernel, edits
+
+
+def at(source, specs) -> list[KernelEdit]:
+    """The edits located as `jitguard fix` locates them: by the position the scan recorded for the
+    kernel of that name (def line, jit decorator or statement line)."""
+    kernels = extract_file("m.py", source, "m").kernels
+    out = []
+    for name, edits in specs:
+        k = next((k for k in kernels if k.qualname == f"m.{name}"), None)
+        if k is None:  # a kernel the scan does not know: a position where there is none
+            out.append(KernelEdit(line=10**6, function=name, **edits))
+            continue
+        out.append(KernelEdit(line=k.line, jit_line=k.decorator_line, function=k.function, **edits))
+    return out
+
+
+def fix(source, specs):
+    return apply_edits(source, at(source, specs))
+
 
 # case name -> edits; tests/fix_cases/<name>.before.py -> <name>.after.py
 CASES = {
@@ -52,10 +75,10 @@ def test_every_case_file_has_a_spec():
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_before_after(name):
     before, after = _pair(name)
-    result = apply_edits(before, CASES[name])
+    result = fix(before, CASES[name])
     assert result.code == after
     # idempotent: the fixed file needs nothing more
-    again = apply_edits(result.code, CASES[name])
+    again = fix(result.code, CASES[name])
     assert again.code == after
     assert not again.changed
     compile(after, name, "exec")
@@ -88,7 +111,7 @@ def test_only_decorator_lines_change(name):
 
 def test_refusals_say_why():
     before, after = _pair("non_literal_list")
-    result = apply_edits(before, CASES["non_literal_list"])
+    result = fix(before, CASES["non_literal_list"])
     assert result.code == before == after
     reasons = [why for o in result.outcomes for _, why in o.refused]
     assert any("not a literal list (DNS)" in r for r in reasons)
@@ -97,7 +120,7 @@ def test_refusals_say_why():
 
 def test_a_constexpr_is_never_listed_without_dropping_it():
     before, _ = _pair("reexported_constexpr")
-    r = apply_edits(before, [E("k", add=("num_experts", "BLOCK"))])
+    r = fix(before, [E("k", add=("num_experts", "BLOCK"))])
     assert r.code == before
     assert [why for _, why in r.outcomes[0].refused] == [
         "'num_experts' is a tl.constexpr parameter",
@@ -107,9 +130,9 @@ def test_a_constexpr_is_never_listed_without_dropping_it():
 
 def test_unknown_kernel_and_param_are_refused():
     before, _ = _pair("bare_decorator")
-    r = apply_edits(before, [E("nope", add=("num_tokens",)), E("scale_kernel", add=("missing",))])
+    r = fix(before, [E("nope", add=("num_tokens",)), E("scale_kernel", add=("missing",))])
     assert r.code == before
-    assert "no jit kernel named 'nope'" in r.outcomes[0].refused[0][1]
+    assert "no function is defined at line" in r.outcomes[0].refused[0][1]
     assert "no parameter named 'missing'" in r.outcomes[1].refused[0][1]
 
 
@@ -121,29 +144,38 @@ def test_line_endings_and_bom_are_kept(name, variant):
         before, after = before.replace(b"\n", b"\r\n"), after.replace(b"\n", b"\r\n")
     if "bom" in variant:
         before, after = b"\xef\xbb\xbf" + before, b"\xef\xbb\xbf" + after
-    assert apply_edits(before, CASES[name]).code == after
+    assert fix(before, CASES[name]).code == after
 
 
 def test_coding_cookie_latin1_kept():
     src = '# -*- coding: latin-1 -*-\nimport triton\n\n# caf\xe9\n@triton.jit\ndef k(x, n):\n    pass\n'
     data = src.encode("latin-1")
-    out = apply_edits(data, [E("k", add=("n",))]).code
+    out = fix(data, [E("k", add=("n",))]).code
     assert out == data.replace(b"@triton.jit\n", b'@triton.jit(do_not_specialize=["n"])\n')
     assert b"caf\xe9" in out
 
 
-def test_kernel_picked_by_line_when_names_repeat():
+def test_kernel_picked_by_position_when_names_repeat():
     src = (
         "import triton\n\n"
         "if True:\n    @triton.jit\n    def k(x, n):\n        pass\n"
         "else:\n    @triton.jit\n    def k(x, n):\n        pass\n"
     )
-    out = apply_edits(src, [E("k", line=9, add=("n",))]).code.decode()
+    out = apply_edits(src, [KernelEdit(line=9, jit_line=8, function="k", add=("n",))]).code.decode()
     lines = out.splitlines()
     assert lines[3] == "    @triton.jit"
     assert lines[7] == '    @triton.jit(do_not_specialize=["n"])'
-    ambiguous = apply_edits(src, [E("k", add=("n",))])
-    assert not ambiguous.changed and "cannot tell which" in ambiguous.outcomes[0].refused[0][1]
+
+
+def test_a_position_naming_another_function_is_refused():
+    """The def at the line is not the function the edit names (a stale position): nothing is edited."""
+    src = "import triton\n\n@triton.jit\ndef other(x, n):\n    pass\n"
+    r = apply_edits(src, [KernelEdit(line=4, jit_line=3, function="k", add=("n",))])
+    assert r.code == src.encode() and r.outcomes[0].location is None
+    assert "line 4 defines 'other', not 'k'" in r.outcomes[0].refused[0][1]
+    plain = "import triton\n\ndef helper(x, n):\n    pass\n"
+    r = apply_edits(plain, [KernelEdit(line=3, function="helper", add=("n",))])
+    assert r.code == plain.encode() and r.outcomes[0].location is None
 
 
 # --- randomized list shapes -------------------------------------------------------------------
@@ -195,14 +227,14 @@ def test_random_lists_extend_and_shrink(seed):
     rng = random.Random(seed)
     src, params, covered = _random_kernel(rng)
     add = tuple(rng.sample(params, rng.randint(1, len(params))))
-    r = apply_edits(src, [E("kern", add=add)])
+    r = fix(src, [E("kern", add=add)])
     names = _dns_names(r.code, params)
     assert len(names) == len(set(names)), r.code.decode()  # no duplicates
     assert set(names) == set(covered) | set(add), r.code.decode()
     # the body and signature are untouched
     assert r.code.decode().split("def kern", 1)[1] == src.split("def kern", 1)[1]
-    assert not apply_edits(r.code, [E("kern", add=add)]).changed  # idempotent
+    assert not fix(r.code, [E("kern", add=add)]).changed  # idempotent
     # remove the added names again (as written: names)
     added = tuple(n for n in add if n not in covered)
-    back = apply_edits(r.code, [E("kern", remove=added)])
+    back = fix(r.code, [E("kern", remove=added)])
     assert set(_dns_names(back.code, params)) == set(covered), back.code.decode()

@@ -9,6 +9,8 @@ import random
 import sys
 
 import pytest
+
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
 from click.testing import CliRunner
 
 triton = pytest.importorskip("triton")
@@ -130,3 +132,83 @@ def test_trace_kernel_outside_the_paths_is_not_edited(env):
     r = CliRunner().invoke(main, ["fix", "--no-cache", "--write", "--from-trace", trace, "sub"])
     assert (env / "kmod.py").read_text() == src
     assert "outside the paths given" in r.stderr
+
+
+# a kernel shaped like a MoE kernel's routing switch: a constexpr flag prunes the branch that reads
+# a pointer which the launcher passes as None when the flag is set
+FLAG_KERNEL = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def {kernel}(x_ptr, ids_ptr, y_ptr, {flag}: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    if {flag}:
+        rows = offs
+    else:
+        rows = tl.load(ids_ptr + offs)
+    tl.store(y_ptr + offs, tl.load(x_ptr + rows))
+'''
+
+
+def test_a_constexpr_that_selects_code_is_a_manual_fix_from_a_trace(env):
+    """The trace saw the flag take two values; making it a plain int would compile the pruned
+    branch, which reads a pointer passed as None: never an unsafe edit, even with --unsafe-fixes."""
+    kernel, flag = f"route_{RNG.randrange(10**6)}", f"direct_{RNG.randrange(10**6)}"
+    src = FLAG_KERNEL.format(kernel=kernel, flag=flag)
+    path = env / "kmod.py"
+    path.write_text(src)
+    name = f"kmod_{RNG.randrange(10**9)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    k = getattr(mod, kernel)
+    x = FakeTensor(16 * RNG.randrange(1 << 10, 1 << 30), dtype("float16"))
+    ids = FakeTensor(16 * RNG.randrange(1 << 10, 1 << 30), dtype("int32"))
+    y = FakeTensor(16 * RNG.randrange(1 << 10, 1 << 30), dtype("float16"))
+    trace = str(env / "trace.json")
+    with jitguard.watch(trace=trace):
+        k.warmup(x, None, y, True, BLOCK=64, grid=(1,))
+        k.warmup(x, ids, y, False, BLOCK=64, grid=(1,))
+    found = [f for f in findings_from_trace(load_trace(trace)) if f.code == "JG002"]
+    assert [f.param for f in found] == [flag]
+    assert found[0].fix.applicability == "manual" and not found[0].fix.edits
+    assert "selects code" in found[0].fix.reason
+    r = CliRunner().invoke(main, ["fix", "--no-cache", "--write", "--unsafe-fixes", "--no-scan",
+                                  "--from-trace", trace, "."])
+    assert r.exit_code == 0, r.output
+    assert path.read_text() == src
+    assert "selects code" in r.stderr and "manual" in r.stderr
+
+
+TWO_KERNELS = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def {other}(x_ptr, {n}, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < {n})
+'''
+
+
+def test_a_trace_naming_a_kernel_not_in_the_file_edits_nothing(env):
+    """The event names a kernel that the file does not define, at a line inside another kernel:
+    the fix matches name and position both, so the other kernel stays as it is."""
+    kernel, n = f"kern_{RNG.randrange(10**6)}", f"n_{RNG.randrange(10**6)}"
+    src = KERNEL.format(kernel=kernel, n=n)
+    trace = _record(env, src, kernel)
+    # the file now holds another kernel (same parameter) where the traced one was
+    other = f"other_{RNG.randrange(10**6)}"
+    edited = TWO_KERNELS.format(other=other, n=n)
+    assert edited.splitlines()[5].startswith(f"def {other}(")  # the traced def's line
+    (env / "kmod.py").write_text(edited)
+    found = findings_from_trace(load_trace(trace))
+    assert [(f.code, f.param) for f in found] == [("JG001", n)]
+    assert not found[0].fix.edits and repr(kernel) in found[0].fix.reason
+    r = CliRunner().invoke(main, ["fix", "--no-cache", "--write", "--no-scan", "--from-trace", trace, "."])
+    assert r.exit_code == 0, r.output
+    assert (env / "kmod.py").read_text() == edited
+    assert f"the kernel defined there is {other!r}" in r.stderr

@@ -18,6 +18,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+
 torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 import torch.distributed as dist  # noqa: E402

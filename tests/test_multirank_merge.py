@@ -10,14 +10,16 @@ import random
 
 import pytest
 
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+
 from jitguard.runtime.merge import (
     MergeError,
     _ranks_words,
     describe_param,
     merge_traces,
-    render_text,
-    straggler_line,
 )
+from jitguard.runtime.text import render_merged as render_text
+from jitguard.runtime.text import straggler_line
 from jitguard.runtime.trace import (
     DiffEntry,
     Event,

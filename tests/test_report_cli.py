@@ -5,6 +5,8 @@ import json
 import random
 
 import pytest
+
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
 from click.testing import CliRunner
 
 from jitguard.cli import main

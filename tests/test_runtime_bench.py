@@ -10,6 +10,8 @@ import random
 
 import pytest
 
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+
 pytest.importorskip("triton")
 
 from runtime_helpers import FakeTensor, dtype, stand_in_driver  # noqa: E402

@@ -10,6 +10,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+
 pytest.importorskip("triton")
 
 from jitguard.runtime.trace import load_trace  # noqa: E402
@@ -132,13 +134,17 @@ def test_pytest_plugin_marker_and_report(tmp_path):
         @pytest.mark.jitguard(max_recompiles=0)
         def test_one_variant():
             run([{RNG.randrange(1, 99) * 16 + 5}, {RNG.randrange(1, 99) * 16 + 7}])
+
+        @pytest.mark.jitguard(max_compiles=2)  # a compile budget alone: its recompile is allowed
+        def test_two_compiles_allowed():
+            run([{RNG.randrange(1, 99) * 16 + 9}, 1])
     """))
     env = _env(tmp_path)
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--jitguard", "test_k.py"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     out = r.stdout
     assert r.returncode == 1, out
-    assert "1 failed, 1 passed" in out
+    assert "1 failed, 2 passed" in out
     assert "jitguard: 1 recompile (max_recompiles=0)" in out and "n: i32 -> i32, divisible by 16" in out
     assert "Triton compiles per test" in out and "test_k.py::test_one_variant" in out
 
@@ -158,7 +164,7 @@ def test_run_usage_errors():
     r = CliRunner().invoke(run, [])
     assert r.exit_code == 2 and "give the command to run" in r.output
     r = CliRunner().invoke(run, ["--", "no-such-program-%d" % RNG.randrange(10**6)])
-    assert r.exit_code == 2 and "command not found" in r.output
+    assert r.exit_code == 127 and "command not found" in r.output  # as a shell says it
     r = CliRunner().invoke(run, ["--mode", "loud", "--", "python"])
     assert r.exit_code == 2 and "loud" in r.output
     r = CliRunner().invoke(run, ["--trace", "t.{host}.json", "--", "python"])
@@ -251,3 +257,115 @@ def test_rank_and_pid_placeholders_in_jitguard_trace(monkeypatch, tmp_path):
     for bad in ("{rank!r}.json", "{rank:z}.json", "a{.json"):
         with pytest.raises(ActivationError, match="JITGUARD_TRACE"):
             env_settings({"JITGUARD": "record", "JITGUARD_TRACE": str(tmp_path / bad)})
+
+
+SLEEPER = textwrap.dedent("""
+    import os, sys, time
+    sys.path.insert(0, {tests!r})
+    from runtime_helpers import stand_in_driver, FakeTensor, dtype
+    from runtime_kernels import fresh
+    k = fresh()
+    with stand_in_driver():
+        x = FakeTensor(16 * 4096, dtype("float16"))
+        for n in (17, 32):
+            k.warmup(x, x, n, BLOCK=64, grid=(1,))
+    print("ready", os.getpid(), flush=True)
+    time.sleep(120)
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie waiting for its parent counts as gone
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("how", ["SIGTERM to jitguard run", "SIGINT to the process group"])
+def test_signals_reach_the_command_which_writes_its_trace(tmp_path, how):
+    import signal
+    import time
+
+    (tmp_path / "prog.py").write_text(SLEEPER.format(tests=TESTS))
+    proc = subprocess.Popen([sys.executable, "-m", "jitguard", "run", "--mode", "record", "--trace", "t.json",
+                             "--", sys.executable, "prog.py"], cwd=tmp_path, env=_env(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("ready"), proc.stderr.read()
+        child = int(line.split()[1])
+        if how.startswith("SIGTERM"):
+            os.kill(proc.pid, signal.SIGTERM)
+            want = 128 + signal.SIGTERM
+        else:
+            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: every process of the group
+            want = 128 + signal.SIGINT
+        rc = proc.wait(timeout=60)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert rc == want, err
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the command was left running"
+    trace = load_trace(tmp_path / "t.json")
+    assert [e.variant for e in trace.events] == [1, 2]
+
+
+def test_could_not_activate_is_said_once_by_jitguard_run(tmp_path):
+    """Child Pythons that cannot import jitguard (another venv) run jitguard's sitecustomize too:
+    one line from `jitguard run` at the end, not one on each child's stderr."""
+    broken = tmp_path / "other_venv" / "jitguard"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('no jitguard in this venv')\n")
+    (tmp_path / "prog.py").write_text(textwrap.dedent(f"""
+        import os, subprocess, sys
+        env = dict(os.environ)
+        parts = env["PYTHONPATH"].split(os.pathsep)  # jitguard's site dir first, then the broken venv
+        env["PYTHONPATH"] = os.pathsep.join(parts[:1] + [{str(broken.parent)!r}] + parts[1:])
+        for _ in range(3):
+            subprocess.run([sys.executable, "-c", "print('child ran')"], env=env, check=True)
+    """))
+    r = _jitguard("run", "--mode", "record", "--trace", "t.json", "--", sys.executable, "prog.py",
+                  cwd=tmp_path, env=_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("child ran") == 3
+    lines = [ln for ln in r.stderr.splitlines() if "could not activate" in ln]
+    assert len(lines) == 1, r.stderr
+    assert "3 Python processes" in lines[0] and "no jitguard in this venv" in lines[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_worker_ended_by_sigterm_writes_no_trace(tmp_path):
+    """multiprocessing's terminate() sends SIGTERM to forked workers, which hold a copy of the
+    parent's watch: only the process that started the watch writes a trace."""
+    (tmp_path / "prog.py").write_text(textwrap.dedent(f"""
+        import os, signal, sys, time
+        sys.path.insert(0, {TESTS!r})
+        from runtime_helpers import stand_in_driver, FakeTensor, dtype
+        from runtime_kernels import fresh
+        k = fresh()
+        with stand_in_driver():
+            k.warmup(FakeTensor(16 * 4096, dtype("float16")), FakeTensor(16 * 4096, dtype("float16")), 17,
+                     BLOCK=64, grid=(1,))
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        print("worker", os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)
+    """))
+    r = _jitguard("run", "--mode", "record", "--trace", "traces/", "--", sys.executable, "prog.py",
+                  cwd=tmp_path, env=_env(tmp_path))
+    assert r.returncode == 0 and "worker True" in r.stdout, r.stderr
+    assert len(os.listdir(tmp_path / "traces")) == 1  # the parent's only

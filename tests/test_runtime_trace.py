@@ -7,10 +7,13 @@ import random
 
 import pytest
 
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+
 triton = pytest.importorskip("triton")
 
 import jitguard  # noqa: E402
-from jitguard.report.recompiles import render_text, summarize  # noqa: E402
+from jitguard.runtime.text import render_trace as render_text  # noqa: E402
+from jitguard.runtime.text import summarize  # noqa: E402
 from jitguard.runtime import compat, keys, steps  # noqa: E402
 from jitguard.runtime.findings import findings_from_trace  # noqa: E402
 from jitguard.runtime.trace import (  # noqa: E402
@@ -252,3 +255,38 @@ def test_predict_autotuned_kernel_gets_one_key_per_config():
     pred = jitguard.predict(k, [(x, x, n) for n in (1, 17, 32, 33)])
     assert len(pred) == 3 * len(blocks)
     assert {v.params[3].constexpr for v in pred} == set(blocks)
+
+
+def test_predict_tells_an_annotated_int_equal_to_one_apart():
+    from runtime_kernels import copy_body_i64
+
+    x = FakeTensor(16 * RNG.randrange(1, 1 << 20), dtype("float16"))
+    pred = jitguard.predict(fresh(copy_body_i64), [(x, x, n, 64) for n in (1000, 1, 1024, 1)])
+    assert [keys.describe(v.params[2]) for v in pred] == ["i64", "folded constant 1", "i64, divisible by 16"]
+    assert [v.calls for v in pred] == [[0], [1, 3], [2]]
+    assert [d.what for d in pred.variants[1].diff] == ["n: i64 -> folded constant 1"]
+
+
+def test_predict_autotuned_kernel_benchmarks_only_new_autotune_keys():
+    """Triton compiles every config while it benchmarks a new autotune key, and afterwards the
+    chosen config alone: a value class of ``n`` (not in key=[...]) that changes later compiles one
+    variant, not one per config. Checked against the real autotuner through the stand-in driver."""
+    from runtime_kernels import copy_rows_body
+
+    blocks = RNG.sample([16, 32, 64, 128, 256], 3)
+    with stand_in_driver():  # Triton 3.2's Autotuner asks the active driver for a benchmarker
+        k = triton.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=RNG.choice([4, 8])) for b in blocks],
+                            key=["rows"])(fresh(copy_rows_body))
+    x = FakeTensor(16 * RNG.randrange(1, 1 << 20), dtype("float16"))
+    rows = 16 * RNG.randrange(1, 100) + 3
+    calls = [(x, x, n, rows) for n in (17, 1, 32, 33, 1)]
+    pred = jitguard.predict(k, calls)
+    assert len(pred) == len(blocks) + 2  # every config for the first call, then the chosen one
+    assert [v.autotuning for v in pred] == [True] * len(blocks) + [False, False]
+    assert all(d.change == "config" for v in pred.variants[1:len(blocks)] for d in v.diff)
+    text = pred.explain()
+    assert "another config" in text and "bucket" not in text
+    with stand_in_driver():
+        for c in calls:
+            k[(1,)](*c)
+    assert set(pred.keys) == set(cache_keys(k.fn))

@@ -8,13 +8,15 @@ import threading
 
 import pytest
 
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+
 triton = pytest.importorskip("triton")
 
 import jitguard  # noqa: E402
 from jitguard.runtime import compat, keys, steps  # noqa: E402
 from jitguard.runtime.watch import _STATE  # noqa: E402
 from runtime_helpers import FakeTensor, cache_keys, dtype, stand_in_driver  # noqa: E402
-from runtime_kernels import copy_body, fresh  # noqa: E402
+from runtime_kernels import copy_body, copy_body_i64, fresh  # noqa: E402
 
 RNG = random.Random(os.urandom(8))
 
@@ -78,6 +80,25 @@ def test_value_class_changes_are_explained_in_words():
     assert all(e.overhead_ms is not None and e.overhead_ms < 50 for e in ev)
 
 
+def test_annotated_int_equal_to_one_is_a_folded_constant():
+    """``n: tl.int64`` equal to 1 is keyed ``('i64', 1)`` from Triton 3.3 (``('constexpr', 1)``
+    before): either way the recompile says why, and the trace gives fix a JG001 finding."""
+    k = fresh(copy_body_i64)
+    x, y = tensors()
+    with jitguard.watch() as w:
+        k.warmup(x, y, odd(), BLOCK=64, grid=(1,))
+        k.warmup(x, y, 1, BLOCK=64, grid=(1,))
+        k.warmup(x, y, div16(), BLOCK=64, grid=(1,))
+    assert [[d.what for d in e.diff] for e in w.events[1:]] == [
+        ["n: i64 -> folded constant 1"], ["n: i64 -> i64, divisible by 16"]]
+    assert all(d.change == "value_class" for e in w.events[1:] for d in e.diff)
+    one = w.events[1].params[2]
+    assert (one.kind, one.value_class) == ("int", "one")
+    assert 'add "n" to do_not_specialize' in w.events[1].remedy
+    found = w.findings()
+    assert [(f.code, f.param, f.fix_safety) for f in found] == [("JG001", "n", "safe")]
+
+
 def test_constexpr_alignment_options_and_width_diffs():
     k = fresh()
     x, y = tensors()
@@ -138,6 +159,27 @@ def test_chains_to_existing_hooks_and_restores_them_exactly():
         assert [s[0] for s in seen] == ["pre", "post"] and seen[0][1] == w.events[0].key
     finally:
         pre.set(None)
+        post.set(None)
+
+
+def test_a_compile_is_recorded_when_a_chained_post_hook_raises():
+    """vLLM's jit_monitor raises from jit_post_compile_hook in error mode: the compile happened,
+    so the watch has it, and the other tool's error still reaches the caller."""
+    _, post = compat.compile_hook_sites()
+
+    def strict_post(**kw):
+        raise RuntimeError("compiled after warmup")
+
+    post.set(strict_post)
+    try:
+        k = fresh()
+        x, y = tensors()
+        with jitguard.watch() as w:
+            with pytest.raises(RuntimeError, match="compiled after warmup"):
+                k.warmup(x, y, odd(), BLOCK=32, grid=(1,))
+        assert len(w.events) == 1 and w.events[0].compile_ms is not None
+        assert w.events[0].key in cache_keys(k)
+    finally:
         post.set(None)
 
 
@@ -347,7 +389,7 @@ def test_wrapper_callers_and_compiles_between_watches_are_known():
     assert e.variant == 3 and e.closest_variant in (1, 2)
     assert e.call_line == _launch_through_wrapper.__code__.co_firstlineno + 1
     assert e.call_stack and e.call_stack[0].startswith(os.path.abspath(__file__) + ":")
-    from jitguard.report.recompiles import explain_event
+    from jitguard.runtime.text import explain_event
 
     assert f"<- {os.path.basename(__file__)}:" in explain_event(e, cwd=os.path.dirname(__file__))
 
@@ -466,3 +508,60 @@ def test_trace_path_placeholders(monkeypatch, tmp_path):
     with jitguard.watch(trace=tmp_path / "{{literal}}-{rank}.json"):
         pass
     assert (tmp_path / "{literal}-none.json").is_file()
+
+
+def test_autotune_config_compiles_point_at_the_launch_and_leave_the_rebenchmarks_in_view():
+    """Eight configs, four key values in three value classes: 24 config compiles, 4 benchmarks. The config compiles
+    are attributed to the launching line (not to the benchmarker that ran them), and the report
+    folds each benchmark's compiles into one line, so its per-kernel cap shows every re-benchmark."""
+    from jitguard.runtime.text import render_trace as render_text
+
+    configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (32, 64, 128, 256) for w in (4, 8)]
+    k = triton.autotune(configs=configs, key=["n"])(fresh(copy_body))  # the stand-in's benchmarker
+    x, y = tensors()
+    ns = [odd(), div16(), 1, odd()]  # three value classes: 24 config compiles
+    with jitguard.watch() as w:
+        for n in ns:
+            k[(1,)](x, y, n); launch_line = _this_line()  # noqa: E702
+    compiles = [e for e in w.events if e.kind == "compile"]
+    assert len(compiles) == 24 and all(e.autotuning for e in compiles)
+    assert {(e.call_path, e.call_line) for e in compiles} == {(os.path.abspath(__file__), launch_line)}
+    text = render_text(w.snapshot())
+    assert [f"autotune #{i}:" in text for i in (1, 2, 3, 4)] == [True] * 4
+    assert "config compiles while autotuning" in text and "more events" not in text
+
+
+def _this_line() -> int:
+    import inspect
+
+    return inspect.currentframe().f_back.f_lineno
+
+
+def test_another_tuned_config_is_not_called_per_call_variation():
+    """A config table (vLLM's per-M MoE configs) switches tile sizes with num_warps/num_stages:
+    another config, expected once per config; no "bucket it", no "pass them the same way", no
+    finding. Options passed explicitly at one call and left default at another stay JG007."""
+    k = fresh()
+    x, y = tensors()
+    n = odd()
+    small, large = RNG.choice([(16, 2, 3), (32, 4, 3)]), RNG.choice([(128, 8, 4), (256, 8, 5)])
+    with jitguard.watch() as w:
+        k.warmup(x, y, n, BLOCK=small[0], num_warps=small[1], num_stages=small[2], grid=(1,))
+        k.warmup(x, y, n, BLOCK=large[0], num_warps=large[1], num_stages=large[2], grid=(1,))
+    e = w.events[1]
+    assert {d.change for d in e.diff} == {"config"}
+    assert {d.param if d.param != "options" else d.option for d in e.diff} == {"BLOCK", "num_warps", "num_stages"}
+    assert e.remedy.startswith("another config (") and "expected once per config" in e.remedy
+    assert "bucket" not in e.remedy and "same way" not in e.remedy
+    assert w.findings() == []
+
+
+def test_autotuner_config_compiles_say_another_config():
+    configs = [triton.Config({"BLOCK": 32}, num_warps=4), triton.Config({"BLOCK": 128}, num_warps=8)]
+    k = triton.autotune(configs=configs, key=["n"])(fresh(copy_body))
+    x, y = tensors()
+    with jitguard.watch() as w:
+        k[(1,)](x, y, odd())
+    second = [e for e in w.events if e.kind == "compile"][1]
+    assert second.autotuning and {d.change for d in second.diff} == {"config"}
+    assert second.remedy == "expected: the autotuner compiles each config it benchmarks"

@@ -253,6 +253,12 @@ def test_cache_and_jobs_do_not_change_results(tmp_path, rng):
     # one file changed: the per-file entries of the others are read back through from_dict
     (src / "m0.py").write_text((src / "m0.py").read_text() + "\n# touched\n")
     again, s3 = findings("--cache-dir", cache, "-j", "1")
+    # the touched file's fixes carry its new content digest; everything else is as before
+    changed = [f for f in again if f["path"] == "src/m0.py" and f["fix"] and f["fix"]["digest"]]
+    assert all(f["fix"]["digest"] != g["fix"]["digest"] for f, g in zip(again, base) if f in changed)
+    for f in again + base:
+        if f["fix"] and f["path"] == "src/m0.py":
+            f["fix"]["digest"] = None
     assert again == base and s3["cache_hits"] == 5
 
 

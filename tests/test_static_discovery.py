@@ -1,15 +1,14 @@
-"""Kernel discovery: every way of defining a kernel, through aliases, in both the scanner (ast) and the
-codemod's LibCST discovery, which must agree."""
+"""Kernel discovery: every form a kernel definition takes, through aliases, found by the scanner
+(stdlib ast); the codemod locates each one by the position the scanner recorded, and its edit lands
+on that kernel."""
 from __future__ import annotations
 
 import pathlib
 import random
 
-import libcst as cst
 import pytest
-from libcst.metadata import MetadataWrapper
 
-from jitguard.static.discover import iter_kernels
+from jitguard.static.codemod import KernelEdit, apply_edits
 from jitguard.static.extract import extract_file
 from tests._static_util import rand_ident
 
@@ -40,24 +39,33 @@ def _render(form: str, rng: random.Random) -> tuple[str, str]:
     return head.format(**names) + body.format(**names), qual.format(**names)
 
 
+def _edit_lands(src: str, k) -> bool:
+    """Add ``n`` to do_not_specialize of kernel ``k`` located by its position: the kernel with the
+    same name has ``n`` unspecialized afterwards, and no other kernel changed."""
+    edit = KernelEdit(line=k.line, jit_line=k.decorator_line, function=k.function, add=("n",))
+    result = apply_edits(src, [edit])
+    assert all(o.location is not None for o in result.outcomes), result.outcomes
+    before = {x.qualname: x.unspecialized() for x in extract_file("m.py", src, "m").kernels}
+    after = {x.qualname: x.unspecialized() for x in extract_file("m.py", result.code, "m").kernels}
+    assert set(after) == set(before)
+    return "n" in after[k.qualname] and all(after[q] == before[q] for q in before if q != k.qualname)
+
+
 @pytest.mark.parametrize("form", sorted(FORMS))
-def test_every_form_is_discovered_by_both_engines(form):
+def test_every_form_is_discovered_and_located_by_position(form):
     rng = random.Random()
     src, qual = _render(form, rng)
     facts = extract_file("m.py", src, "m")
     assert [k.qualname for k in facts.kernels] == [f"m.{qual}"], src
-    sites = list(iter_kernels(MetadataWrapper(cst.parse_module(src))))
-    assert [s.qualname for s in sites] == [qual], src
     k = facts.kernels[0]
     assert [p.name for p in k.params][:2] == ["x", "n"]
+    assert _edit_lands(src, k), src
     if form in ("called",):
         assert k.do_not_specialize == ["n"]
-        assert sites[0].do_not_specialize is not None
     if form == "call_kw_form":
         assert k.do_not_specialize == [1] and k.resolve_entry(1).name == "n"
     if form in ("autotune_call", "stack"):
         assert k.autotune_key == ["n"]
-        assert sites[0].autotune is not None
     if form == "stack":
         assert k.heuristics == ["B"]
 
@@ -65,7 +73,6 @@ def test_every_form_is_discovered_by_both_engines(form):
 def test_non_triton_jit_is_not_a_kernel():
     src = "import numba\nfrom torch import jit\n@numba.jit\ndef a(x):\n    pass\n@jit.script\ndef b(x):\n    pass\n"
     assert extract_file("m.py", src, "m").kernels == []
-    assert list(iter_kernels(MetadataWrapper(cst.parse_module(src)))) == []
 
 
 def test_local_shadowing_name_is_not_triton():
@@ -75,15 +82,23 @@ def test_local_shadowing_name_is_not_triton():
     assert kernels == [] or all("<locals>" in k.qualname for k in kernels)
 
 
-def test_both_engines_agree_on_the_fixture_tree():
+def test_every_fixture_kernel_is_located_by_its_position():
+    from libcst.metadata import MetadataWrapper
+    import libcst as cst
+
+    from jitguard.static.codemod import KernelLocator
+
     for path in sorted((ROOT / "fixtures").rglob("*.py")):
         src = path.read_text()
         try:
-            ours = {k.qualname.split(".", 1)[1] for k in extract_file(str(path), src, "m").kernels}
+            kernels = extract_file(str(path), src, "m").kernels
         except Exception as exc:  # a fixture the scanner can't read is reported elsewhere
             pytest.fail(f"{path}: {exc}")
-        theirs = {s.qualname for s in iter_kernels(MetadataWrapper(cst.parse_module(src)))}
-        assert ours == theirs, path
+        locator = KernelLocator(MetadataWrapper(cst.parse_module(src)))
+        for k in kernels:
+            loc, why = locator.find(KernelEdit(line=k.line, jit_line=k.decorator_line, function=k.function))
+            assert loc is not None, (path, k.qualname, why)
+            assert loc.funcdef.name.value == k.function
 
 
 def test_param_facts():

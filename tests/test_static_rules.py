@@ -37,7 +37,8 @@ CASES = [(code, i, "invalid") for code in CODES for i in range(len(RULES[code].i
 
 @pytest.mark.parametrize("code,i,kind", CASES)
 def test_rule_examples(code, i, kind):
-    src = getattr(RULES[code], kind)[i]
+    example = getattr(RULES[code], kind)[i]
+    src = example.source if kind == "invalid" else example
     findings = scan_one(src)
     hits = [f for f in findings if f.code == code]
     if kind == "invalid":
@@ -50,8 +51,36 @@ def test_rule_examples(code, i, kind):
         assert not hits, [f.message for f in hits]
 
 
+INVALID = [(code, i) for code in CODES for i in range(len(RULES[code].invalid))]
+
+
+@pytest.mark.parametrize("code,i", INVALID)
+def test_invalid_examples_fix_as_stated(code, i, tmp_path, monkeypatch):
+    """Each INVALID example's findings carry the fix the example states; applied with the real
+    codemod (jitguard fix --unsafe-fixes), they turn the source into ``fixed``, and a second pass
+    changes nothing."""
+    from jitguard.static.fixes import plan_fixes
+
+    example = RULES[code].invalid[i]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text(example.source)
+    hits = [f for f in scan_one(example.source) if f.code == code]
+    assert hits and {f.fix.applicability for f in hits} == {example.applicability}
+    assert all(f.fix_safety == f.fix.applicability for f in hits)
+    plan = plan_fixes(hits, unsafe=True)
+    fixed = plan.files[0].new_data.decode() if plan.changed_files else example.source
+    assert fixed == example.fixed
+    if example.applicability == "manual":
+        assert all(not f.fix.edits and f.fix.reason for f in hits)
+        return
+    assert fixed != example.source
+    (tmp_path / "m.py").write_text(fixed)
+    again = [f for f in scan_one(fixed) if f.code == code]
+    assert not plan_fixes(again, unsafe=True).changed_files
+
+
 def test_jg001_details_carry_what_the_fixer_needs():
-    f = next(f for f in scan_one(RULES["JG001"].invalid[0]) if f.code == "JG001")
+    f = next(f for f in scan_one(RULES["JG001"].invalid[0].source) if f.code == "JG001")
     assert f.param == "n"
     assert f.details["fix"] == {"add_do_not_specialize": "n"}
     assert {u["kind"] for u in f.details["uses"]} == {"compare"}
@@ -102,7 +131,7 @@ def go(x):
 
 
 def test_inline_ignore_on_def_decorator_and_launch():
-    base = RULES["JG001"].invalid[0]
+    base = RULES["JG001"].invalid[0].source
     assert any(f.code == "JG001" for f in scan_one(base))
     on_def = base.replace("def k(x_ptr, n, BLOCK: tl.constexpr):", "def k(x_ptr, n, BLOCK: tl.constexpr):  # jitguard: ignore[JG001]")
     on_dec = base.replace("@triton.jit\n", "@triton.jit  # jitguard: ignore\n")
@@ -197,10 +226,50 @@ def test_two_files_with_the_same_module_name_keep_their_own_kernels():
     from jitguard.static.extract import extract_file
     from jitguard.static.link import link
 
-    src = RULES["JG001"].invalid[0]
-    bad = RULES["JG004"].invalid[0]
+    src = RULES["JG001"].invalid[0].source
+    bad = RULES["JG004"].invalid[0].source
     facts = [extract_file("a/m.py", src, "m"), extract_file("b/m.py", src, "m"),
              extract_file("a/n.py", bad, "n"), extract_file("b/n.py", bad, "n")]
     findings = link(facts)
     assert sorted(f.path for f in findings if f.code == "JG001") == ["a/m.py", "b/m.py"]
     assert sorted(f.path for f in findings if f.code == "JG004") == ["a/n.py", "b/n.py"]
+
+
+def test_jg002_constexpr_that_selects_code_is_manual(tmp_path, monkeypatch):
+    """A constexpr an `if` tests selects the code that is compiled (shaped like a MoE kernel's
+    routing switch: the pruned branch reads a pointer the launcher passes as None). As a plain int
+    both branches would compile, so the fix is manual (bucket it, or warm it up), never an unsafe
+    drop of tl.constexpr, and --unsafe-fixes edits nothing."""
+    from jitguard.static.fixes import plan_fixes
+
+    src = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def route(x_ptr, ids_ptr, y_ptr, chunks: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    if chunks > 1:
+        rows = tl.load(ids_ptr + offs)
+    else:
+        rows = offs
+    tl.store(y_ptr + offs, tl.load(x_ptr + rows))
+
+def launch(x, y, ids=None):
+    chunks = x.shape[0] // 64
+    route[(1,)](x, ids if chunks > 1 else None, y, chunks, BLOCK=64)
+"""
+    f = next(f for f in scan_one(src) if f.code == "JG002")
+    assert f.fix_safety == "manual" and not f.fix.edits
+    assert "selects code" in f.fix.reason and "line 9" in f.fix.reason
+    assert "warm it up" in f.message and "drop tl.constexpr" not in f.message
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.py").write_text(src)
+    plan = plan_fixes([f], unsafe=True)
+    assert not plan.changed_files and plan.fixes[0].status == "manual"
+    # the same kernel with the `if` gone: the flag only scales a value, the unsafe fix stands
+    plain = src.replace("    if chunks > 1:\n        rows = tl.load(ids_ptr + offs)\n    else:\n        rows = offs\n",
+                        "    rows = offs * chunks\n")
+    g = next(f for f in scan_one(plain) if f.code == "JG002")
+    assert g.fix_safety == "unsafe" and [e.kind for e in g.fix.edits] == ["drop_constexpr", "add_do_not_specialize"]

@@ -3,15 +3,18 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+
 triton = pytest.importorskip("triton")
 from triton.runtime import driver  # noqa: E402
 
-from jitguard.testing import StandInDriver, host_tensors_ok, stand_in_driver  # noqa: E402
+from jitguard.runtime import compat  # noqa: E402
+from jitguard.testing import FakeTensor, StandInDriver, dtype, host_tensors_ok, stand_in_driver  # noqa: E402
 
 
 @pytest.fixture
 def restore_driver():
-    before = getattr(driver, "_active", None)
+    before = compat.explicit_driver(driver)
     yield
     if before is not None:
         driver.set_active(before)
@@ -24,8 +27,25 @@ def test_host_tensors_ok_only_inside_the_block(restore_driver):
     # on a machine with a GPU the real driver is back; on one without, the stand-in stays
     # (it unloads what was compiled under it) but no longer vouches for CPU tensors
     assert not host_tensors_ok()
-    if isinstance(getattr(driver, "_active", None), StandInDriver):
-        assert driver._active.lingering
+    if compat.machine_driver(driver) is None:  # no GPU: the stand-in stays, lingering
+        assert isinstance(driver.active, StandInDriver) and driver.active.lingering
+    else:
+        assert driver.active is not d
+
+
+def test_compiles_go_on_after_a_nested_block(restore_driver):
+    """Leaving a nested block brings back the enclosing stand-in, not Triton's default driver
+    (which has no GPU to find here: "0 active drivers")."""
+    from runtime_kernels import fresh
+
+    k = fresh()
+    x = FakeTensor(1 << 20, dtype("float16"))
+    with stand_in_driver() as outer:
+        with stand_in_driver():
+            k.warmup(x, x, 17, BLOCK=32, grid=(1,))
+        assert driver.active is outer
+        k.warmup(x, x, 32, BLOCK=32, grid=(1,))  # raised "0 active drivers" on 3.2-3.4
+    assert len(compat.kernel_cache_keys(k, 0)) == 2
 
 
 def test_nested_blocks_and_a_process_wide_stand_in(restore_driver):

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.runtime  # .ci/run runs these on several Triton versions
+
 triton = pytest.importorskip("triton")
 
 import jitguard  # noqa: E402

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 
 import click
 
@@ -44,6 +45,37 @@ class _LazyGroup(click.Group):
         command = getattr(importlib.import_module(module), attr)
         command.short_help = command.short_help or SHORT_HELP.get(cmd_name)
         return command
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """click's standalone mode, except that every error is one line (``jitguard CMD: error:
+        ...``) with the command's documented exit status, and a JSON document where one was asked
+        for (jitguard/cli/errors.py)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        from jitguard.cli import errors
+
+        argv = list(sys.argv[1:] if args is None else args)
+        command = next((a for a in argv if not a.startswith("-")), "")
+        command = command if command in COMMANDS else ""
+        sub_args = argv[argv.index(command) + 1:] if command else argv
+        try:
+            rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except errors.CliError as exc:
+            sys.exit(errors.report_error(exc.command or command, exc.message, exit_code=exc.exit_code,
+                                         args=sub_args, path=exc.path))
+        except click.exceptions.NoArgsIsHelpError as exc:  # `jitguard` alone: the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            sys.exit(errors.report_error(command or "", errors.usage_message(exc),
+                                         exit_code=exc.exit_code, args=sub_args))
+        except click.ClickException as exc:
+            sys.exit(errors.report_error(command or "", exc.format_message(),
+                                         exit_code=exc.exit_code, args=sub_args))
+        except (click.Abort, KeyboardInterrupt, EOFError):
+            click.echo(f"jitguard{' ' + command if command else ''}: interrupted", err=True)
+            sys.exit(errors.EXIT_INTERRUPTED)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

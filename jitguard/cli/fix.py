@@ -9,12 +9,16 @@ import traceback
 import click
 
 from jitguard.cli.ci_options import add_ignore_requested, fix_add_ignore_option, run_add_ignore
+from jitguard.cli.options import config_from, scan_options, split_codes
+from jitguard.config import ConfigError
+from jitguard.format import plural as _plural
 
 EPILOG = """\b
 Exit status: 0 done (or nothing to do); 1 with --check when fixes are
 pending or a file could not be analyzed or edited, or with --write when a
-file could not be written; 2 usage error,
-or an internal error on some file (the other files are still fixed).
+file could not be written; 2 usage error, or an internal error on some file
+(the other files are still fixed); 130 interrupted (the files written so far
+are named).
 
 \b
 Fix safety (jitguard rule CODE says more):
@@ -22,7 +26,8 @@ Fix safety (jitguard rule CODE says more):
          feeds address arithmetic (dropping divisibility can cost
          vectorized loads)
   JG002  unsafe: drop tl.constexpr and add to do_not_specialize; manual
-         (bucket the value) where a compile-time constant is needed
+         (bucket it, or warm it up) where a compile-time constant is
+         needed or an `if` on it selects code
   JG004/JG005/JG006  safe: remove the ineffective entry
   JG003/JG007  manual: the suggestion is printed, nothing is edited
 
@@ -33,13 +38,6 @@ Examples:
   jitguard fix --check src/           CI: exit 1 if a fix is pending
   jitguard fix --write --from-trace trace.json src/
 """
-
-
-def _split(values: tuple[str, ...]) -> list[str]:
-    out: list[str] = []
-    for v in values:
-        out.extend(s.strip().upper() for s in v.split(",") if s.strip())
-    return out
 
 
 def _diff_lines(data: bytes) -> list[bytes]:
@@ -76,11 +74,6 @@ def _diff_text(diff: bytes, data: bytes) -> str:
     return diff.decode("utf-8" if enc == "utf-8-sig" else enc, errors="replace")
 
 
-def _plural(n: int, word: str) -> str:
-    plural = word + ("es" if word.endswith(("x", "s")) else "s")
-    return f"{n} {word if n == 1 else plural}"
-
-
 def _hint(x) -> str:
     """JG004's "did you mean 'num_tokens'?" stays visible once the typo is gone."""
     msg = x.site.message
@@ -105,30 +98,14 @@ def _strip_code(code: str, message: str) -> str:
               help="Print the unified diff (default: on without --write, off with it).")
 @click.option("--unsafe-fixes", is_flag=True,
               help="Also apply fixes marked unsafe (JG001 on a parameter that feeds addresses, JG002).")
-@click.option("--select", multiple=True, metavar="CODES",
-              help="Only fix these codes or prefixes (comma-separated; repeatable).")
-@click.option("--ignore", multiple=True, metavar="CODES",
-              help="Don't fix these codes or prefixes (comma-separated; repeatable).")
-@click.option("--from-trace", "traces", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
-              help="Also fix what a runtime trace (jitguard run / jitguard.watch) saw recompile "
-                   "(repeatable; merged with the static findings).")
+@click.option("--from-trace", "traces", multiple=True, type=click.Path(), metavar="TRACE",
+              help="Also fix what a runtime trace (jitguard run / jitguard.watch) saw recompile: a "
+                   "trace file or a directory of them, as `jitguard report` takes (repeatable; merged "
+                   "with the static findings).")
 @click.option("--no-scan", is_flag=True, help="With --from-trace: use the trace findings only.")
-@click.option("--extend-select", multiple=True, metavar="CODES",
-              help="Add codes or prefixes to the selection.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
-              help="Read settings from this file instead of the nearest pyproject.toml.")
-@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
-@click.option("--exclude", multiple=True, metavar="PATTERN", help="Extra exclude pattern (repeatable).")
-@click.option("--varying-name", "varying_names", multiple=True, metavar="NAMES",
-              help="Extra variable names that mean 'changes every call' (comma-separated), as in scan.")
-@click.option("--stable-name", "stable_names", multiple=True, metavar="NAMES",
-              help="Extra variable names that mean 'fixed for the process' (comma-separated), as in scan.")
-@click.option("--respect-gitignore/--no-respect-gitignore", default=None,
-              help="Skip files that .gitignore excludes (default: on, or the config's value).")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, envvar="JITGUARD_CACHE_DIR",
-              help="Scan cache directory (as in scan).")
-@click.option("--jobs", "-j", type=int, default=None, help="Worker processes for the scan and the edits (default: CPUs).")
-@click.option("--no-cache", is_flag=True, help="Don't read or write the scan cache.")
+@scan_options
+@click.option("--progress/--no-progress", default=None,
+              help="Progress on stderr (default: only on a terminal, never with CI set or --format json).")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the diff and the summary line.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="json: one document on stdout (schema jitguard.fix v1) with every fix, its status and "
@@ -136,7 +113,7 @@ def _strip_code(code: str, message: str) -> str:
 @fix_add_ignore_option
 def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
         config_file, exclude, jobs, no_cache, quiet, fmt, extend_select, isolated, varying_names,
-        stable_names, respect_gitignore, cache_dir):
+        stable_names, respect_gitignore, cache_dir, progress=None):
     """Add do_not_specialize where `jitguard scan` (or a runtime trace) says a kernel argument
     recompiles per call; remove entries that do nothing.
 
@@ -146,15 +123,24 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
     mode, and is left alone if it changed on disk while fix ran, is read-only, or does not parse.
     """
     try:
-        scan_options = dict(extend_select=extend_select, isolated=isolated, varying_names=varying_names,
-                            stable_names=stable_names, respect_gitignore=respect_gitignore,
-                            cache_dir=cache_dir)
-        code = _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
-                    config_file, exclude, jobs, no_cache, quiet, fmt, scan_options)
-    except click.exceptions.Exit:
+        options = dict(config_file=config_file, isolated=isolated, select=select, extend_select=extend_select,
+                       ignore=ignore, exclude=exclude, varying_names=varying_names, stable_names=stable_names,
+                       respect_gitignore=respect_gitignore)
+        code = _run(paths, write, check, show_diff, unsafe_fixes, traces, no_scan, jobs, no_cache,
+                    cache_dir, quiet, fmt, options, progress)
+    except (click.exceptions.Exit, click.ClickException):
         raise
-    except click.UsageError:
-        raise
+    except _Interrupted as stop:
+        for path in stop.written:
+            click.echo(f"jitguard fix: wrote {path}", err=True)
+        n = len(stop.written)
+        click.echo(f"jitguard fix: interrupted after writing {_plural(n, 'file')}"
+                   + (" (each one whole; no other file was changed)" if n else "; no file was changed"),
+                   err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("jitguard fix: interrupted; no file was changed", err=True)
+        sys.exit(130)
     except Exception as e:  # a jitguard bug: say so, no traceback unless asked
         click.echo(f"jitguard fix: internal error: {type(e).__name__}: {e}", err=True)
         if os.environ.get("JITGUARD_DEBUG"):
@@ -165,68 +151,74 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
     sys.exit(code)
 
 
-def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
-         config_file, exclude, jobs, no_cache, quiet, fmt="text", scan_options=None) -> int:
-    from jitguard.static.fixes import plan_fixes, write_plan
-
+def _run(paths, write, check, show_diff, unsafe_fixes, traces, no_scan, jobs, no_cache, cache_dir,
+         quiet, fmt, options, progress=None) -> int:
     if write and check:
-        raise click.UsageError("--write and --check exclude each other")
+        raise _usage("--write and --check exclude each other")
     if no_scan and not traces:
-        raise click.UsageError("--no-scan needs --from-trace")
+        raise _usage("--no-scan needs --from-trace")
     paths = list(paths) or ["."]
     for p in paths:
-        if not os.path.exists(p):
-            raise click.UsageError(f"path does not exist: {p}")
+        if not os.path.lexists(p):
+            raise _usage(f"{p}: no such file or directory", path=p)
     err = lambda msg: click.echo(msg, err=True)  # noqa: E731
-    opts = scan_options or {}
-    config = _config(config_file, _split(select), _split(ignore), exclude, paths[0], opts)
+    for name in ("select", "extend_select"):
+        values = options.get(name) or ()
+        flag = "--" + name.replace("_", "-")
+        if values and not split_codes(values):
+            raise _usage(f"{flag}: no rule codes given (e.g. {flag} JG001)")
+    try:
+        config = config_from(paths[0], **options)
+    except ConfigError as e:
+        raise _usage(str(e))
+    trace_findings = [f for t in _trace_files(traces, err) for f in _trace_findings(t)]
+    if progress is None:
+        progress = fmt == "text" and sys.stderr.isatty() and not os.environ.get("CI")
 
     findings = []
-    facts = []
     scan_errors = []
     internal_errors = []
     if not no_scan:
         from jitguard.static.runner import scan_paths
 
-        result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache, keep_facts=True,
-                            cache_dir=opts.get("cache_dir"))
-        facts = list(result.facts)
+        result = scan_paths(paths, config, jobs=jobs, use_cache=not no_cache, cache_dir=cache_dir,
+                            progress=progress)
         findings.extend(result.findings)  # select/ignore/per-file-ignores already applied
         internal_errors = list(getattr(result, "internal_errors", []))
         scan_errors = list(result.errors) + internal_errors
         for path in result.temps_removed:
             err(f"jitguard fix: note: removed {path}, a temporary file left by an interrupted "
                 "jitguard fix")
+        from jitguard.static.files import excluded_note
+
         for path in result.named_excluded:
-            err(f"jitguard fix: note: {path} was not read: an exclude pattern or a .gitignore "
-                "excludes it (--no-respect-gitignore, or drop the pattern)")
-    for t in traces:
-        findings.extend(
-            f for f in _trace_findings(t)
-            if config.is_enabled(f.code, config.ignores_for_path(f.path))
-        )
+            err(f"jitguard fix: note: {excluded_note(path, result.excluded_by.get(path, ''), result.config)}")
+        for w in result.warnings:
+            err(f"{w.path}:{w.line}: warning: {w.message}" if w.line else f"{w.path}: warning: {w.message}")
+        if not result.files_scanned and not result.errors and not result.named_excluded:
+            err(_no_files_note(paths, result))
+    findings.extend(
+        f for f in trace_findings if config.is_enabled(f.code, config.ignores_for_path(f.path))
+    )
 
     if add_ignore_requested():  # fix --add-ignore: suppressions instead of fixes
         return run_add_ignore(findings, scan_errors, check=check, show_diff=show_diff, quiet=quiet,
                               internal=len(internal_errors),
-                              diff_of=lambda p, a, b: _unified_diff(p, a, b, _encoding(a)))
+                              diff_of=_unified_diff)
 
     from jitguard.static.runner import default_jobs
 
-    plan = plan_fixes(findings, unsafe=unsafe_fixes, roots=paths, facts=facts,
-                      jobs=jobs if jobs and jobs > 0 else default_jobs())
     if show_diff is None:
         show_diff = not write
-    raw_diffs = {ff.path: _unified_diff(ff.path, ff.snapshot.data, ff.new_data)
-                 for ff in plan.changed_files}
-    if show_diff and fmt == "text":
-        for raw in raw_diffs.values():
-            click.echo(raw, nl=False)  # bytes: the file's own encoding, so that git applies it
-    diffs = {ff.path: _diff_text(raw_diffs[ff.path], ff.snapshot.data) for ff in plan.changed_files}
+    # Plan and write a few files at a time: the first file is written after seconds, not after
+    # every file of a large tree is planned (LibCST is the cost), and progress can be shown.
+    plan, diffs = _plan_and_write(
+        findings, unsafe=unsafe_fixes, roots=paths,
+        jobs=jobs if jobs and jobs > 0 else default_jobs(), write=write,
+        echo_diff=show_diff and fmt == "text", progress=progress,
+    )
     pending = plan.pending
-    n_pending_files = len(plan.changed_files)
-    if write:
-        write_plan(plan)
+    n_pending_files = len(diffs)
     if fmt == "json":
         click.echo(_json_doc(plan, diffs, pending, write, scan_errors, internal_errors))
         quiet = True
@@ -239,12 +231,7 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
             where = f"{e.path}:{e.line}" if getattr(e, "line", None) else e.path
             err(f"{where}: not analyzed: {e.message}")
         for x in plan.fixes:
-            if x.action == "none":  # a suggestion: point where the finding points (a launch...)
-                f = x.site
-                where = f"{f.path}:{f.line}:{f.column}"
-            else:  # an edit: point at the kernel it edits
-                where = f"{x.path}:{x.kernel_line}" if x.kernel_line else x.path
-            head = f"{where}: {x.code} {x.kernel}" + (f".{x.param}" if x.param else "")
+            head = f"{_position(x)}: {x.code} {x.kernel}" + (f".{x.param}" if x.param else "")
             src = " [trace]" if x.sources == ["runtime"] else ""
             if x.status == "unsafe":
                 err(f"{head}: unsafe fix not applied{src} ({x.describe()}): {x.detail}; "
@@ -287,6 +274,16 @@ def _run(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, n
     if write and any(f.error and f.changed and not f.written for f in plan.files):
         return 1
     return 0
+
+
+def _position(x) -> str:
+    """``path:line:column`` where the finding points, as `jitguard scan` prints it (README:
+    "Positions"); a runtime finding recorded with another spelling of the path is shown at the
+    kernel's def in the file the fix edits."""
+    f = x.site
+    if x.action == "none" or os.path.abspath(f.path) == os.path.abspath(x.path):
+        return f"{x.path if x.action != 'none' else f.path}:{f.line}:{f.column}"
+    return f"{x.path}:{x.kernel_line}:1" if x.kernel_line else x.path
 
 
 def _json_doc(plan, diffs, pending, write, scan_errors, internal_errors) -> str:
@@ -338,42 +335,138 @@ def _json_doc(plan, diffs, pending, write, scan_errors, internal_errors) -> str:
     return json.dumps(doc, indent=2)
 
 
-def _names(values) -> list[str]:
-    return [n.strip() for v in values for n in v.split(",") if n.strip()]
+def _usage(message: str, path: str = ""):
+    """A usage, configuration or input error: one line, exit 2 (jitguard/cli/errors.py)."""
+    from jitguard.cli.errors import CliError
+
+    return CliError(message, 2, path=path, command="fix")
 
 
-def _config(config_file, select, ignore, exclude, start, opts):
-    """The same configuration `jitguard scan` would use for these paths and flags."""
-    from jitguard.config import Config, ConfigError, load_config
+class _Interrupted(Exception):
+    """Ctrl-C while planning or writing: the files written so far, each written whole."""
 
+    def __init__(self, written: list[str]) -> None:
+        super().__init__("interrupted")
+        self.written = written
+
+
+def _kernel_file(f) -> str:
+    """The file a finding's fix edits (as fixes.py groups them): its kernel's file."""
+    return os.path.abspath(str((f.fix.path if f.fix is not None else None) or f.path))
+
+
+def _plan_and_write(findings, *, unsafe, roots, jobs, write, echo_diff, progress):
+    """``plan_fixes`` (and ``write_plan`` with --write) over a few kernel files at a time; the
+    diffs are printed as each group is planned. Returns the whole plan and each changed file's
+    diff. On Ctrl-C raises ``_Interrupted`` naming the files written (each one whole: writes are
+    atomic)."""
+    from jitguard.static.fixes import FixPlan, plan_fixes, write_plan
+    from jitguard.static.runner import _Progress
+
+    by_file: dict[str, list] = {}
+    for f in findings:
+        by_file.setdefault(_kernel_file(f), []).append(f)
+    files = sorted(by_file)
+    step = max(4, 2 * jobs)
+    show = _Progress(progress)
+    plans: list = []
+    diffs: dict[str, str] = {}
     try:
-        if opts.get("isolated"):
-            config = Config(root=os.getcwd())
-        else:
-            config = load_config(config_file, start=start)
-        return config.with_cli(
-            select=select or None,
-            extend_select=_split(opts.get("extend_select", ())),
-            ignore=ignore,
-            exclude=_names(exclude),
-            varying_names=_names(opts.get("varying_names", ())),
-            stable_names=_names(opts.get("stable_names", ())),
-            respect_gitignore=opts.get("respect_gitignore"),
-        )
-    except ConfigError as e:
-        raise click.UsageError(str(e))
+        for i in range(0, len(files), step):
+            show.update("fixing" if write else "planning fixes in", i, len(files))
+            group = [f for path in files[i:i + step] for f in by_file[path]]
+            part = plan_fixes(group, unsafe=unsafe, roots=roots, jobs=jobs)
+            plans.append(part)
+            for ff in part.changed_files:
+                raw = _unified_diff(ff.path, ff.snapshot.data, ff.new_data)
+                diffs[ff.path] = _diff_text(raw, ff.snapshot.data)
+                if echo_diff:
+                    show.clear()
+                    click.echo(raw, nl=False)  # bytes: the file's own encoding, so that git applies it
+            if write:
+                write_plan(part)
+        show.update("fixing" if write else "planning fixes in", len(files), len(files))
+    except KeyboardInterrupt:
+        show.clear()
+        raise _Interrupted(_written(plans)) from None
+    show.clear()
+    all_files = [ff for part in plans for ff in part.files]
+    all_fixes = sorted((x for part in plans for x in part.fixes),
+                       key=lambda x: (x.path, x.kernel_line or 0, x.code, x.param or ""))
+    return FixPlan(files=all_files, fixes=all_fixes), diffs
+
+
+def _written(plans) -> list[str]:
+    """The changed files whose bytes on disk are now the fixed ones (a Ctrl-C may land between a
+    file's rename and its ``written`` flag, so the disk is asked)."""
+    out = []
+    for part in plans:
+        for ff in part.changed_files:
+            if ff.written:
+                out.append(ff.path)
+                continue
+            try:
+                with open(ff.snapshot.path, "rb") as fh:
+                    if fh.read() == ff.new_data:
+                        out.append(ff.path)
+            except OSError:
+                pass
+    return out
+
+
+def _no_files_note(paths, result) -> str:
+    where = ", ".join(paths)
+    excluded = getattr(result, "files_excluded", 0)
+    if excluded:
+        return (f"jitguard fix: warning: no Python files to read under {where}: "
+                f"{_plural(excluded, 'path')} excluded by patterns or .gitignore")
+    return f"jitguard fix: warning: no Python files under {where}"
+
+
+def _trace_files(traces, err) -> list[str]:
+    """The trace files named, directories expanded to the traces directly inside them (as
+    `jitguard report DIR` reads them), each file once."""
+    import json
+
+    out: list[str] = []
+    seen: set[str] = set()
+    for given in traces:
+        if os.path.isdir(given):
+            from jitguard.runtime.trace import SCHEMA, iter_trace_files
+
+            found = 0
+            for f in iter_trace_files([given]):
+                try:
+                    with open(f, encoding="utf-8") as fh:
+                        head = json.load(fh)
+                except (OSError, ValueError):
+                    head = None
+                if not isinstance(head, dict) or head.get("schema") != SCHEMA:
+                    err(f"jitguard fix: note: skipped {f}: not a jitguard trace")
+                    continue
+                found += 1
+                if os.path.realpath(f) not in seen:
+                    seen.add(os.path.realpath(f))
+                    out.append(f)
+            if not found:
+                raise _usage(f"--from-trace {given}: no jitguard traces (*.json) in this directory",
+                             path=given)
+        elif not os.path.exists(given):
+            raise _usage(f"--from-trace {given}: no such file or directory", path=given)
+        elif os.path.realpath(given) not in seen:
+            seen.add(os.path.realpath(given))
+            out.append(given)
+    return out
 
 
 def _trace_findings(path: str):
-    if not os.path.isfile(path):
-        raise click.UsageError(f"--from-trace: {path}: no such file")
     try:
         from jitguard.runtime.findings import findings_from_trace
-        from jitguard.runtime.trace import load_trace
+        from jitguard.runtime.trace import TraceError, load_trace
     except ImportError as e:
-        raise click.UsageError(f"--from-trace: the runtime side is not available ({e})")
+        raise _usage(f"--from-trace: the runtime side is not available ({e})")
     try:
         trace = load_trace(path)
-    except Exception as e:  # a bad trace is the user's input, not a crash
-        raise click.UsageError(f"--from-trace: {path}: not a jitguard trace: {e}")
+    except TraceError as e:  # its message names the file and what is wrong with it
+        raise _usage(f"--from-trace {e}", path=path)
     return findings_from_trace(trace)

@@ -8,7 +8,7 @@ import sys
 import click
 
 from jitguard.runtime.trace import SCHEMA as TRACE_SCHEMA
-from jitguard.runtime.trace import Trace, TraceError, iter_trace_files, load_trace
+from jitguard.runtime.trace import Trace, TraceError, iter_trace_files, load_trace, read_json_file
 
 
 def _load(paths: tuple[str, ...]) -> tuple[list[Trace], list[str]]:
@@ -16,21 +16,31 @@ def _load(paths: tuple[str, ...]) -> tuple[list[Trace], list[str]]:
     directory that is not one (a merged report, a config) is skipped with a note."""
     traces: list[Trace] = []
     notes: list[str] = []
+    seen: set[str] = set()  # one file named twice (or also found in a directory) counts once
+
+    def first_time(f: str) -> bool:
+        real = os.path.realpath(f)
+        if real in seen:
+            return False
+        seen.add(real)
+        return True
+
     for given in paths:
         if os.path.isdir(given):
             files = iter_trace_files([given])
             found = 0
             for f in files:
                 try:
-                    with open(f, encoding="utf-8") as fh:
-                        head = json.load(fh)
-                except (OSError, ValueError):
-                    head = None
+                    head = read_json_file(f)  # regular files only, size-capped: no FIFO hangs
+                except TraceError as exc:
+                    notes.append(f"skipped {exc}")
+                    continue
                 if not isinstance(head, dict) or head.get("schema") != TRACE_SCHEMA:
                     notes.append(f"skipped {f}: not a jitguard trace")
                     continue
-                traces.append(load_trace(f))
                 found += 1
+                if first_time(f):
+                    traces.append(Trace.from_dict(head, path=f))
             if not found:
                 subdirs = sorted(
                     os.path.join(given, d) for d in os.listdir(given)
@@ -42,7 +52,7 @@ def _load(paths: tuple[str, ...]) -> tuple[list[Trace], list[str]]:
                 raise TraceError(f"{given}: no jitguard traces (*.json) in this directory{hint}")
         elif not os.path.exists(given):
             raise TraceError(f"{given}: no such file or directory")
-        else:
+        elif first_time(given):
             traces.append(load_trace(given))
     return traces, notes
 
@@ -83,16 +93,18 @@ def _run_header(rid: str | None, traces: list[Trace]) -> str:
 
 def _single_text(trace: Trace) -> str:
     """One trace: the runtime watcher's own report (per kernel, each recompile with its reason)."""
-    try:
-        from jitguard.report import recompiles
-    except ImportError:
-        recompiles = None
-    render = getattr(recompiles, "render_text", None) if recompiles else None
-    if render is not None:
-        return render(trace)
-    from jitguard.runtime.merge import merge_traces, render_text
+    from jitguard.runtime.text import render_trace
 
-    return render_text(merge_traces([trace]))
+    return render_trace(trace)
+
+
+def _findings_report(fmt: str, traces: list[Trace]) -> str:
+    """SARIF or GitHub annotations of the traces' findings (the scan's renderers, given a list)."""
+    from jitguard.report import github, sarif
+    from jitguard.runtime.findings import findings_from_traces
+
+    findings = findings_from_traces(traces)
+    return (sarif if fmt == "sarif" else github).render(findings)
 
 
 @click.command(
@@ -104,6 +116,7 @@ Examples:
   jitguard report traces/                    every trace in the directory, merged across ranks
   jitguard report traces/ --format json -o merged.json
   jitguard report traces/ --fail-on-stragglers   exit 1 if some rank compiled while others waited
+  jitguard report traces/ --format sarif -o jitguard.sarif   the findings, for code scanning
   jitguard report traces/ --run 20261129-0935    one run of several in the directory (id prefix)
 
 \b
@@ -115,12 +128,14 @@ vLLM plugin (one file per rank in a directory).
 Several runs in one directory: each trace records its run id (JITGUARD_RUN_ID, set by
 `jitguard run` and by the first process the JITGUARD variable activates, or torchrun's
 TORCHELASTIC_RUN_ID). The text report covers each run in turn, oldest first; --run ID picks one
-(needed for --format json).""",
+(needed for --format json, sarif and github).""",
 )
 @click.argument("traces", nargs=-1, required=True, metavar="DIR_OR_TRACES...",
                 type=click.Path(dir_okay=True, file_okay=True))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="text for people; json (schema jitguard.merged_report) for tools.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text",
+              show_default=True,
+              help="text for people; json (schema jitguard.merged_report) for tools; sarif (2.1.0) and "
+                   "github (workflow annotations) render the traces' findings, as `jitguard scan` does.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the report to this file instead of stdout.")
 @click.option("--merge/--no-merge", default=None,
@@ -145,20 +160,26 @@ def report(traces: tuple[str, ...], fmt: str, output: str | None, merge: bool | 
 
     Exit status: 0 done; 1 stragglers found with --fail-on-stragglers; 2 bad usage or unreadable trace.
     """
-    from jitguard.runtime.merge import MergeError, merge_traces, render_text
+    from jitguard.runtime.merge import MergeError, merge_traces
+    from jitguard.runtime.text import render_merged
 
     merged_all = []
     try:
         loaded, notes = _load(traces)
-        if merge is False and fmt == "json":
-            raise click.UsageError("--no-merge renders text; use --format json without --no-merge")
+        if merge is False and fmt != "text":
+            raise click.UsageError(f"--no-merge renders text; use --format {fmt} without --no-merge")
         runs = _split_runs(loaded)
         if run_wanted is not None:
             runs = _pick_run(runs, run_wanted)
-        elif fmt == "json" and len(runs) > 1:
+        elif fmt != "text" and len(runs) > 1:
             listed = ", ".join(f"{rid or 'none'} ({len(ts)} traces)" for rid, ts in runs)
             raise TraceError(f"the traces come from {len(runs)} runs: {listed}; pick one with --run ID")
         parts = []
+        if fmt in ("sarif", "github"):
+            group = runs[0][1] if runs else []
+            merged_all.append((group, None))
+            parts.append(_findings_report(fmt, group))
+            runs = []
         for rid, group in runs:
             head = _run_header(rid, group) + "\n" if len(runs) > 1 else ""
             if merge is False or (len(group) == 1 and fmt == "text" and merge is None):
@@ -170,7 +191,7 @@ def report(traces: tuple[str, ...], fmt: str, output: str | None, merge: bool | 
                 if fmt == "json":
                     parts.append(json.dumps(merged.to_dict(), indent=2) + "\n")
                 else:
-                    parts.append(head + render_text(merged, max_stragglers=max_stragglers or None))
+                    parts.append(head + render_merged(merged, max_stragglers=max_stragglers or None))
         text = "\n".join(parts)
     except (TraceError, MergeError) as exc:
         click.echo(f"jitguard report: error: {exc}", err=True)

@@ -64,7 +64,9 @@ def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None,
     """Run COMMAND with every Triton compile recorded and explained.
 
     COMMAND is a program and its arguments after `--` (`python prog.py args`, `torchrun ...`,
-    or just `prog.py args`, run with this Python). Exits with COMMAND's exit code.
+    or just `prog.py args`, run with this Python). Exits with COMMAND's exit code (128 + N when
+    signal N ended it); 127 when COMMAND is not found, 126 when it cannot be run, 2 for a usage
+    error. SIGTERM, SIGHUP and a SIGINT not from the terminal are passed on to it.
     """
     if print_site_dir:
         click.echo(site_dir())
@@ -74,8 +76,10 @@ def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None,
     argv = list(command)
     if argv[0].endswith(".py") and os.path.isfile(argv[0]):
         argv = [sys.executable, *argv]
-    elif shutil.which(argv[0]) is None:
-        raise click.UsageError(f"{argv[0]}: command not found")
+    elif shutil.which(argv[0]) is None:  # as a shell says it: exit 127
+        from jitguard.cli.errors import CliError
+
+        raise CliError(f"{argv[0]}: command not found", 127, command="run")
     from jitguard.runtime.trace import check_trace_template, has_placeholders
 
     try:
@@ -110,15 +114,94 @@ def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None,
             raise click.UsageError(f"--warmup {missing[0]}: no such file or directory")
         env["JITGUARD_WARMUP"] = os.pathsep.join(os.path.abspath(w) for w in warmup)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (site_dir(), env.get("PYTHONPATH")) if p)
+    import tempfile
+
     started = time.time()
-    try:
-        proc = subprocess.run(argv, env=env)
-    except OSError as exc:
-        raise click.ClickException(f"cannot run {argv[0]}: {exc}") from None
-    except KeyboardInterrupt:
-        sys.exit(130)
+    with tempfile.TemporaryDirectory(prefix="jitguard-run-") as notes:
+        env["JITGUARD_ACTIVATION_NOTES"] = notes
+        try:
+            code = _run_forwarding_signals(argv, env)
+        except OSError as exc:  # found but not runnable: exit 126, as a shell says it
+            from jitguard.cli.errors import CliError
+
+            raise CliError(f"cannot run {argv[0]}: {exc.strerror or exc}", 126, command="run") from None
+        _say_activation_failures(notes)
     _say_where_traces_are(trace_abs, started)
-    sys.exit(proc.returncode)
+    sys.exit(code)
+
+
+FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+def _run_forwarding_signals(argv: list[str], env: dict[str, str]) -> int:
+    """Run the command and return its exit status as a shell reports it (128 + N when signal N
+    ended it). SIGTERM and SIGHUP sent to ``jitguard run`` go to the command (which writes its
+    trace and ends), SIGINT too unless it came from the terminal's Ctrl-C, which reaches the
+    whole foreground process group, the command included, already."""
+    import signal
+
+    proc = subprocess.Popen(argv, env=env)
+    previous = {}
+
+    def forward(signum, frame):
+        if signum == signal.SIGINT and _ctrl_c_reached_the_group():
+            return
+        try:
+            proc.send_signal(signum)
+        except OSError:
+            pass
+
+    for name in FORWARDED:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            try:
+                previous[sig] = signal.signal(sig, forward)
+            except (ValueError, OSError):
+                pass
+    try:
+        while True:
+            try:
+                rc = proc.wait()
+                break
+            except KeyboardInterrupt:  # a handler could not be installed: keep waiting
+                continue
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 - rc if rc < 0 else rc
+
+
+def _ctrl_c_reached_the_group() -> bool:
+    """True when this process is in the foreground process group of its terminal: a Ctrl-C there
+    sends SIGINT to every process of the group, the command's too."""
+    for fd in (0, 1, 2):
+        try:
+            return os.tcgetpgrp(fd) == os.getpgrp()
+        except OSError:
+            continue
+    return False
+
+
+def _say_activation_failures(notes: str) -> None:
+    """One line for every child Python that could not activate the watcher (e.g. another venv
+    without jitguard), instead of one line on each of their stderr."""
+    try:
+        names = os.listdir(notes)
+    except OSError:
+        return
+    reasons: dict[str, list[str]] = {}
+    for name in names:
+        try:
+            with open(os.path.join(notes, name), encoding="utf-8", errors="replace") as fh:
+                exe, _, why = fh.read(2000).partition("\t")
+        except OSError:
+            continue
+        reasons.setdefault(why.strip() or "unknown reason", []).append(exe)
+    for why, exes in sorted(reasons.items()):
+        n = len(exes)
+        shown = ", ".join(sorted(set(exes))[:3])
+        click.echo(f"jitguard: could not activate in {n} Python process{'es' if n != 1 else ''} ({shown}): "
+                   f"{why}; their compiles are not in the trace", err=True)
 
 
 def _say_where_traces_are(target: str, started: float) -> None:

@@ -7,24 +7,10 @@ import sys
 import click
 
 from jitguard.cli.ci_options import apply_ci_options, scan_ci_options
+from jitguard.cli.options import config_from, scan_options, split_codes
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 FORMATS = ("text", "json", "sarif", "github")
-
-
-def _split(values: tuple[str, ...]) -> list[str]:
-    """``--select JG001,JG002 --select JG003`` -> [JG001, JG002, JG003] (upper-cased)."""
-    out: list[str] = []
-    for v in values:
-        out.extend(x.strip().upper() for x in v.split(",") if x.strip())
-    return out
-
-
-def _names(values: tuple[str, ...]) -> list[str]:
-    out: list[str] = []
-    for v in values:
-        out.extend(x.strip() for x in v.split(",") if x.strip())
-    return out
 
 
 def _printable(text: str) -> str:
@@ -47,9 +33,11 @@ def _emit(text: str) -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def _fail(message: str) -> "click.exceptions.Exit":
-    click.echo(f"jitguard scan: error: {_printable(message)}", err=True)
-    return click.exceptions.Exit(EXIT_ERROR)
+def _fail(message: str, path: str = ""):
+    """A usage or configuration error: one line, exit 2, an ``errors`` entry with --format json."""
+    from jitguard.cli.errors import CliError
+
+    return CliError(message, EXIT_ERROR, path=path, command="scan")
 
 
 def _debug() -> bool:
@@ -76,37 +64,14 @@ def write_atomically(path: str, text: str) -> None:
 )  # fmt: skip
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str),
               help="Write the report to FILE (atomically) instead of stdout.")
-@click.option("--select", multiple=True, metavar="CODES",
-              help="Report only these codes or prefixes (comma-separated; replaces the config's).")
-@click.option("--extend-select", multiple=True, metavar="CODES",
-              help="Add codes or prefixes to the selection.")
-@click.option("--ignore", multiple=True, metavar="CODES",
-              help="Drop these codes or prefixes (adds to the config's). The more specific of "
-              "select/ignore wins: --select JG001 --ignore JG00 keeps JG001.")
-@click.option("--exclude", multiple=True, metavar="PATTERN",
-              help=".gitignore-style pattern of paths to skip (adds to the config's).")
+@scan_options
 @click.option("--exit-zero", is_flag=True,
               help="Exit 0 even with findings or unanalyzable files (internal errors still exit 2).")
 @click.option("--statistics", is_flag=True,
-              help="Print counts per code instead of each finding (text and json).")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=str),
-              help="Read settings from FILE (a pyproject.toml with [tool.jitguard], or a TOML "
-              "file with the keys at top level) instead of the nearest pyproject.toml.")
-@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
-@click.option("--varying-name", "varying_names", multiple=True, metavar="NAMES",
-              help="Extra variable names that mean 'changes every call' (comma-separated).")
-@click.option("--stable-name", "stable_names", multiple=True, metavar="NAMES",
-              help="Extra variable names that mean 'fixed for the process' (comma-separated).")
+              help="Print counts per code instead of each finding (text); with json, add them "
+              "as `statistics` beside the findings.")
 @click.option("--package", "packages", multiple=True, metavar="NAME",
               help="Scan the source of an installed distribution (repeatable).")
-@click.option("--respect-gitignore/--no-respect-gitignore", default=None,
-              help="Skip files that .gitignore excludes (default: on, or the config's value).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="Worker processes for parsing (default: the number of CPUs).")
-@click.option("--no-cache", is_flag=True, help="Don't read or write the on-disk cache.")
-@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
-              envvar="JITGUARD_CACHE_DIR", show_envvar=True,
-              help="Cache directory (default: $XDG_CACHE_HOME/jitguard or ~/.cache/jitguard).")
 @click.option("--progress/--no-progress", default=None,
               help="Progress on stderr (default: only on a terminal, never with CI set or "
               "machine formats).")
@@ -159,7 +124,7 @@ def scan(
             config_file, isolated, varying_names, stable_names, packages, respect_gitignore, jobs,
             no_cache, cache_dir, progress,
         )  # fmt: skip
-    except click.exceptions.Exit:
+    except (click.exceptions.Exit, click.ClickException):
         raise
     except KeyboardInterrupt:
         click.echo("jitguard scan: interrupted", err=True)
@@ -183,15 +148,12 @@ def _run(
     config_file, isolated, varying_names, stable_names, packages, respect_gitignore, jobs,
     no_cache, cache_dir, progress,
 ) -> int:  # fmt: skip
-    from jitguard.config import Config, ConfigError, load_config
+    from jitguard.config import ConfigError
     from jitguard.static.files import package_paths
     from jitguard.static.runner import InternalError, scan_paths
 
     if statistics and fmt in ("sarif", "github"):
         raise _fail(f"--statistics works with --format text or json, not {fmt}")
-    if isolated and config_file:
-        raise _fail("--isolated and --config exclude each other")
-
     targets = list(paths)
     for name in packages:
         try:
@@ -204,23 +166,18 @@ def _run(
         # A path that is not there at all is a usage error; a dangling link or a link loop is a
         # problem with that file, reported as a file error while the rest is scanned.
         if not os.path.lexists(p):
-            raise _fail(f"{p}: no such file or directory")
+            raise _fail(f"{p}: no such file or directory", path=p)
 
+    for name, values in (("--select", select), ("--extend-select", extend_select)):
+        if values and not split_codes(values):
+            raise _fail(f"{name}: no rule codes given (e.g. {name} JG001)")
     try:
-        if isolated:
-            config = Config(root=os.getcwd())
-        else:
-            start = targets[0] if os.path.exists(targets[0]) else os.getcwd()
-            config = load_config(config_file, start=start)
-        config = config.with_cli(
-            select=_split(select) or None,
-            extend_select=_split(extend_select),
-            ignore=_split(ignore),
-            exclude=_names(exclude),
-            varying_names=_names(varying_names),
-            stable_names=_names(stable_names),
+        config = config_from(
+            targets[0] if os.path.exists(targets[0]) else os.getcwd(), config_file=config_file,
+            isolated=isolated, select=select, extend_select=extend_select, ignore=ignore,
+            exclude=exclude, varying_names=varying_names, stable_names=stable_names,
             respect_gitignore=respect_gitignore,
-        )
+        )  # fmt: skip
     except ConfigError as exc:
         raise _fail(str(exc)) from None
 
@@ -271,12 +228,23 @@ def _run(
     for path in result.temps_removed:
         click.echo(_printable(f"jitguard scan: note: removed {path}, a temporary file left by an "
                               "interrupted jitguard fix"), err=True)
+    if not result.files_scanned and not result.errors and not result.named_excluded:
+        where = ", ".join(targets)
+        if result.files_excluded:
+            note = (f"no Python files to scan under {where}: {result.files_excluded} "
+                    "path(s) excluded by patterns or .gitignore")
+        else:
+            note = f"no Python files under {where}"
+        click.echo(_printable(f"jitguard scan: warning: {note}"), err=True)
+    from jitguard.static.files import excluded_note
+
     for path in result.named_excluded:
-        click.echo(
-            _printable(f"jitguard scan: note: {path} was not scanned: an exclude pattern or a "
-                       ".gitignore excludes it (--no-respect-gitignore, or drop the pattern)"),
-            err=True,
-        )
+        why = excluded_note(path, result.excluded_by.get(path, ""), result.config, "scanned")
+        click.echo(_printable(f"jitguard scan: note: {why}"), err=True)
+    if fmt != "json":
+        for w in result.warnings:
+            where = f"{w.path}:{w.line}" if w.line else w.path
+            click.echo(_printable(f"{where}: warning: {w.message}"), err=True)
     if result.internal_errors:
         if _debug():
             for path, tb in result.internal_tracebacks:

@@ -7,11 +7,12 @@ plain ``path:line:col: CODE message`` lines in the log, and one ``::notice`` say
 annotated and that the SARIF report (code scanning) carries them all."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
-from jitguard.report.text import error_lines, message_of, summary_line
+from jitguard.report.text import error_lines, findings_and_errors, message_of, summary_line
 
 if TYPE_CHECKING:
+    from jitguard.findings import Finding
     from jitguard.static.runner import ScanResult
 
 
@@ -36,10 +37,11 @@ def _command(kind: str, path: str, line: int | None, col: int | None, title: str
 ANNOTATION_LIMIT = 10  # per kind and step: what GitHub shows
 
 
-def render(result: "ScanResult", *, limit: int = ANNOTATION_LIMIT) -> str:
-    findings = result.findings
-    errors = [(e, "jitguard: file not analyzed") for e in result.errors]
-    errors += [(e, "jitguard: internal error") for e in result.internal_errors]
+def render(result: "ScanResult | Sequence[Finding]", *, limit: int = ANNOTATION_LIMIT) -> str:
+    """Annotations for a scan's result, or for a list of findings from anywhere (a trace's)."""
+    findings, file_errors, internal_errors = findings_and_errors(result)
+    errors = [(e, "jitguard: file not analyzed") for e in file_errors]
+    errors += [(e, "jitguard: internal error") for e in internal_errors]
     lines = [
         _command("warning", f.path, f.line, f.column, f.code, message_of(f))
         for f in findings[:limit]

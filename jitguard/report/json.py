@@ -35,6 +35,20 @@ _FINDING = {
         "message": {"type": "string", "description": "one line: what and the fix"},
         "fix_safety": {"enum": ["safe", "unsafe", "manual"]},
         "source": {"enum": ["static", "runtime"]},
+        "fix": {
+            "type": ["object", "null"],
+            "description": "the fix the rule decided, as `jitguard fix` applies it: the edits of one "
+            "kernel (located by path, def line and jit line), their applicability and the reason",
+            "required": ["applicability", "reason", "edits"],
+            "properties": {
+                "applicability": {"enum": ["safe", "unsafe", "manual"]},
+                "reason": {"type": "string"},
+                "edits": {"type": "array", "items": {
+                    "type": "object", "required": ["kind"],
+                    "properties": {"kind": {"enum": ["add_do_not_specialize", "remove_entry", "drop_constexpr"]}},
+                }},
+            },
+        },
         "details": {
             "type": "object",
             "description": "rule-specific evidence (launch sites, provenance chain, uses); "
@@ -44,6 +58,17 @@ _FINDING = {
     "additionalProperties": False,
 }  # fmt: skip
 
+_WARNING = {
+    "type": "object",
+    "required": ["path", "line", "message"],
+    "properties": {
+        "path": {"type": "string"},
+        "line": {"type": ["integer", "null"], "minimum": 1},
+        "message": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
 _ERROR = {
     "type": "object",
     "required": ["path", "message", "line", "kind"],
@@ -52,9 +77,10 @@ _ERROR = {
         "message": {"type": "string"},
         "line": {"type": ["integer", "null"], "minimum": 1},
         "kind": {
-            "enum": ["file", "internal"],
+            "enum": ["file", "internal", "usage"],
             "description": "file: a problem with the file (syntax error, not UTF-8, unreadable, "
-            "symlink loop); internal: a jitguard bug while analyzing it (exit code 2)",
+            "symlink loop); internal: a jitguard bug while analyzing it (exit code 2); usage: the "
+            "command line or the configuration stopped the scan before it began (exit code 2)",
         },
     },
     "additionalProperties": False,
@@ -91,7 +117,8 @@ SCAN_SCHEMA: dict[str, Any] = {
                 "kernels": {"type": "integer", "minimum": 0},
                 "launches": {"type": "integer", "minimum": 0},
                 "suppressed": {"type": "integer", "minimum": 0,
-                               "description": "findings dropped by select/ignore/per-file-ignores"},
+                               "description": "findings dropped by inline `# jitguard: ignore` "
+                               "comments, select/ignore and per-file-ignores"},
                 "baselined": {"type": "integer", "minimum": 0,
                               "description": "findings the baseline holds (not listed)"},
                 "baseline_stale": {"type": "integer", "minimum": 0,
@@ -99,12 +126,21 @@ SCAN_SCHEMA: dict[str, Any] = {
                 "outside_diff": {"type": "integer", "minimum": 0,
                                  "description": "with --diff: findings off the changed lines "
                                  "(not listed)"},
+                "config": {"type": ["string", "null"],
+                           "description": "the configuration file the settings came from (null: "
+                           "none, or --isolated)"},
                 "duration_s": {"type": "number", "minimum": 0},
                 "by_code": {"type": "object", "additionalProperties": {"type": "integer"}},
             },
         },
         "findings": {"type": "array", "items": _FINDING},
         "errors": {"type": "array", "items": _ERROR},
+        "warnings": {
+            "type": "array",
+            "description": "problems that don't stop the scan, e.g. an inline suppression naming "
+            "a code no rule has",
+            "items": _WARNING,
+        },
         "statistics": {
             "type": "array",
             "description": "present with --statistics: one row per code, most frequent first",
@@ -149,6 +185,7 @@ def to_document(result: "ScanResult", *, statistics: bool = False) -> dict[str, 
             "baselined": getattr(result, "baselined", 0),
             "baseline_stale": sum(e.count for e in getattr(result, "baseline_stale", [])),
             "outside_diff": getattr(result, "outside_diff", 0),
+            "config": result.config,
             "duration_s": round(result.duration_s, 4),
             "by_code": counts_by_code(result),
         },
@@ -164,6 +201,7 @@ def to_document(result: "ScanResult", *, statistics: bool = False) -> dict[str, 
                 "message": message_of(f),
                 "fix_safety": f.fix_safety,
                 "source": f.source,
+                "fix": f.fix.to_dict() if f.fix is not None else None,
                 "details": _jsonable(f.details or {}),
             }
             for f in result.findings
@@ -176,6 +214,7 @@ def to_document(result: "ScanResult", *, statistics: bool = False) -> dict[str, 
             {"path": e.path, "message": e.message, "line": e.line, "kind": "internal"}
             for e in result.internal_errors
         ],
+        "warnings": [{"path": w.path, "line": w.line, "message": w.message} for w in result.warnings],
     }
     if statistics:
         doc["statistics"] = statistics_rows(result)

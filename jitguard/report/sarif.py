@@ -15,13 +15,14 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import quote
 
 import jitguard
-from jitguard.report.text import message_of, rules_registry
+from jitguard.report.text import findings_and_errors, message_of, rules_registry
 
 if TYPE_CHECKING:
+    from jitguard.findings import Finding
     from jitguard.static.runner import ScanResult
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -104,9 +105,11 @@ def _result(f: Any, rule_index: int, occurrence: int) -> dict[str, Any]:
     }
 
 
-def to_document(result: "ScanResult") -> dict[str, Any]:
+def to_document(result: "ScanResult | Sequence[Finding]") -> dict[str, Any]:
+    """The SARIF log of a scan's result, or of a list of findings from anywhere (a trace's)."""
+    findings, file_errors, internal_errors = findings_and_errors(result)
     rules = rules_registry()
-    codes = sorted(set(rules) | {f.code for f in result.findings})
+    codes = sorted(set(rules) | {f.code for f in findings})
     index = {c: i for i, c in enumerate(codes)}
     descriptors = [
         _rule_descriptor(c, rules[c]) if c in rules else {"id": c, "name": c,
@@ -119,13 +122,13 @@ def to_document(result: "ScanResult") -> dict[str, Any]:
 
     results = []
     seen: Counter = Counter()
-    for f in result.findings:
+    for f in findings:
         key = entry_of(f, os.getcwd()).key
         results.append(_result(f, index[f.code], seen[key]))
         seen[key] += 1
     notifications = []
-    for e, kind in [(e, "file") for e in result.errors] + [
-        (e, "internal") for e in result.internal_errors
+    for e, kind in [(e, "file") for e in file_errors] + [
+        (e, "internal") for e in internal_errors
     ]:
         notifications.append(
             {
@@ -148,7 +151,7 @@ def to_document(result: "ScanResult") -> dict[str, Any]:
         "originalUriBaseIds": {"%SRCROOT%": {"uri": cwd}},
         "invocations": [
             {
-                "executionSuccessful": not result.internal_errors,
+                "executionSuccessful": not internal_errors,
                 "toolExecutionNotifications": notifications,
             }
         ],
@@ -157,5 +160,5 @@ def to_document(result: "ScanResult") -> dict[str, Any]:
     return {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
 
 
-def render(result: "ScanResult") -> str:
+def render(result: "ScanResult | Sequence[Finding]") -> str:
     return json.dumps(to_document(result), indent=2) + "\n"

@@ -5,9 +5,12 @@ Also the helpers the other renderers share: rule metadata lookup and per-code co
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
+
+from jitguard.format import plural as _plural
 
 if TYPE_CHECKING:
+    from jitguard.findings import Finding
     from jitguard.static.runner import ScanResult
 
 
@@ -25,8 +28,17 @@ def rule_name(code: str, rules: dict[str, Any] | None = None) -> str:
     return getattr(rule, "name", "") or ""
 
 
-def counts_by_code(result: "ScanResult") -> dict[str, int]:
-    return dict(sorted(Counter(f.code for f in result.findings).items()))
+def findings_and_errors(result: "ScanResult | Sequence[Finding]") -> tuple[list, list, list]:
+    """(findings, file errors, internal errors) of what a renderer is given: a scan's result, or
+    a list of findings from anywhere (a trace's: ``jitguard report --format sarif TRACE``)."""
+    if isinstance(result, (list, tuple)):
+        return list(result), [], []
+    return list(result.findings), list(result.errors), list(result.internal_errors)
+
+
+def counts_by_code(result: "ScanResult | Sequence[Finding]") -> dict[str, int]:
+    findings = findings_and_errors(result)[0]
+    return dict(sorted(Counter(f.code for f in findings).items()))
 
 
 def message_of(finding: Any) -> str:
@@ -37,13 +49,10 @@ def message_of(finding: Any) -> str:
     return msg
 
 
-def _plural(n: int, word: str) -> str:
-    if n == 1:
-        return f"{n} {word}"
-    return f"{n} {word}{'es' if word.endswith(('ch', 'sh', 's', 'x')) else 's'}"
-
-
-def summary_line(result: "ScanResult") -> str:
+def summary_line(result: "ScanResult | Sequence[Finding]") -> str:
+    if isinstance(result, (list, tuple)):  # findings without a scan (from a trace)
+        per_code = ", ".join(f"{c} x{k}" for c, k in counts_by_code(result).items())
+        return f"Found {_plural(len(result), 'finding')} ({per_code})." if result else "No findings."
     n = len(result.findings)
     scanned = _plural(result.files_scanned, "file")
     if n:
@@ -63,17 +72,20 @@ def summary_line(result: "ScanResult") -> str:
         extra.append(f"{result.baselined} baselined")
     if getattr(result, "diff_base", None):
         extra.append(f"{result.outside_diff} outside the lines changed since {result.diff_base}")
+    if getattr(result, "config", None):
+        extra.append(f"settings from {result.config}")
     if extra:
         line += " (" + "; ".join(extra) + ")"
     return line + "."
 
 
-def error_lines(result: "ScanResult") -> list[str]:
+def error_lines(result: "ScanResult | Sequence[Finding]") -> list[str]:
+    _, file_errors, internal_errors = findings_and_errors(result)
     out = []
-    for e in result.errors:
+    for e in file_errors:
         where = f"{e.path}:{e.line}:1" if e.line else e.path
         out.append(f"{where}: error: {e.message}")
-    for e in result.internal_errors:
+    for e in internal_errors:
         out.append(f"{e.path}: internal-error: {e.message}")
     return out
 

@@ -138,7 +138,33 @@ def activate(mode: str = "warn", *, trace: str | None = None, max_recompiles: in
         _active = w
         if write_at_exit:
             atexit.register(_finish)
+            _finish_on_sigterm()
         return w
+
+
+def _finish_on_sigterm() -> None:
+    """SIGTERM's default action ends the process without atexit: where the program left it at
+    the default, write the trace first, then die of SIGTERM as it would have (same exit status).
+    A handler the program installs (before or later) is left alone."""
+    import signal
+
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+
+        owner = os.getpid()
+
+        def on_sigterm(signum, frame):
+            try:
+                if os.getpid() == owner:  # a forked worker (multiprocessing's terminate()) writes nothing
+                    _finish()
+            finally:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+    except (ValueError, OSError, AttributeError):  # not the main thread, or no SIGTERM here
+        pass
 
 
 def deactivate():
@@ -158,16 +184,39 @@ def deactivate():
 
 
 def _finish() -> None:
+    """Stop the process-wide watch and write its trace. A second Ctrl-C (or a SIGINT that
+    `jitguard run` passed on besides the terminal's) must not cut the write short: SIGINT is
+    ignored meanwhile, and a KeyboardInterrupt that was already pending retries it once."""
+    import signal
+
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError, AttributeError):  # not the main thread
+        previous = None
+    try:
+        for attempt in (1, 2):
+            try:
+                _finish_once()
+                return
+            except KeyboardInterrupt:
+                if attempt == 2:
+                    raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _finish_once() -> None:
     global _active
     w = _active
     if w is None:
         return
-    _active = None
     target = getattr(w, "_process_trace_target", None)
-    try:
-        w.__exit__(None, None, None)
-    except Exception as exc:  # never turn a clean exit into a crash
-        print(f"jitguard: could not stop the watcher: {exc}", file=sys.stderr)
+    if w._depth > 0:
+        try:
+            w.__exit__(None, None, None)
+        except Exception as exc:  # never turn a clean exit into a crash
+            print(f"jitguard: could not stop the watcher: {exc}", file=sys.stderr)
     if target:
         try:
             path = w.to_json(trace_path_for_process(target, w.trace.process.rank))
@@ -176,6 +225,7 @@ def _finish() -> None:
                 print(f"jitguard: wrote {path} ({n} event{'s' if n != 1 else ''})", file=sys.stderr)
         except OSError as exc:
             print(f"jitguard: cannot write the trace to {target}: {exc}", file=sys.stderr)
+    _active = None  # written: a retry after an interrupted write finds nothing left to do
 
 
 def active_watch():

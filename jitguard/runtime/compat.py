@@ -10,6 +10,10 @@ new Triton release means editing this file only.
 | disk-cache-hit listener         | ``triton.knobs.compilation.listener``                  | 3.4+      |
 | autotune listener               | ``triton.knobs.autotuning.listener``                   | 3.8+      |
 | autotune adapter                | wrap ``Autotuner.run`` and watch ``Autotuner.cache``   | 3.2-3.7   |
+| active driver                   | ``driver._active`` (None until set or first read)      | 3.5+      |
+|                                 | ``driver.active`` (the ``driver.default`` LazyProxy until set) | 3.2-3.4 |
+| autotuner's benchmarker         | read from the active driver when ``@triton.autotune`` runs | 3.2   |
+|                                 | read at the first benchmark                            | 3.3+      |
 | key format                      | ``str(specialization) + str(options)``                 | 3.3+      |
 |                                 | ``''.join(types + specs) + str((constexprs, options))``, | 3.2     |
 |                                 | rebuilt here in the 3.3 format (``normalized_key``)    |           |
@@ -125,6 +129,36 @@ def autotune_listener_site() -> HookSite | None:
     if at is None or not hasattr(at, "listener"):
         return None
     return _attr_site(at, "listener", "triton.knobs.autotuning.listener")
+
+
+def explicit_driver(driver_config: Any) -> Any | None:
+    """The driver made active with ``set_active`` (a real one or a stand-in), or None while Triton
+    would still use its default (the machine's GPU driver, created on first use). Never creates one."""
+    if isinstance(getattr(type(driver_config), "active", None), property):  # 3.5+
+        return vars(driver_config).get("_active")
+    active = vars(driver_config).get("active")  # 3.2-3.4: the default LazyProxy until set
+    default = vars(driver_config).get("default")
+    if active is None or active is default:
+        return None
+    return active
+
+
+def machine_driver(driver_config: Any) -> Any | None:
+    """The machine's own (GPU) driver, or None where this machine has none (creating it fails)."""
+    try:
+        default = driver_config.default  # 3.5+: a property that creates it
+        init = getattr(default, "_initialize_obj", None)  # 3.2-3.4: a LazyProxy
+        if init is not None:
+            init()
+        return default
+    except Exception:
+        return None
+
+
+def autotuner_reads_driver_at_decoration() -> bool:
+    """Triton 3.2's ``@triton.autotune`` asks the active driver for its benchmarker when the
+    decorator runs (3.3+ waits for the first benchmark)."""
+    return version_tuple()[:2] < (3, 3)
 
 
 def autotuner_class():
@@ -298,6 +332,42 @@ def parse_specialization(spec_text: str) -> list[tuple[Any, Any]] | None:
         else:
             out.append((_Raw(ast.get_source_segment(spec_text, elt) or "?"), None))
     return out
+
+
+# One specialization entry as Triton prints it: ('i32', 'D'), ('constexpr', 128), ('i64', None), ...
+# followed by ", " or by the closing "]". Anything else (a dtype object, a tuple, an escaped
+# quote) goes through ast in parse_specialization.
+_SIMPLE_ENTRY = re.compile(r"\('([^'\\]*)', (None|True|False|-?\d+|'[^'\\]*')\)(, |\])")
+_ATOMS = {"None": None, "True": True, "False": False}
+
+
+def split_and_parse(key: str) -> tuple[list[tuple[Any, Any]] | None, str]:
+    """(entries, options text) of a 3.3+ key, in one pass: a regular expression over the common
+    entries (jitguard's per-event cost is mostly this, on kernels of 40+ parameters), ast for the
+    rest."""
+    if key.startswith("[]"):
+        return [], key[2:]
+    if key.startswith("["):
+        entries = []
+        pos, n = 1, len(key)
+        match = _SIMPLE_ENTRY.match
+        while pos < n:
+            m = match(key, pos)
+            if m is None:
+                break
+            ty, attr, end = m.groups()
+            if attr in _ATOMS:
+                value = _ATOMS[attr]
+            elif attr[0] == "'":
+                value = attr[1:-1]
+            else:
+                value = int(attr)
+            entries.append((ty, value))
+            pos = m.end()
+            if end == "]":
+                return entries, key[pos:]
+    spec_text, opt_text = split_key(key)
+    return parse_specialization(spec_text), opt_text
 
 
 _OPTIONS_CACHE: dict[str, Any] = {}

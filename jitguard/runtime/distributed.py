@@ -17,7 +17,8 @@ import os
 import sys
 from typing import IO, Any
 
-from jitguard.runtime.merge import MergedReport, merge_traces, render_text
+from jitguard.runtime.merge import MergedReport, merge_traces
+from jitguard.runtime.text import render_merged
 from jitguard.runtime.trace import Trace, write_trace
 
 #: seconds rank 0 waits for the slowest rank to reach the gather (env JITGUARD_GATHER_TIMEOUT).
@@ -114,7 +115,7 @@ def gather_and_report(trace: Trace | dict[str, Any], *, stream: IO[str] | None =
         return None
     report = merge_traces(traces)
     if not quiet:
-        print(render_text(report), end="", file=stream or sys.stderr, flush=True)
+        print(render_merged(report), end="", file=stream or sys.stderr, flush=True)
     json_path = json_path or os.environ.get("JITGUARD_MERGED_JSON")
     if json_path:
         try:

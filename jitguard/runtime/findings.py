@@ -9,40 +9,31 @@ One finding per (code, kernel, parameter), pointing at the kernel's ``def``:
 - JG003 an autotune key argument took several values (each re-benchmarked every config).
 - JG007 launch options passed differently (explicit vs default, values, order).
 
-Compiles of configs while an autotuner benchmarks are expected and produce nothing. ``jitguard fix
---from-trace`` consumes these findings: ``details`` carries ``kernel_path``/``kernel_line``.
+Compiles of configs while an autotuner benchmarks are expected and produce nothing. Each finding
+carries its fix (``Finding.fix``), the same plan the scan's rule makes for the kernel the event
+names (jitguard.static.trace_fixes); ``jitguard fix --from-trace`` applies it.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import OrderedDict
+from typing import Iterable
 
+from jitguard.format import ms as _fmt_ms
+from jitguard.format import relative_path as _display_path
 from jitguard.findings import Finding
 from jitguard.runtime.trace import Trace
 
 _RULE = {
-    "value_class": ("JG001", "safe"),
-    "type": ("JG001", "manual"),
-    "alignment": ("JG001", "manual"),
-    "constexpr": ("JG002", "unsafe"),
-    "option": ("JG007", "manual"),
-    "option_order": ("JG007", "manual"),
-    "autotune_key": ("JG003", "manual"),
+    "value_class": "JG001",
+    "type": "JG001",
+    "alignment": "JG001",
+    "constexpr": "JG002",
+    "option": "JG007",
+    "option_order": "JG007",
+    "autotune_key": "JG003",
 }
-
-
-def _display_path(path: str | None) -> str:
-    if not path:
-        return "?"
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path.replace(os.sep, "/")
-    return (path if rel.startswith("..") else rel).replace(os.sep, "/")
-
-
-def _fmt_ms(ms: float) -> str:
-    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
 
 
 def _message(code: str, param: str | None, g: dict) -> str:
@@ -71,13 +62,12 @@ def findings_from_trace(trace: Trace) -> list[Finding]:
         if e.autotuning:
             continue
         for d in e.diff:
-            rule = _RULE.get(d.change)
-            if rule is None:
+            code = _RULE.get(d.change)
+            if code is None:
                 continue  # a dtype or None-vs-value change: one variant per kind is expected
-            code, safety = rule
             param = None if code == "JG007" else d.param
             g = groups.setdefault((code, e.kernel, param), {
-                "safety": safety, "count": 0, "ms": 0.0, "what": [], "changes": set(),
+                "count": 0, "ms": 0.0, "what": [], "changes": set(),
                 "values": [], "steps": [], "calls": [], "event": e,
             })
             g["count"] += 1
@@ -87,8 +77,6 @@ def findings_from_trace(trace: Trace) -> list[Finding]:
                 g["ms"] += e.compile_ms or 0.0
             if d.what not in g["what"]:
                 g["what"].append(d.what)
-            if safety == "manual" and code == "JG001":
-                g["safety"] = "manual"
             g["changes"].add(d.change)
             for v in (d.before, d.after):
                 if v not in g["values"]:
@@ -98,11 +86,14 @@ def findings_from_trace(trace: Trace) -> list[Finding]:
             call = f"{_display_path(e.call_path)}:{e.call_line}" if e.call_path else None
             if call and call not in g["calls"]:
                 g["calls"].append(call)
+    from jitguard.static.trace_fixes import TraceFixes
+
+    fixes = TraceFixes()
     out = []
     for (code, kernel, param), g in groups.items():
         e = g["event"]
-        if code == "JG001" and g["changes"] & {"type", "alignment"} and "value_class" in g["changes"]:
-            g["safety"] = "safe"  # do_not_specialize still removes the value-class recompiles
+        message = _message(code, param, g)
+        fix = fixes.fix(code, kernel, e.kernel_path, e.kernel_line, param, g["changes"], message)
         out.append(Finding(
             code=code,
             path=_display_path(e.kernel_path),
@@ -110,8 +101,9 @@ def findings_from_trace(trace: Trace) -> list[Finding]:
             column=1,
             kernel=kernel,
             param=param,
-            message=_message(code, param, g),
-            fix_safety=g["safety"],
+            message=message,
+            fix_safety=fix.applicability,
+            fix=fix,
             source="runtime",
             confidence="high",  # observed, not inferred
             details={
@@ -130,3 +122,28 @@ def findings_from_trace(trace: Trace) -> list[Finding]:
         ))
     out.sort(key=Finding.sort_key)
     return out
+
+
+def findings_from_traces(traces: Iterable[Trace]) -> list[Finding]:
+    """The findings of several traces (the ranks of one job), one per (code, kernel, parameter):
+    recompiles and compile time summed, the ranks and pids that saw it listed."""
+    merged: "OrderedDict[tuple, Finding]" = OrderedDict()
+    for trace in traces:
+        for f in findings_from_trace(trace):
+            key = (f.code, f.path, f.line, f.kernel, f.param)
+            seen = merged.get(key)
+            if seen is None:
+                d = dict(f.details)
+                d["ranks"] = [d.pop("rank")] if d.get("rank") is not None else []
+                d["pids"] = [d.pop("pid")]
+                merged[key] = dataclasses.replace(f, details=d)
+                continue
+            d = seen.details
+            d["recompiles"] += f.details["recompiles"]
+            d["compile_ms"] = round(d["compile_ms"] + f.details["compile_ms"], 3)
+            if f.details.get("rank") is not None:
+                d["ranks"].append(f.details["rank"])
+            d["pids"].append(f.details["pid"])
+            if seen.fix_safety != f.fix_safety and "manual" in (seen.fix_safety, f.fix_safety):
+                merged[key] = dataclasses.replace(seen, fix_safety="manual")
+    return sorted(merged.values(), key=Finding.sort_key)

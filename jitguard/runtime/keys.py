@@ -4,12 +4,13 @@ A key (3.3+) is ``str(specialization) + str(options)``, e.g.
 ``[('*fp16', 'D'), ('i32', ''), ('constexpr', 128)]{'num_warps': 4, 'debug': False}``: one
 ``(type, attribute)`` entry per kernel parameter, where the attribute is ``'D'`` (divisible by 16 /
 16-byte aligned), ``''`` (no value class), ``None`` (not specialized) or, for constexpr entries, the
-value itself. A plain int argument equal to 1 shows up as ``('constexpr', 1)``: it was folded.
+value itself. A plain int argument equal to 1 shows up as ``('constexpr', 1)``: it was folded; an
+annotated one (``n: tl.int64``) keeps its type and shows up as ``('i64', 1)`` (3.3+), folded too.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from jitguard.runtime import compat
 from jitguard.runtime.trace import DiffEntry, Param
@@ -60,6 +61,8 @@ def decode_param(name: str, index: int, declared_constexpr: bool, entry: tuple[A
     if ty in _BOOL_TYPES:
         return Param(name, index, "bool", ty)
     if ty in _INT_TYPES:
+        if attr == 1 and not isinstance(attr, bool):  # an annotated int equal to 1: folded as well
+            return Param(name, index, "int", ty, value_class="one", constexpr=1)
         vc = "div16" if attr == "D" else "none"
         return Param(name, index, "int", ty, value_class=vc)
     if ty.startswith(("fp", "bf")):
@@ -69,8 +72,8 @@ def decode_param(name: str, index: int, declared_constexpr: bool, entry: tuple[A
 
 def decode_key(key: str, params: Sequence[tuple[str, bool, bool, bool]]) -> Variant:
     """Decode ``key`` for a kernel whose parameters are ``compat.jit_params(jit_function)``."""
-    spec_text, opt_text = compat.split_key(key)
-    entries = compat.parse_specialization(spec_text) or []
+    entries, opt_text = compat.split_and_parse(key)
+    entries = entries or []
     decoded = []
     for i, (name, is_cx, dns, dns_al) in enumerate(params):
         entry = entries[i] if i < len(entries) else None
@@ -88,6 +91,8 @@ def describe(p: Param) -> str:
     if p.kind == "constexpr":
         return _fmt_value(p.constexpr)
     if p.kind == "int":
+        if p.value_class == "one":
+            return f"folded constant {p.constexpr if p.constexpr is not None else 1}"
         if p.type == "constexpr":
             return f"folded constant {p.constexpr}" if p.value_class == "one" else f"constant {p.constexpr}"
         return f"{p.type}, divisible by 16" if p.value_class == "div16" else f"{p.type}"
@@ -147,8 +152,8 @@ _MISSING = object()
 def diff(a: Variant, b: Variant) -> list[DiffEntry]:
     """What changed from variant ``a`` to variant ``b``, one entry per parameter or option."""
     out = []
-    for pa, pb in zip(a.params, b.params):
-        if describe(pa) != describe(pb):
+    for pa, pb, sa, sb in zip(a.params, b.params, a.signature, b.signature):
+        if sa != sb:  # the signature holds describe() of each parameter
             out.append(_param_change(pa, pb))
     return out + _options_diff(a, b)
 
@@ -177,10 +182,11 @@ def closest(new: Variant, previous: Sequence[Variant]) -> int | None:
 
 
 class VariantIndex:
-    """The variants of one kernel, indexed per parameter so ``closest`` stays cheap when a kernel
-    has hundreds of variants (a constexpr fed a per-call value): counting matching parameters
-    walks only the variants that share a value, and the facet tie-break looks at the most
-    recent ``TIE_WINDOW`` of the equally close ones."""
+    """The variants of one kernel, indexed per parameter so ``closest`` stays cheap on kernels of
+    40+ parameters and with hundreds of variants (a constexpr fed a per-call value): counting
+    differing parameters walks only the variants that differ from the new one at a position
+    (most positions never change), and the facet tie-break looks at the most recent
+    ``TIE_WINDOW`` of the equally close ones."""
 
     TIE_WINDOW = 64
 
@@ -204,17 +210,45 @@ class VariantIndex:
 
     def closest(self, new: Variant) -> int | None:
         n = len(self.variants)
-        if n <= self.TIE_WINDOW:
-            return closest(new, self.variants)
-        matches = [0] * n
-        for pos, value in enumerate(new.signature):
-            if pos < len(self._by_position):
-                for j in self._by_position[pos].get(value, ()):
-                    matches[j] += 1
-        top = max(matches)
-        tied = [j for j in range(n) if matches[j] == top][-self.TIE_WINDOW:]
+        if n == 0:
+            return None
+        differ = [0] * n
+        sig = new.signature
+        for pos, by_value in enumerate(self._by_position):
+            value = sig[pos] if pos < len(sig) else _MISSING
+            if len(by_value) == 1 and value in by_value:
+                continue  # every variant has this value here
+            for other, idxs in by_value.items():
+                if other != value:
+                    for j in idxs:
+                        differ[j] += 1
+        least = min(differ)
+        tied = [j for j in range(n) if differ[j] == least][-self.TIE_WINDOW:]
+        if len(tied) == 1:
+            return tied[0]
         pick = closest(new, [self.variants[j] for j in tied])
         return tied[pick] if pick is not None else None
+
+
+# Launch options a tuned config sets (triton.Config, or a table of configs such as vLLM's per-M
+# MoE configs): changing one of them together with tile sizes is another config, not drift.
+CONFIG_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def mark_config_changes(entries: list[DiffEntry], config_names: Iterable[str] = ()) -> list[DiffEntry]:
+    """Re-label as ``change="config"`` the entries that make another tuned config rather than
+    per-call variation: constexprs named in the autotuner's configs (``config_names``), and, when
+    a config option (``CONFIG_OPTIONS``) changes between two explicit values, every constexpr and
+    config option that changed with it. Returns ``entries`` (changed in place)."""
+    names = set(config_names)
+    switched = any(e.change == "option" and e.option in CONFIG_OPTIONS and "default" not in (e.before, e.after)
+                   for e in entries)
+    for e in entries:
+        if e.change == "constexpr" and (switched or e.param in names):
+            e.change = "config"
+        elif e.change in ("option", "option_order") and e.option in CONFIG_OPTIONS and (switched or e.option in names):
+            e.change = "config"
+    return entries
 
 
 def remedy(entries: Sequence[DiffEntry], kernel_name: str = "", decorator: str = "triton.jit") -> str | None:
@@ -230,6 +264,10 @@ def remedy(entries: Sequence[DiffEntry], kernel_name: str = "", decorator: str =
     dtypes = [e.param for e in entries if e.change == "dtype"]
     kinds = [e.param for e in entries if e.change == "kind"]
     opts = [e for e in entries if e.change in ("option", "option_order")]
+    configs = [e for e in entries if e.change == "config"]
+    if configs:
+        what = ", ".join(dict.fromkeys(e.option if e.param == "options" and e.option else e.param for e in configs))
+        parts.append(f"another config ({what}): expected once per config; warm it up if it appears mid-serving")
     if ints:
         names = ", ".join(f'"{n}"' for n in ints)
         parts.append(f"add {names} to do_not_specialize (@{decorator}(do_not_specialize=[{names}])): "

@@ -22,6 +22,8 @@ class PredictedVariant:
     closest: int | None = None  # index of the closest earlier variant
     diff: list[DiffEntry] = field(default_factory=list)
     remedy: str | None = None
+    config: int | None = None  # autotuned kernels: index of the config in the autotuner's list
+    autotuning: bool = False  # first compiled while the autotuner benchmarks a new key (expected)
 
     def describe(self) -> str:
         return ", ".join(f"{p.name}: {keys.describe(p)}" for p in self.params)
@@ -47,8 +49,9 @@ class Prediction:
         lines = [f"{self.kernel} on {self.target}: {len(self.variants)} variant"
                  f"{'s' if len(self.variants) != 1 else ''}"]
         for i, v in enumerate(self.variants, 1):
+            tuned = f", config {v.config}" + (" while benchmarking" if v.autotuning else "") if v.config is not None else ""
             lines.append(f"  #{i} ({len(v.calls)} call{'s' if len(v.calls) != 1 else ''}, first: call "
-                         f"{v.calls[0]}): {v.describe()}")
+                         f"{v.calls[0]}{tuned}): {v.describe()}")
             if v.diff:
                 lines.append(f"      why: {'; '.join(d.what for d in v.diff)}")
         fixes = list(dict.fromkeys(v.remedy for v in self.variants if v.remedy))
@@ -91,7 +94,11 @@ def predict(kernel: Any, calls: Iterable[Any], target: str = "cuda:90") -> Predi
     Each call is a tuple of positional arguments, a dict of keyword arguments, or an
     ``(args, kwargs)`` pair; launch options (``num_warps=4``) go in the kwargs as at a launch.
     Tensor arguments may be torch tensors or any object with ``data_ptr()`` and ``dtype``.
-    For an autotuned kernel, every config's constexprs are applied (one key per config and call).
+    For an autotuned kernel, as Triton does: a call with a new autotune key (the values of the
+    ``key=[...]`` arguments and the argument dtypes) benchmarks every config, so each config's key
+    is predicted for it; a call with a key seen before runs the config chosen then, which offline
+    is taken to be the first one (a real run may pick another: per autotune key, the count of
+    variants is the same, their configs may differ).
     """
     jf, heuristics, tuner = _layers(kernel)
     binder = compat.make_binder(jf, target)
@@ -100,12 +107,23 @@ def predict(kernel: Any, calls: Iterable[Any], target: str = "cuda:90") -> Predi
     arg_names = [p[0] for p in params]
     qual = f"{getattr(jf.fn, '__module__', '?')}.{getattr(jf.fn, '__qualname__', '?')}"
     configs = [getattr(c, "all_kwargs", lambda: {})() for c in tuner.configs] if tuner else [{}]
+    config_names = {name for cfg in configs for name in cfg}
+    tuned_keys: set = set()
     by_key: dict[str, PredictedVariant] = {}
     order: list[PredictedVariant] = []
     decoded: list[keys.Variant] = []
     for i, call in enumerate(calls):
         args, kwargs = _split_call(call)
-        for cfg in configs:
+        chosen = range(len(configs))
+        if tuner is not None:
+            named = {**dict(zip(arg_names, args)), **kwargs}
+            tkey = tuple(named.get(k) for k in tuner.keys) + tuple(
+                str(v.dtype) for v in named.values() if hasattr(v, "dtype"))
+            benchmarking = tkey not in tuned_keys
+            tuned_keys.add(tkey)
+            chosen = range(len(configs)) if benchmarking else range(1)
+        for c in chosen:
+            cfg = configs[c]
             kw = dict(kwargs)
             kw.update(cfg)
             for h in reversed(heuristics):  # innermost heuristics see the outer ones' results
@@ -126,8 +144,11 @@ def predict(kernel: Any, calls: Iterable[Any], target: str = "cuda:90") -> Predi
                 var = keys.decode_key(text, params)
                 idx = keys.closest(var, decoded)
                 entries = keys.diff(decoded[idx], var) if idx is not None else []
+                keys.mark_config_changes(entries, config_names)
                 v = PredictedVariant(key, var.params, var.options, [], idx, entries,
-                                     keys.remedy(entries, decorator=compat.jit_decorator(jf)))
+                                     keys.remedy(entries, decorator=compat.jit_decorator(jf)),
+                                     config=c if tuner is not None else None,
+                                     autotuning=tuner is not None and benchmarking)
                 by_key[key] = v
                 order.append(v)
                 decoded.append(var)

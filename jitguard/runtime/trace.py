@@ -19,6 +19,7 @@ while ``kernels`` keeps exact per-kernel totals. Long strings (raw keys, reprs) 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -28,9 +29,13 @@ from jitguard.atomic_write import write_text_atomic
 
 SCHEMA = "jitguard.trace"
 VERSION = 2  # 2: events name the kernel's module and qualname apart (for jitguard.warmup)
-SUPPORTED_VERSIONS = (1, 2)
+SUPPORTED_VERSIONS = tuple(range(1, VERSION + 1))  # every version up to the current one loads
 DEFAULT_MAX_EVENTS = 20_000
 MAX_STRING = 2_000  # characters kept of a raw key / repr / config string
+MAX_TRACE_BYTES = 256 * 1024 * 1024  # larger files are refused (a trace of 20,000 events is ~40 MB)
+MAX_RANKS = 1 << 16  # world_size and rank bounds (merge builds per-rank tables)
+MAX_EVENTS_READ = 1_000_000
+MAX_PARAMS = 4096
 
 # Param.kind values
 KINDS = ("int", "bool", "float", "pointer", "constexpr", "none", "other")
@@ -96,7 +101,8 @@ class DiffEntry:
 
     ``param`` is a parameter name, or "options" for launch options (then ``option`` names it).
     ``change`` classifies it: "value_class", "type", "constexpr", "alignment", "dtype", "option",
-    "kind" (e.g. an int that became a folded constant through None).
+    "kind" (e.g. an int that became a folded constant through None), "config" (another tuned
+    config: its constexprs and num_warps/num_stages changed together; expected once per config).
     """
 
     param: str
@@ -213,6 +219,12 @@ class Event:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Event":
+        if not isinstance(d, dict):
+            raise ValueError(f"an event is {type(d).__name__}, not an object")
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in d
+                   and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        if missing:  # said as what the file lacks, not as a constructor's TypeError
+            raise ValueError(f"an event lacks {', '.join(map(repr, missing))}")
         kw = {k: d.get(k) for k in cls.__dataclass_fields__ if k in d}
         kw["params"] = [Param.from_dict(p) for p in d.get("params") or []]
         kw["diff"] = [DiffEntry.from_dict(x) for x in d.get("diff") or []]
@@ -322,14 +334,10 @@ class Trace:
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, path: str | None = None) -> "Trace":
         where = f"{path}: " if path else ""
-        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
-            raise TraceError(f"{where}not a jitguard trace (no \"schema\": \"{SCHEMA}\")")
-        version = d.get("version")
-        if version not in SUPPORTED_VERSIONS:
-            raise TraceError(
-                f"{where}trace version {version!r} is not supported by this jitguard "
-                f"(reads versions {', '.join(map(str, SUPPORTED_VERSIONS))}); upgrade jitguard"
-            )
+        try:
+            validate(d)  # every field against the schema tables: what follows cannot trip on a type
+        except TraceError as exc:
+            raise TraceError(f"{where}{exc}") from None
         try:
             events = [Event.from_dict(e) for e in d.get("events") or []]
             kernels = {
@@ -350,24 +358,70 @@ class Trace:
                 path=path,
             )
         except (TypeError, ValueError, AttributeError) as exc:
-            raise TraceError(f"{where}malformed trace: {exc}") from None
+            raise TraceError(f"{where}malformed trace: {_plain(exc)}") from None
 
 
-def load_trace(path: str | os.PathLike) -> Trace:
-    """Read a trace file; raises ``TraceError`` with a one-line reason for anything unreadable."""
+def _plain(exc: Exception) -> str:
+    """An exception about the file's content in the file's terms, not the constructor's:
+    ``Param.__init__() missing 1 required positional argument: 'name'`` -> ``a param lacks 'name'``."""
+    import re
+
+    text = str(exc)
+    m = re.match(r"(\w+)\.__init__\(\) missing \d+ required (?:positional |keyword-only )?arguments?: (.*)", text)
+    if m:
+        return f"a {m.group(1).lower()} entry lacks {m.group(2).replace(' and ', ', ')}"
+    m = re.match(r"(\w+)\.__init__\(\) got an unexpected keyword argument (.*)", text)
+    if m:
+        return f"a {m.group(1).lower()} entry has an unknown field {m.group(2)}"
+    return text
+
+
+def read_json_file(path: str | os.PathLike, max_bytes: int = MAX_TRACE_BYTES) -> Any:
+    """The JSON document in a regular file of at most ``max_bytes``; ``TraceError`` (one line)
+    for anything else: a FIFO or a device (opened without blocking, never read), a link to one,
+    a file too large, bytes that are not UTF-8 JSON, nesting too deep for the parser."""
+    import stat
+
     p = os.fspath(path)
     try:
-        with open(p, encoding="utf-8") as fh:
-            data = json.load(fh)
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise TraceError(f"{p}: no such file") from None
     except IsADirectoryError:
         raise TraceError(f"{p}: is a directory (pass the trace files, or use load_traces)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"{p}: cannot read: {exc}") from None
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise TraceError(f"{p}: is a directory (pass the trace files, or use load_traces)")
+        if not stat.S_ISREG(st.st_mode):
+            raise TraceError(f"{p}: not a regular file (a FIFO, socket or device): not read")
+        if st.st_size > max_bytes:
+            raise TraceError(f"{p}: {st.st_size} bytes, larger than the {max_bytes >> 20} MiB a trace may be")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            raw = fh.read(max_bytes + 1)
+        if len(raw) > max_bytes:
+            raise TraceError(f"{p}: larger than the {max_bytes >> 20} MiB a trace may be")
+    except OSError as exc:
+        raise TraceError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{p}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise TraceError(f"{p}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    return Trace.from_dict(data, path=p)
+        raise TraceError(f"{p}: not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise TraceError(f"{p}: not a jitguard trace (JSON nested too deeply)") from None
+
+
+def load_trace(path: str | os.PathLike) -> Trace:
+    """Read a trace file; raises ``TraceError`` with a one-line reason for anything unreadable,
+    not a trace, or with a field that does not match the schema (see ``validate``)."""
+    p = os.fspath(path)
+    return Trace.from_dict(read_json_file(p), path=p)
 
 
 def iter_trace_files(paths: Iterable[str | os.PathLike]) -> list[str]:
@@ -452,131 +506,250 @@ def write_trace(trace: Trace | dict[str, Any], path: str | os.PathLike) -> str:
     return p
 
 
-_NULLABLE_STR = {"type": ["string", "null"]}
-_NULLABLE_INT = {"type": ["integer", "null"]}
-_NULLABLE_NUM = {"type": ["number", "null"]}
-_NULLABLE_BOOL = {"type": ["boolean", "null"]}
+# ---------------------------------------------------------------------------------------------
+# The schema: one table per object, one line per field. ``TRACE_JSON_SCHEMA`` (JSON Schema
+# 2020-12, what the tests validate written traces against) and ``validate`` (what ``load_trace``
+# checks every field of a file against, without jsonschema) are both built from these tables, so
+# a new field is one line here. Fields a later version adds carry ``since=N``; unknown fields are
+# ignored (fields are only ever added within a version).
+# ---------------------------------------------------------------------------------------------
 
-#: JSON Schema (draft 2020-12) of the current version; tests validate written traces against it.
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a trace object. ``types``: JSON types, "|"-separated ("string|null"), or
+    "any". ``fields``: the object's own table; ``values``: every value of the object has that
+    table (a map keyed by name); ``items``: an array's element, a JSON type or a table.
+    ``required``: jitguard always writes it; ``needed``: a trace without it cannot be read (the
+    other fields have defaults, so older or hand-made traces keep loading)."""
+
+    name: str
+    types: str
+    required: bool = False  # always written (the JSON schema requires it)
+    needed: bool = False  # a reader cannot do without it (no default): load_trace refuses its absence
+    enum: tuple | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    items: Any = None
+    max_items: int | None = None
+    fields: tuple | None = None
+    values: tuple | None = None
+    since: int = 1
+
+
+F = Field
+
+PARAM_FIELDS = (
+    F("name", "string", required=True, needed=True),
+    F("index", "integer", required=True, needed=True, minimum=0, maximum=MAX_PARAMS),
+    F("kind", "string", required=True, needed=True, enum=KINDS),
+    F("type", "string|null"),
+    F("value_class", "string|null", enum=VALUE_CLASSES),
+    F("constexpr", "any"),
+    F("dtype", "string|null"),
+    F("aligned16", "boolean|null"),
+)
+
+DIFF_FIELDS = (
+    F("param", "string", required=True, needed=True),
+    F("before", "string", required=True, needed=True),
+    F("after", "string", required=True, needed=True),
+    F("what", "string", required=True, needed=True),
+    F("change", "string"),
+    F("option", "string|null"),
+)
+
+AUTOTUNE_FIELDS = (
+    F("key", "object"),
+    F("configs", "integer|null", minimum=0),
+    F("bench_ms", "number|null"),
+    F("best_config", "string|null"),
+    F("cache_hit", "boolean|null"),
+)
+
+EVENT_FIELDS = (
+    F("kind", "string", required=True, needed=True, enum=("compile", "autotune")),
+    F("seq", "integer", required=True, needed=True, minimum=0),
+    F("step", "integer|null", required=True),
+    F("wall", "number", required=True),
+    F("monotonic", "number", required=True),
+    F("thread", "string|null"),
+    F("kernel", "string", required=True, needed=True),
+    F("kernel_module", "string|null", required=True, since=2),
+    F("kernel_qualname", "string|null", required=True, since=2),
+    F("kernel_path", "string|null"),
+    F("kernel_line", "integer|null", minimum=0),
+    F("call_path", "string|null"),
+    F("call_line", "integer|null", minimum=0),
+    F("call_stack", "array", items="string", max_items=64),
+    F("warmup", "boolean"),
+    F("autotuning", "boolean"),
+    F("from_trace", "boolean"),  # compiled ahead of traffic by jitguard.warmup (version 2)
+    F("compile_ms", "number|null"),
+    F("disk_cache_hit", "boolean|null"),
+    F("params", "array", required=True, items=PARAM_FIELDS, max_items=MAX_PARAMS),
+    F("options", "object", required=True),
+    F("key", "string|null"),
+    F("variant", "integer", required=True, minimum=1),
+    F("closest_variant", "integer|null", minimum=1),
+    F("diff", "array", required=True, items=DIFF_FIELDS, max_items=2 * MAX_PARAMS),
+    F("remedy", "string|null"),
+    F("overhead_ms", "number|null"),
+    F("frontend", "string|null", enum=("gluon",)),  # optional: added within version 1 (a @gluon.jit kernel)
+    F("autotune", "object|null", fields=AUTOTUNE_FIELDS),
+)
+
+PROCESS_FIELDS = (
+    F("pid", "integer", required=True, minimum=0),
+    F("host", "string", required=True),
+    F("argv", "array", required=True, items="string", max_items=4096),
+    F("rank", "integer|null", required=True, minimum=0, maximum=MAX_RANKS - 1),
+    F("world_size", "integer|null", required=True, minimum=1, maximum=MAX_RANKS),
+    F("local_rank", "integer|null", minimum=0, maximum=MAX_RANKS - 1),
+    F("python", "string|null"),
+    F("triton_version", "string|null"),
+    F("jitguard_version", "string|null"),
+    F("mode", "string|null"),
+    F("start_wall", "number", required=True),
+    F("start_monotonic", "number", required=True),
+    F("end_wall", "number|null"),
+    F("end_monotonic", "number|null"),
+    F("run_id", "string|null"),  # optional: added within version 1
+)
+
+KERNEL_TOTALS_FIELDS = (
+    F("compiles", "integer", required=True, minimum=0),
+    F("autotunes", "integer", required=True, minimum=0),
+    F("compile_ms", "number", required=True, minimum=0),
+    F("autotune_ms", "number", minimum=0),
+)
+
+TRACE_FIELDS = (
+    F("schema", "string", required=True, needed=True, enum=(SCHEMA,)),
+    F("version", "integer", required=True, needed=True, enum=SUPPORTED_VERSIONS),
+    F("process", "object", required=True, fields=PROCESS_FIELDS),
+    F("events", "array", required=True, items=EVENT_FIELDS, max_items=MAX_EVENTS_READ),
+    F("kernels", "object", values=KERNEL_TOTALS_FIELDS),
+    F("dropped_events", "integer", minimum=0),
+)
+
+_PY_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
+                             "null": type(None), "array": list, "object": dict}
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    for name in ("string", "integer", "number", "null", "array", "object"):
+        if isinstance(value, _PY_TYPES[name]):
+            return name
+    return type(value).__name__
+
+
+def _type_ok(value: Any, types: str) -> bool:
+    if types == "any":
+        return True
+    got = _json_type(value)
+    allowed = types.split("|")
+    return got in allowed or (got == "integer" and "number" in allowed)
+
+
+def _noun(table: tuple) -> str:
+    return {id(EVENT_FIELDS): "an event", id(PARAM_FIELDS): "a param entry", id(DIFF_FIELDS): "a diff entry",
+            id(AUTOTUNE_FIELDS): "an autotune entry", id(PROCESS_FIELDS): "the process",
+            id(KERNEL_TOTALS_FIELDS): "a kernel entry"}.get(id(table), "the trace")
+
+
+def _check_object(obj: Any, table: tuple, where: str, version: int) -> None:
+    if not isinstance(obj, dict):
+        raise TraceError(f"{where or 'the document'}: expected an object, got {_json_type(obj)}")
+    lacking = [f.name for f in table if f.needed and version >= f.since and f.name not in obj]
+    if lacking:
+        raise TraceError(f"{where + ': ' if where else ''}{_noun(table)} lacks {', '.join(map(repr, lacking))}")
+    for f in table:
+        if f.name in obj:
+            _check_value(obj[f.name], f, f"{where}.{f.name}" if where else f.name, version)
+
+
+def _check_value(value: Any, f: Field, where: str, version: int) -> None:
+    if not _type_ok(value, f.types):
+        shown = f" ({value!r:.40})" if not isinstance(value, (dict, list)) else ""
+        raise TraceError(f"{where}: expected {f.types.replace('|', ' or ')}, got {_json_type(value)}{shown}")
+    if value is None:
+        return
+    if f.enum is not None and value not in f.enum:
+        raise TraceError(f"{where}: {value!r:.40} is not one of {', '.join(map(repr, f.enum))}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if f.minimum is not None and value < f.minimum:
+            raise TraceError(f"{where}: {value} is below {f.minimum}")
+        if f.maximum is not None and value > f.maximum:
+            raise TraceError(f"{where}: {value} is above the bound {f.maximum}")
+    if isinstance(value, list):
+        if f.max_items is not None and len(value) > f.max_items:
+            raise TraceError(f"{where}: {len(value)} items, more than the bound {f.max_items}")
+        for i, item in enumerate(value):
+            if isinstance(f.items, tuple):
+                _check_object(item, f.items, f"{where}[{i}]", version)
+            elif f.items is not None and not _type_ok(item, f.items):
+                raise TraceError(f"{where}[{i}]: expected {f.items}, got {_json_type(item)}")
+    if isinstance(value, dict):
+        if f.fields is not None:
+            _check_object(value, f.fields, where, version)
+        if f.values is not None:
+            for k, v in value.items():
+                _check_object(v, f.values, f"{where}[{k!r:.60}]", version)
+
+
+def validate(data: Any) -> None:
+    """Check a loaded trace document field by field against the tables above; ``TraceError``
+    naming the first bad field (``events[3].kernel: expected string, got integer (12345)``)."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise TraceError(f"not a jitguard trace (no \"schema\": \"{SCHEMA}\")")
+    version = data.get("version")
+    if version not in SUPPORTED_VERSIONS or isinstance(version, bool):
+        raise TraceError(
+            f"trace version {version!r:.40} is not supported by this jitguard "
+            f"(reads versions {', '.join(map(str, SUPPORTED_VERSIONS))}); upgrade jitguard")
+    try:
+        _check_object(data, TRACE_FIELDS, "", version)
+    except TraceError as exc:
+        raise TraceError(f"malformed trace: {exc}") from None
+
+
+def _field_schema(f: Field) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if f.types != "any":
+        types = f.types.split("|")
+        out["type"] = types[0] if len(types) == 1 else types
+        if f.enum is not None:
+            out["enum"] = [*f.enum, *([None] if "null" in types else [])]
+    if f.minimum is not None:
+        out["minimum"] = f.minimum
+    if f.maximum is not None:
+        out["maximum"] = f.maximum
+    if f.items is not None:
+        out["items"] = _table_schema(f.items) if isinstance(f.items, tuple) else {"type": f.items}
+    if f.max_items is not None:
+        out["maxItems"] = f.max_items
+    if f.fields is not None:
+        out.update(_table_schema(f.fields, with_type=False))
+    if f.values is not None:
+        out["additionalProperties"] = _table_schema(f.values)
+    return out
+
+
+def _table_schema(table: tuple, with_type: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object"} if with_type else {}
+    out["required"] = [f.name for f in table if f.required and f.since <= VERSION]
+    out["properties"] = {f.name: _field_schema(f) for f in table}
+    return out
+
+
+#: JSON Schema (draft 2020-12) of the current version (what jitguard writes), built from the tables
+#: above; ``validate`` reads every supported version.
 TRACE_JSON_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": f"jitguard trace, version {VERSION}",
-    "type": "object",
-    "required": ["schema", "version", "process", "events"],
-    "properties": {
-        "schema": {"const": SCHEMA},
-        "version": {"const": VERSION},
-        "dropped_events": {"type": "integer", "minimum": 0},
-        "kernels": {
-            "type": "object",
-            "additionalProperties": {
-                "type": "object",
-                "required": ["compiles", "autotunes", "compile_ms"],
-                "properties": {
-                    "compiles": {"type": "integer", "minimum": 0},
-                    "autotunes": {"type": "integer", "minimum": 0},
-                    "compile_ms": {"type": "number", "minimum": 0},
-                    "autotune_ms": {"type": "number", "minimum": 0},
-                },
-            },
-        },
-        "process": {
-            "type": "object",
-            "required": ["pid", "host", "argv", "rank", "world_size", "start_wall", "start_monotonic"],
-            "properties": {
-                "pid": {"type": "integer"},
-                "host": {"type": "string"},
-                "argv": {"type": "array", "items": {"type": "string"}},
-                "rank": _NULLABLE_INT,
-                "world_size": _NULLABLE_INT,
-                "local_rank": _NULLABLE_INT,
-                "python": _NULLABLE_STR,
-                "triton_version": _NULLABLE_STR,
-                "jitguard_version": _NULLABLE_STR,
-                "mode": _NULLABLE_STR,
-                "start_wall": {"type": "number"},
-                "start_monotonic": {"type": "number"},
-                "end_wall": _NULLABLE_NUM,
-                "end_monotonic": _NULLABLE_NUM,
-                "run_id": _NULLABLE_STR,  # optional (added later, the schema is still version 1)
-            },
-        },
-        "events": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["kind", "seq", "kernel", "kernel_module", "kernel_qualname", "step", "wall",
-                             "monotonic", "params", "options", "variant", "diff"],
-                "properties": {
-                    "kind": {"enum": ["compile", "autotune"]},
-                    "seq": {"type": "integer", "minimum": 0},
-                    "step": _NULLABLE_INT,
-                    "wall": {"type": "number"},
-                    "monotonic": {"type": "number"},
-                    "thread": _NULLABLE_STR,
-                    "kernel": {"type": "string"},
-                    "kernel_module": _NULLABLE_STR,
-                    "kernel_qualname": _NULLABLE_STR,
-                    "kernel_path": _NULLABLE_STR,
-                    "kernel_line": _NULLABLE_INT,
-                    "call_path": _NULLABLE_STR,
-                    "call_line": _NULLABLE_INT,
-                    "call_stack": {"type": "array", "items": {"type": "string"}},
-                    "warmup": {"type": "boolean"},
-                    "autotuning": {"type": "boolean"},
-                    "from_trace": {"type": "boolean"},
-                    "compile_ms": _NULLABLE_NUM,
-                    "disk_cache_hit": _NULLABLE_BOOL,
-                    "params": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["name", "index", "kind"],
-                            "properties": {
-                                "name": {"type": "string"},
-                                "index": {"type": "integer", "minimum": 0},
-                                "kind": {"enum": list(KINDS)},
-                                "type": _NULLABLE_STR,
-                                "value_class": {"enum": [*VALUE_CLASSES, None]},
-                                "dtype": _NULLABLE_STR,
-                                "aligned16": _NULLABLE_BOOL,
-                            },
-                        },
-                    },
-                    "options": {"type": "object"},
-                    "key": _NULLABLE_STR,
-                    "variant": {"type": "integer", "minimum": 1},
-                    "closest_variant": _NULLABLE_INT,
-                    "diff": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["param", "before", "after", "what"],
-                            "properties": {
-                                "param": {"type": "string"},
-                                "before": {"type": "string"},
-                                "after": {"type": "string"},
-                                "what": {"type": "string"},
-                                "change": {"type": "string"},
-                                "option": _NULLABLE_STR,
-                            },
-                        },
-                    },
-                    "remedy": _NULLABLE_STR,
-                    "overhead_ms": _NULLABLE_NUM,
-                    "frontend": {"enum": ["gluon", None]},  # optional (added later, still version 1)
-                    "autotune": {
-                        "type": ["object", "null"],
-                        "properties": {
-                            "key": {"type": "object"},
-                            "configs": _NULLABLE_INT,
-                            "bench_ms": _NULLABLE_NUM,
-                            "best_config": _NULLABLE_STR,
-                            "cache_hit": _NULLABLE_BOOL,
-                        },
-                    },
-                },
-            },
-        },
-    },
+    **_table_schema(TRACE_FIELDS),
 }

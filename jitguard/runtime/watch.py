@@ -152,20 +152,28 @@ _NOT_CALLERS = ("<", sysconfig.get_paths()["stdlib"] + os.sep)
 _NOT_CALLER_PARTS = (f"{os.sep}_pytest{os.sep}", f"{os.sep}pluggy{os.sep}")
 
 
-def _user_frame(skip: tuple[str, ...], depth: int = 4) -> tuple[str | None, int | None, bool, list[str]]:
+def _user_frame(skip: tuple[str, ...], depth: int = 4) -> tuple[str | None, int | None, bool, list[str], Any]:
     """(path, line) of the first frame outside Triton and jitguard's runtime (the launching
     frame), whether an autotuner is benchmarking on the way (its config compiles are expected),
-    and up to ``depth`` further ``path:line`` callers (a wrapper's callers)."""
+    up to ``depth`` further ``path:line`` callers (a wrapper's callers), and the autotuner the
+    launch went through (None without one)."""
     f = sys._getframe(2)
     autotuning = False
+    tuner = None
     found: tuple[str | None, int | None] = (None, None)
     callers: list[str] = []
     while f is not None:
         name = f.f_code.co_filename
         if name.startswith(skip):
-            if name.endswith("autotuner.py") and f.f_code.co_name in ("_bench", "benchmark", "kernel_call",
-                                                                       "check_disk_cache"):
-                autotuning = True
+            if name.endswith("autotuner.py"):
+                if f.f_code.co_name in ("_bench", "benchmark", "kernel_call", "check_disk_cache"):
+                    autotuning = True
+                if tuner is None and f.f_code.co_name == "run":
+                    cand = f.f_locals.get("self")
+                    tuner = cand if hasattr(cand, "configs") else None
+                # a frame seen before this one ran inside the autotuner (its benchmarker, a
+                # pre_hook): the launching line is further out
+                found, callers = (None, None), []
         elif found[0] is None:
             found = (os.path.abspath(name), f.f_lineno)
         elif not name.startswith(_NOT_CALLERS) and not any(t in name for t in _NOT_CALLER_PARTS):
@@ -173,7 +181,16 @@ def _user_frame(skip: tuple[str, ...], depth: int = 4) -> tuple[str | None, int 
             if len(callers) >= depth:
                 break
         f = f.f_back
-    return found[0], found[1], autotuning, callers
+    return found[0], found[1], autotuning, callers, tuner
+
+
+def _config_names(tuner: Any) -> set[str]:
+    """The constexprs and options an autotuner's configs set (what differs between its configs)."""
+    names: set[str] = set()
+    for cfg in getattr(tuner, "configs", None) or ():
+        names.update(getattr(cfg, "kwargs", None) or {})
+        names.update(o for o in keys.CONFIG_OPTIONS if getattr(cfg, o, None) is not None)
+    return names
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,15 +333,14 @@ def _log_once(where: str, exc: BaseException) -> None:
 
 
 def _make_chained(site: compat.HookSite, handler: Callable, previous: Any, returns_prev: bool = False) -> Callable:
-    """A hook for ``site`` that first calls ``previous`` (what was installed before: another tool's
-    hook) and returns what it returned, then runs ``handler`` while any watch is active. After
+    """A hook for ``site`` that calls ``previous`` (what was installed before: another tool's hook)
+    and returns what it returned, and runs ``handler`` while any watch is active: after
+    ``previous`` for the pre-compile hook (``returns_prev``: a truthy return skips the compile),
+    before it for the others (a compile that happened is recorded even if ``previous`` raises). After
     uninstall it stays a pure pass-through (``hook.jitguard_active = False``), so a tool that
     installed its hook on top of ours and chains to it keeps working, without double events."""
 
-    def hook(*args, **kwargs):
-        ret = previous(*args, **kwargs) if previous is not None else None
-        if returns_prev and ret:
-            return ret  # the other tool asked Triton to skip this compile: nothing happens
+    def run_handler(kwargs):
         if hook.jitguard_active and _STATE.watches:
             try:
                 handler(kwargs)
@@ -332,6 +348,17 @@ def _make_chained(site: compat.HookSite, handler: Callable, previous: Any, retur
                 raise
             except Exception as exc:
                 _log_once(site.name, exc)
+
+    def hook(*args, **kwargs):
+        if not returns_prev:
+            # A notification (after a compile, a disk-cache hit, an autotune): record first, so a
+            # tool whose hook raises (vLLM's jit_monitor in error mode) cannot hide a compile.
+            run_handler(kwargs)
+            return previous(*args, **kwargs) if previous is not None else None
+        ret = previous(*args, **kwargs) if previous is not None else None
+        if ret:
+            return ret  # the other tool asked Triton to skip this compile: nothing happens
+        run_handler(kwargs)
         return ret
 
     hook.jitguard_active = True
@@ -349,7 +376,7 @@ def _on_pre(kwargs: dict) -> None:
     call = compat.compile_call(kwargs)
     if call.jit_function is None:
         return
-    path, line, autotuning, callers = _user_frame(_STATE.skip_dirs)
+    path, line, autotuning, callers, tuner = _user_frame(_STATE.skip_dirs)
     me = threading.get_ident()
     with _STATE.lock:
         h = _STATE.history(call.jit_function, call.device, call.key)
@@ -361,6 +388,7 @@ def _on_pre(kwargs: dict) -> None:
         idx = h.variants.closest(variant)
         entries: list[DiffEntry] = keys.diff(h.variants[idx], variant) if idx is not None else []
         decorator = compat.jit_decorator(call.jit_function)
+        keys.mark_config_changes(entries, _config_names(tuner) if tuner is not None else ())
         event = Event(
             kind="compile",
             seq=-1,
@@ -386,8 +414,10 @@ def _on_pre(kwargs: dict) -> None:
             variant=len(h.variants) + 1 + sum(1 for p in _STATE.pending.values() if p.history is h),
             closest_variant=idx + 1 if idx is not None else None,
             diff=entries,
-            remedy=(("expected: the autotuner compiles each config it benchmarks; " if autotuning else "")
-                    + (keys.remedy(entries, decorator=decorator) or "")) or None,
+            remedy=("expected: the autotuner compiles each config it benchmarks"
+                    + (f"; {r}" if (r := keys.remedy([e for e in entries if e.change != "config"],
+                                                     decorator=decorator)) else "")
+                    if autotuning else keys.remedy(entries, decorator=decorator)),
             frontend="gluon" if decorator == "gluon.jit" else None,
         )
         pending = _Pending(event, variant, h, 0.0, me)
@@ -462,7 +492,7 @@ def _on_autotune(tuner: Any, key: Any, best: Any, timings: Any, duration: Any, c
         with contextlib.suppress(TypeError):
             jf = compat.base_jit_function(tuner)
     qual, kpath, kline = _kernel_identity(jf) if jf is not None else ("?", None, None)
-    path, line, _, callers = _user_frame(_STATE.skip_dirs)
+    path, line, _, callers, _ = _user_frame(_STATE.skip_dirs)
     key_t = tuple(key) if isinstance(key, (tuple, list)) else (key,)
     names = [n for n in (getattr(tuner, "keys", None) or [])]
     labels = names[: len(key_t)] + [f"dtype{i}" for i in range(len(key_t) - len(names))]
@@ -512,7 +542,7 @@ def _on_autotune(tuner: Any, key: Any, best: Any, timings: Any, duration: Any, c
 
 def explain(event: Event, *, cwd: str | None = None) -> str:
     """A compile event in a few lines: what compiled where, what changed, and the fix."""
-    from jitguard.report.recompiles import explain_event
+    from jitguard.runtime.text import explain_event
 
     return explain_event(event, cwd=cwd)
 
@@ -665,9 +695,9 @@ class watch(contextlib.ContextDecorator):
 
     def summary(self) -> str:
         """The per-kernel text report (variants, recompiles, compile ms, culprits, fix)."""
-        from jitguard.report.recompiles import render_text
+        from jitguard.runtime.text import render_trace
 
-        return render_text(self.snapshot())
+        return render_trace(self.snapshot())
 
     def snapshot(self) -> Trace:
         """A copy of the trace so far, with the process info refreshed."""

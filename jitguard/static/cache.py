@@ -5,21 +5,46 @@ digest of the analysis engine's own source (so a changed engine never reads stal
 parts of the configuration that change extraction (varying/stable names). Select/ignore are applied
 after linking and are not part of the key.
 
+Trust: an entry decides what a scan reports, so whoever could write one could hide findings. The
+cache directory is made private to the user (0700; one owned by another user is not used), and
+every entry carries an HMAC-SHA256 of its text under a per-user secret kept beside it
+(``<cache dir>/secret``, 0600, owned by the user): an entry written by anyone who does not hold
+the secret fails the check and is rebuilt.
+
+Size: entries not used for ``MAX_AGE_DAYS`` are removed, and the whole cache is kept under
+``JITGUARD_CACHE_MAX_MB`` (default ``DEFAULT_MAX_MB``), least recently used first; a scan prunes
+at most once an hour, one scan at a time (a lock file), and a scan reading an entry that another
+removes just rebuilds it.
+
 Every write goes to a temporary file in the same directory and is renamed into place, so concurrent
-scans never see half-written entries; an entry that fails to parse is ignored and rebuilt.
+scans never see half-written entries; an entry that fails to parse or to verify is ignored and
+rebuilt.
 """
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import stat
+import time
 from pathlib import Path
 from typing import Any
 
 import jitguard
 from jitguard.atomic_write import write_text_atomic
 
-CACHE_LAYOUT = "v1"
+CACHE_LAYOUT = "v2"  # v2: entries are "<hmac>\n<json>"
+SECRET_NAME = "secret"
+DEFAULT_MAX_MB = 256
+MAX_AGE_DAYS = 30
+PRUNE_EVERY_S = 3600
+_TOUCH_AFTER_S = 86400  # a hit refreshes an entry's mtime (its last use) at most once a day
+
+
+class CacheUnavailable(Exception):
+    """The cache directory can't be used safely (another user's, or not a directory): the scan
+    runs without a cache and says why."""
 
 
 def default_cache_dir() -> str:
@@ -30,6 +55,116 @@ def default_cache_dir() -> str:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = xdg if xdg else os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "jitguard")
+
+
+def _private_dir(path: str) -> None:
+    """Create ``path`` 0700, or make an existing one of ours 0700; refuse another user's."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+    except OSError as exc:
+        raise CacheUnavailable(f"cannot create the cache directory: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise CacheUnavailable("the cache path is not a directory")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise CacheUnavailable(
+            f"the cache directory belongs to another user (uid {st.st_uid}): not used "
+            "(--cache-dir or JITGUARD_CACHE_DIR to name one of yours)")
+    if st.st_mode & 0o077:
+        try:
+            os.chmod(path, 0o700)
+        except OSError as exc:
+            raise CacheUnavailable(f"cannot make the cache directory private: {exc.strerror}") from None
+
+
+_SECRETS: dict[str, bytes] = {}
+
+
+def _read_secret(path: str) -> bytes | None:
+    """The secret if the file is a regular file of ours that nobody else can read or write."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o077 or (
+                hasattr(os, "getuid") and st.st_uid != os.getuid()):
+            return None
+        data = os.read(fd, 256)
+    finally:
+        os.close(fd)
+    return data if len(data) >= 32 else None
+
+
+def cache_secret(cache_dir: str) -> bytes:
+    """The per-user secret of ``cache_dir``, created on first use (0600, atomically: concurrent
+    first scans agree on one). A secret file that is not ours or is readable by others is replaced
+    (entries keyed with it no longer verify, and are rebuilt)."""
+    cached = _SECRETS.get(cache_dir)
+    if cached is not None:
+        return cached
+    path = os.path.join(cache_dir, SECRET_NAME)
+    secret = _read_secret(path)
+    if secret is None:
+        fresh = os.urandom(32)
+        tmp = f"{path}.{os.getpid()}.{fresh[:4].hex()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, fresh)
+        finally:
+            os.close(fd)
+        try:
+            if os.path.lexists(path) and _read_secret(path) is None:
+                os.unlink(path)  # not ours, or readable by others: never trusted
+            try:
+                os.link(tmp, path)  # create-if-absent: concurrent first scans agree on one secret
+            except FileExistsError:
+                pass
+            except OSError:  # a filesystem without hard links
+                os.replace(tmp, path)
+        finally:
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
+        secret = _read_secret(path)
+        if secret is None:
+            raise OSError("the cache's secret file could not be created safely")
+    _SECRETS[cache_dir] = secret
+    return secret
+
+
+def _mac(secret: bytes, body: bytes) -> str:
+    return hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def _seal(secret: bytes, obj: Any) -> str:
+    body = json.dumps(obj, separators=(",", ":"))
+    return _mac(secret, body.encode("utf-8", "surrogateescape")) + "\n" + body
+
+
+def _open_sealed(secret: bytes, path: str) -> Any:
+    """The JSON of a sealed file; None when absent, unreadable or its MAC does not verify."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    mac, sep, body = data.partition(b"\n")
+    if not sep or not hmac.compare_digest(mac.decode("ascii", "replace"), _mac(secret, body)):
+        return None
+    try:
+        return json.loads(body.decode("utf-8", "surrogateescape"))
+    except ValueError:
+        return None
+
+
+def _touch(path: str) -> None:
+    """Mark an entry used (its mtime is its last use, for pruning); at most once a day."""
+    try:
+        if time.time() - os.stat(path).st_mtime > _TOUCH_AFTER_S:
+            os.utime(path)
+    except OSError:
+        pass
 
 
 _ENGINE_DIGEST: str | None = None
@@ -62,10 +197,16 @@ def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=20).hexdigest()
 
 
+def _cache_dir_of_entry(path: str) -> str:
+    """``<cache dir>/<layout>/facts/<xx>/<key>.json`` -> ``<cache dir>``."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(path))))
+
+
 def write_entry(path: str, key: str, entry: dict[str, Any]) -> bool:
     """Write one per-file entry (also called from worker processes); False if it failed."""
     try:
-        write_text_atomic(path, json.dumps({"key": key, **entry}, separators=(",", ":")))
+        secret = cache_secret(_cache_dir_of_entry(path))
+        write_text_atomic(path, _seal(secret, {"key": key, **entry}))
         return True
     except (OSError, TypeError, ValueError):
         # A read-only or full cache dir, or facts that don't serialize: the scan still works.
@@ -76,6 +217,12 @@ class FactsCache:
     """Per-file entries under ``<cache_dir>/v1/facts/``; prefilter memos under ``.../prefilter/``."""
 
     def __init__(self, cache_dir: str, config_key: str) -> None:
+        _private_dir(cache_dir)
+        try:
+            self.secret = cache_secret(cache_dir)
+        except OSError as exc:
+            raise CacheUnavailable(f"cannot create the cache's secret: {exc.strerror or exc}") from None
+        self.cache_dir = cache_dir
         self.root = os.path.join(cache_dir, CACHE_LAYOUT)
         self.salt = f"{engine_digest()}:{config_key}"
         self.hits = 0
@@ -91,18 +238,15 @@ class FactsCache:
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored entry, or None when absent or unreadable (then it is rebuilt)."""
-        try:
-            with open(self.entry_path(key), encoding="utf-8") as fh:
-                entry = json.load(fh)
-        except (OSError, ValueError):
-            self.misses += 1
-            return None
+        path = self.entry_path(key)
+        entry = _open_sealed(self.secret, path)
         if not isinstance(entry, dict) or entry.get("key") != key or (
             "facts" not in entry and "error" not in entry
         ):
             self.misses += 1
             return None
         self.hits += 1
+        _touch(path)
         return entry
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
@@ -121,11 +265,7 @@ class FactsCache:
         return os.path.join(self.root, "trees", key + ".json")
 
     def load_tree(self, key: str) -> dict[str, Any] | None:
-        try:
-            with open(self._tree_path(key), encoding="utf-8") as fh:
-                entry = json.load(fh)
-        except (OSError, ValueError):
-            return None
+        entry = _open_sealed(self.secret, self._tree_path(key))
         if not isinstance(entry, dict) or entry.get("key") != key:
             return None
         return entry
@@ -133,8 +273,7 @@ class FactsCache:
     def save_tree(self, key: str, entry: dict[str, Any], keep: int = 32) -> None:
         """Store a tree memo; only the ``keep`` most recently written ones are kept."""
         try:
-            write_text_atomic(self._tree_path(key), json.dumps({"key": key, **entry},
-                                                               separators=(",", ":")))
+            write_text_atomic(self._tree_path(key), _seal(self.secret, {"key": key, **entry}))
         except (OSError, TypeError, ValueError):
             self.write_errors += 1
             return
@@ -153,11 +292,7 @@ class FactsCache:
         return os.path.join(self.root, "prefilter", names_digest + ".json")
 
     def load_memo(self, names_digest: str) -> dict[str, bool]:
-        try:
-            with open(self._memo_path(names_digest), encoding="utf-8") as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
-            return {}
+        data = _open_sealed(self.secret, self._memo_path(names_digest))
         if not isinstance(data, dict):
             return {}
         hit = data.get("hit", [])
@@ -174,6 +309,82 @@ class FactsCache:
             "miss": sorted(d for d, v in memo.items() if not v),
         }
         try:
-            write_text_atomic(self._memo_path(names_digest), json.dumps(data, separators=(",", ":")))
+            write_text_atomic(self._memo_path(names_digest), _seal(self.secret, data))
         except OSError:
             self.write_errors += 1
+
+    # --- bounds: age and size, least recently used first --------------------------------------
+    def maybe_prune(self, now: float | None = None) -> int:
+        """Prune if no scan did in the last hour; returns the number of files removed."""
+        now = time.time() if now is None else now
+        marker = os.path.join(self.cache_dir, "last-prune")
+        try:
+            if now - os.stat(marker).st_mtime < PRUNE_EVERY_S:
+                return 0
+        except OSError:
+            pass
+        return prune(self.cache_dir, now=now)
+
+
+def max_bytes() -> int:
+    try:
+        mb = float(os.environ.get("JITGUARD_CACHE_MAX_MB", DEFAULT_MAX_MB))
+    except ValueError:
+        mb = DEFAULT_MAX_MB
+    return int(max(mb, 0) * 1024 * 1024)
+
+
+def prune(cache_dir: str, *, now: float | None = None, limit: int | None = None,
+          max_age_s: float = MAX_AGE_DAYS * 86400) -> int:
+    """Remove entries unused for ``max_age_s``, then the least recently used until the cache holds
+    at most ``limit`` bytes (default ``max_bytes()``), and layouts of older jitguard versions.
+    One pruner at a time (a non-blocking lock; a scan that finds it taken skips pruning); a
+    concurrent scan that loses an entry rebuilds it. Returns the number of files removed."""
+    import fcntl
+    import shutil
+
+    now = time.time() if now is None else now
+    limit = max_bytes() if limit is None else limit
+    try:
+        lock = os.open(os.path.join(cache_dir, "prune.lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+    except OSError:
+        return 0
+    removed = 0
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return 0  # another scan is pruning
+        for name in os.listdir(cache_dir):  # older layouts: nothing reads them any more
+            if name != CACHE_LAYOUT and name[:1] == "v" and name[1:].isdigit():
+                shutil.rmtree(os.path.join(cache_dir, name), ignore_errors=True)
+                removed += 1
+        entries: list[tuple[float, int, str]] = []
+        for directory, _, files in os.walk(os.path.join(cache_dir, CACHE_LAYOUT)):
+            for n in files:
+                p = os.path.join(directory, n)
+                try:
+                    st = os.stat(p)
+                except OSError:
+                    continue
+                if n.endswith("-tmp") and now - st.st_mtime < PRUNE_EVERY_S:
+                    continue  # another scan's write in progress
+                entries.append((st.st_mtime, st.st_size, p))
+        entries.sort()
+        total = sum(size for _, size, _ in entries)
+        for mtime, size, p in entries:
+            if now - mtime <= max_age_s and total <= limit:
+                break
+            try:
+                os.unlink(p)
+                removed += 1
+            except OSError:
+                pass
+            total -= size
+        with open(os.path.join(cache_dir, "last-prune"), "w"):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(lock)
+    return removed

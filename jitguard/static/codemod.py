@@ -6,7 +6,9 @@ the edited bytes plus, for each edit, what was done and what was refused and why
 not the edited list, keyword or annotation round-trips byte for byte (comments, quotes, trailing
 commas, line endings, encoding, BOM: LibCST keeps them).
 
-Forms handled, each located through qualified names (``triton.jit`` through any import alias):
+Each kernel is located by the position the scan recorded for it (its ``def`` line and the line of
+its jit decorator or ``k = triton.jit(f)`` statement): the scan resolved ``triton.jit`` through
+imports and aliases, so the codemod edits exactly the kernel a finding names. Forms handled:
 
 * ``@triton.jit`` (bare) -> ``@triton.jit(do_not_specialize=["n"])``
 * ``@triton.jit(...)`` gains the keyword, or its literal list/tuple is extended in place (no
@@ -33,8 +35,8 @@ __all__ = [
     "EditOutcome",
     "KernelEdit",
     "KernelLocation",
+    "KernelLocator",
     "apply_edits",
-    "locate_kernels",
 ]
 
 DNS = "do_not_specialize"
@@ -51,12 +53,13 @@ Entry = Union[str, int]
 
 @dataclass(frozen=True)
 class KernelEdit:
-    """The edits of one kernel. ``kernel`` is its name (``k``, ``Cls.k`` or a module-qualified
-    ``pkg.mod.Cls.k``: matched on the dotted suffix); ``line`` (optional) is any line from its first
-    decorator to its ``def`` and picks one kernel when names are ambiguous."""
+    """The edits of one kernel, located by position as the scan found it: ``line`` is the line of its
+    ``def``; ``jit_line`` the line of its jit decorator, or of the ``k = triton.jit(f)`` statement;
+    ``function`` (optional) the def's name, which must match."""
 
-    kernel: str
-    line: int | None = None
+    line: int
+    jit_line: int | None = None
+    function: str | None = None
     add: tuple[str, ...] = ()  # parameter names to add to do_not_specialize
     remove: tuple[Entry, ...] = ()  # entries (as written: name or index) to remove from it
     remove_on_alignment: tuple[Entry, ...] = ()  # ... from do_not_specialize_on_alignment
@@ -83,34 +86,23 @@ class CodemodResult:
 
 
 # ----------------------------------------------------------------------------------------------
-# Locating kernels
+# Locating kernels: by the position the scan recorded (the scan resolved triton.jit through
+# imports and aliases; the codemod does not discover kernels again)
 # ----------------------------------------------------------------------------------------------
 
 
 @dataclass
 class KernelLocation:
-    """One jit kernel of a file, with the nodes an edit touches (original tree nodes)."""
+    """The nodes an edit of one kernel touches (original tree nodes)."""
 
-    qualname: str  # local qualified name: "k", "Cls.k"; for ``k = triton.jit(fn)`` the bound name
-    aliases: tuple[str, ...]  # other names it answers to (the wrapped function's name)
-    lines: tuple[tuple[int, int], ...]  # (first, last) line ranges: decorators..def, the assignment
-    funcdef: cst.FunctionDef | None
+    funcdef: cst.FunctionDef
     decorator: cst.Decorator | None  # the jit decorator (decorator form)
     call: cst.Call | None  # the ``triton.jit(...)`` call that takes keywords (None: bare decorator)
 
     @property
-    def params(self) -> list[str] | None:
-        if self.funcdef is None:
-            return None
+    def params(self) -> list[str]:
         p = self.funcdef.params
         return [python_name(x.name.value) for x in (*p.posonly_params, *p.params, *p.kwonly_params)]
-
-    @property
-    def first_line(self) -> int:
-        return min(a for a, _ in self.lines)
-
-    def contains_line(self, line: int) -> bool:
-        return any(a <= line <= b for a, b in self.lines)
 
 
 def python_name(raw: str) -> str:
@@ -130,74 +122,78 @@ def _qualnames(meta, node) -> set[str]:
     return {q.name for q in names}
 
 
-def locate_kernels(wrapper: MetadataWrapper) -> list[KernelLocation]:
-    """Every ``triton.jit`` kernel of the module, in source order, found by the shared discovery
-    (``jitguard.static.discover``: the linter and the fixer look at the same nodes)."""
-    from jitguard.static.discover import iter_kernels
+class _ByLine(cst.CSTVisitor):
+    """Function definitions by the line of their ``def``, assignments by their first line."""
 
-    pos = wrapper.resolve(PositionProvider)
-    out: list[KernelLocation] = []
-    for site in iter_kernels(wrapper):
-        fn = site.function
-        header = (pos[fn.decorators[0]].start.line if fn.decorators else pos[fn].start.line, pos[fn].start.line)
-        if site.form == "decorator":
-            out.append(
-                KernelLocation(
-                    qualname=site.qualname,
-                    aliases=(),
-                    lines=(header,),
-                    funcdef=fn,
-                    decorator=site.jit,
-                    call=site.jit_call,
-                )
-            )
-            continue
-        # k = triton.jit(fn, ...)  or  k = triton.jit(...)(fn), possibly inside autotune(...)(...)
-        jit = site.jit
-        call = jit.func if isinstance(jit.func, cst.Call) else jit
-        stmt = pos[site.statement]
-        out.append(
-            KernelLocation(
-                qualname=site.qualname,
-                aliases=(fn.name.value,),
-                lines=((stmt.start.line, stmt.end.line), header),
-                funcdef=fn,
-                decorator=None,
-                call=call,
-            )
-        )
-    out.sort(key=lambda k: k.first_line)
-    return out
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.defs: dict[int, cst.FunctionDef] = {}
+        self.assigns: dict[int, cst.Assign] = {}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.defs[self.get_metadata(PositionProvider, node.name).start.line] = node
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.assigns.setdefault(self.get_metadata(PositionProvider, node).start.line, node)
 
 
-def _name_matches(wanted: str, loc: KernelLocation, *, aliases: bool = False) -> bool:
-    wanted = python_name(wanted)
-    for have in loc.aliases if aliases else (loc.qualname,):
-        have = python_name(have)
-        if wanted == have or wanted.endswith("." + have):
-            return True
-    return False
+def _jit_call_wrapping(value: cst.BaseExpression, name: str) -> cst.Call | None:
+    """In ``[wrap(...)(]triton.jit[(kw)](name[, kw])...``: the call carrying the jit keywords (the
+    innermost call of the function ``name``, or the call it is applied to)."""
+    expr = value
+    for _ in range(8):
+        if not isinstance(expr, cst.Call):
+            return None
+        positional = [a for a in expr.args if a.keyword is None and a.star == ""]
+        if positional and isinstance(positional[0].value, cst.Name) and python_name(positional[0].value.value) == python_name(name):
+            return expr.func if isinstance(expr.func, cst.Call) else expr
+        if len(positional) != 1:
+            return None
+        expr = positional[0].value
+    return None
 
 
-def find_location(locations: Sequence[KernelLocation], kernel: str, line: int | None):
-    """The one location an edit means, or ``(None, reason)``."""
-    named = [k for k in locations if _name_matches(kernel, k)]
-    if not named:  # `k = triton.jit(fn)` also answers to "fn"
-        named = [k for k in locations if _name_matches(kernel, k, aliases=True)]
-    if line is not None:
-        at_line = [k for k in locations if k.contains_line(line)]
-        both = [k for k in named if k in at_line]
-        if len(both) == 1:
-            return both[0], None
-        if len(at_line) == 1 and not named:
-            return at_line[0], None
-        if len(named) > 1:
-            named = [k for k in named if k.contains_line(line)] or named
-    if len(named) == 1:
-        return named[0], None
-    if not named:
-        return None, f"no jit kernel named {kernel!r} in this file"
-    return None, f"{len(named)} jit kernels named {kernel!r}; cannot tell which"
+class KernelLocator:
+    """Finds kernels in one module by the position the scan recorded (``find``)."""
+
+    def __init__(self, wrapper: MetadataWrapper):
+        self.pos = wrapper.resolve(PositionProvider)
+        index = _ByLine()
+        wrapper.visit(index)
+        self.index = index
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self.pos[node].start.line
+
+    def find(self, edit: KernelEdit) -> tuple[KernelLocation | None, str | None]:
+        """The kernel whose def is at ``edit.line`` (and whose jit decorator or statement is at
+        ``edit.jit_line``), or ``(None, reason)``."""
+        fn = self.index.defs.get(edit.line)
+        if fn is None:
+            return None, f"no function is defined at line {edit.line}"
+        if edit.function is not None and python_name(fn.name.value) != python_name(edit.function):
+            return None, f"line {edit.line} defines {fn.name.value!r}, not {edit.function!r}"
+        decorators = {self.line(d): d for d in fn.decorators}
+        jit_line = edit.jit_line
+        if jit_line is None and len(fn.decorators) == 1:
+            jit_line = self.line(fn.decorators[0])
+        dec = decorators.get(jit_line) if jit_line is not None else None
+        if dec is not None:
+            expr = dec.decorator
+            if isinstance(expr, cst.Call):
+                return KernelLocation(fn, dec, expr), None
+            if isinstance(expr, (cst.Name, cst.Attribute)):
+                return KernelLocation(fn, dec, None), None
+            return None, f"the decorator at line {jit_line} is not a jit decorator"
+        stmt = self.index.assigns.get(jit_line) if jit_line is not None else None
+        if stmt is not None:
+            call = _jit_call_wrapping(stmt.value, fn.name.value)
+            if call is not None:
+                return KernelLocation(fn, None, call), None
+        where = f"line {jit_line}" if jit_line is not None else "its decorators"
+        return None, f"no jit decorator or triton.jit({fn.name.value}) at {where} for the def at line {edit.line}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -468,7 +464,6 @@ class _KernelEditor:
 
     # -- one keyword's list -----------------------------------------------------------------
     def _edit_list(self, keyword: str, add: Sequence[str], remove: Sequence[Entry], out: EditOutcome):
-        loc = self.loc
         arg = _keyword_arg(self.call, keyword)
         star = _has_star_kwargs(self.call)
         if arg is None and star is not None and (add or remove):
@@ -497,7 +492,7 @@ class _KernelEditor:
         constexpr = self._constexpr_params() if add else set()
         to_add: list[str] = []
         for name in add:
-            if self.params is not None and name not in self.params:
+            if name not in self.params:
                 out.refused.append((f"{keyword} {name!r}", f"kernel has no parameter named {name!r}"))
                 continue
             if name in constexpr:  # listing a constexpr: ignored up to Triton 3.5, an error from 3.6
@@ -564,10 +559,6 @@ class _KernelEditor:
     # -- constexpr annotation ------------------------------------------------------------------
     def _drop_constexpr(self, names: Sequence[str], out: EditOutcome) -> None:
         fd = self.loc.funcdef
-        if fd is None:
-            for n in names:
-                out.refused.append((f"tl.constexpr on {n!r}", "the kernel function is not defined in this file"))
-            return
         by_name = {python_name(p.name.value): p for p in (*fd.params.posonly_params, *fd.params.params, *fd.params.kwonly_params)}
         for n in names:
             p = by_name.get(n)
@@ -597,8 +588,6 @@ class _KernelEditor:
 
     def _constexpr_params(self) -> set[str]:
         fd = self.loc.funcdef
-        if fd is None:
-            return set()
         ps = (*fd.params.posonly_params, *fd.params.params, *fd.params.kwonly_params)
         return {
             python_name(p.name.value)
@@ -650,19 +639,19 @@ def apply_edits(source: bytes | str, edits: Iterable[KernelEdit]) -> CodemodResu
     module = cst.parse_module(source)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     meta = wrapper.resolve(QualifiedNameProvider)
-    locations = locate_kernels(wrapper)
-    editors: dict[int, _KernelEditor] = {}
+    locator = KernelLocator(wrapper)
+    editors: dict[tuple[int, int, int], _KernelEditor] = {}
     outcomes: list[EditOutcome] = []
     for edit in edits:
         out = EditOutcome(edit)
         outcomes.append(out)
-        loc, why = find_location(locations, edit.kernel, edit.line)
+        loc, why = locator.find(edit)
         if loc is None:
             for x in (*edit.add, *edit.remove, *edit.remove_on_alignment, *edit.drop_constexpr):
                 out.refused.append((_fmt_entry(x), why))
             continue
         out.location = loc
-        editor = editors.setdefault(id(loc), _KernelEditor(loc, meta))
+        editor = editors.setdefault((id(loc.funcdef), id(loc.decorator), id(loc.call)), _KernelEditor(loc, meta))
         editor.run(edit, out)
     repl: dict = {}
     for editor in editors.values():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+from jitguard.static.cache import content_digest
 from jitguard.static.callers import _LIBRARY_ROOTS, CallerFacts
 from jitguard.static.errors import SourceError
 from jitguard.static.facts import METHOD_CALL, FileFacts
@@ -159,6 +160,8 @@ def extract_file(
     text = decode(source)
     tree = parse(path, text, source if isinstance(source, bytes) else None)
     try:
-        return _Extractor(path, text, tree, module, varying_names, stable_names, calls_of).run()
+        facts = _Extractor(path, text, tree, module, varying_names, stable_names, calls_of).run()
     except RecursionError:
         raise SourceError("too deeply nested to analyze") from None
+    facts.digest = content_digest(source if isinstance(source, bytes) else source.encode("utf-8"))
+    return facts

@@ -38,6 +38,9 @@ class ParamUse:
     line: int
     column: int
     context: str  # short source text of the enclosing expression
+    # read in the test of an ``if`` or a conditional expression: on a tl.constexpr it selects code at
+    # compile time (the branch not taken is never compiled)
+    branch: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -326,6 +329,8 @@ class FileFacts:
     aliases: dict[str, str] = field(default_factory=dict)
     # line -> suppressed codes ([] means every code), from "# jitguard: ignore[...]" comments.
     suppressions: dict[int, list[str]] = field(default_factory=dict)
+    # content digest of the bytes the facts were made from (what a fix decided on them must find)
+    digest: str = ""
     # calls of functions imported from other modules (see CallFacts)
     calls: list[CallFacts] = field(default_factory=list)
     # module-level functions that launch a kernel given as their parameter with their **kwargs
@@ -348,6 +353,7 @@ class FileFacts:
             "imports": dict(self.imports),
             "aliases": dict(self.aliases),
             "suppressions": {str(k): list(v) for k, v in self.suppressions.items()},
+            "digest": self.digest,
         }
 
     @classmethod
@@ -363,4 +369,5 @@ class FileFacts:
             calls=[CallFacts.from_dict(c) for c in data.get("calls", [])],
             forwarders=dict(data.get("forwarders", {})),
             custom_ops=[list(r) for r in data.get("custom_ops", [])],
+            digest=str(data.get("digest") or ""),
         )

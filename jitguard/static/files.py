@@ -60,6 +60,8 @@ class FileSet:
     excluded: int = 0  # files and directories skipped by excludes
     named_excluded: list[str] = field(default_factory=list)  # files named by the user, excluded
     temps_removed: list[str] = field(default_factory=list)  # stale temp files of a killed fix
+    # display path of each named_excluded -> what excluded it ("exclude" or ".gitignore")
+    excluded_by: dict[str, str] = field(default_factory=dict)
 
 
 def display_path(path: str, cwd: str | None = None) -> str:
@@ -122,6 +124,7 @@ class _Excluder:
         self._gitignores: dict[str, PatternList | None] = {}
         self._git_roots: dict[str, str | None] = {}
         self._chains: dict[str, tuple[tuple[str, PatternList], ...]] = {}
+        self.reason = ""  # what excluded the last path found excluded: "exclude" or ".gitignore"
 
     def _gitignore(self, directory: str) -> PatternList | None:
         if directory not in self._gitignores:
@@ -170,13 +173,16 @@ class _Excluder:
             self._chains[directory] = chain
         return chain
 
-    def excluded(self, abspath: str, is_dir: bool) -> bool:
+    def excluded(self, abspath: str, is_dir: bool, installed: bool | None = None) -> bool:
         """Only the path itself is tested; callers test ancestors (the walk prunes them)."""
         if self.config_patterns.patterns:
             rel = _rel(abspath, self.config_root)
             if rel is not None and self.config_patterns.match(rel, is_dir):
+                self.reason = "exclude"
                 return True
-        if self.config.respect_gitignore and not _installed(abspath):
+        if installed is None:
+            installed = _installed(abspath)
+        if self.config.respect_gitignore and not installed:
             # Deeper .gitignore files override shallower ones: the last verdict wins.
             verdict: bool | None = None
             for directory, pl in self._chain(os.path.dirname(abspath)):
@@ -184,6 +190,7 @@ class _Excluder:
                 if v is not None:
                     verdict = v
             if verdict:
+                self.reason = ".gitignore"
                 return True
         return False
 
@@ -191,12 +198,13 @@ class _Excluder:
         """For a file named on the command line: also test each ancestor directory."""
         if self.excluded(abspath, is_dir):
             return True
+        installed = _installed(abspath)  # a repository's .gitignore (.venv/) says nothing about it
         d = os.path.dirname(abspath)
         top = self.config_root if stop_at is None else stop_at
         while d and d != os.path.dirname(d):
             if _rel(d, top) is None and _rel(d, self._git_root_of(d) or top) is None:
                 break
-            if self.excluded(d, True):
+            if self.excluded(d, True, installed):
                 return True
             d = os.path.dirname(d)
         return False
@@ -204,6 +212,7 @@ class _Excluder:
 
 def _installed(abspath: str) -> bool:
     """Installed code (``--package``): a repository's .gitignore (``.venv/``) says nothing about it."""
+    abspath += os.sep
     return f"{os.sep}site-packages{os.sep}" in abspath or f"{os.sep}dist-packages{os.sep}" in abspath
 
 
@@ -304,12 +313,21 @@ def collect_files(paths: Iterable[str], config: Config, cwd: str | None = None) 
             error(abspath, _os_reason(exc))
             continue
         if stat.S_ISDIR(st.st_mode):
-            # A directory named explicitly is walked even if its name is a default exclude.
+            # A directory named explicitly is walked even if its name is a default exclude; one
+            # that an exclude pattern or a .gitignore covers (itself or a folder above it) is not,
+            # as for a named file: `cd third_party && jitguard scan .` honours `third_party/`.
+            if excluder.excluded_with_ancestors(abspath, True):
+                out.excluded += 1
+                shown = display_path(abspath, cwd) if abspath != cwd else "."
+                out.named_excluded.append(shown)
+                out.excluded_by[shown] = excluder.reason
+                continue
             walk(abspath, os.path.realpath(abspath))
         elif stat.S_ISREG(st.st_mode):
             if excluder.excluded_with_ancestors(abspath, False):
                 out.excluded += 1
                 out.named_excluded.append(display_path(abspath, cwd))
+                out.excluded_by[display_path(abspath, cwd)] = excluder.reason
                 continue
             add(abspath, os.path.realpath(abspath))  # any suffix: the user asked for this file
         else:
@@ -381,6 +399,49 @@ def package_paths(name: str) -> list[str]:
             roots.extend(spec.submodule_search_locations)
         elif spec.origin and spec.origin.endswith(".py"):
             roots.append(spec.origin)
+    # setuptools' editable finder may map subpackages to folders outside their parent
+    # (package-dir: jitguard.kernels -> kernels/): those folders are the distribution's too
+    for extra in _editable_mapping(dist).values():
+        extra = os.path.abspath(extra)
+        if os.path.exists(extra) and not any(
+                extra == r or extra.startswith(os.path.abspath(r).rstrip(os.sep) + os.sep) for r in roots):
+            roots.append(extra)
     if not roots:
         raise LookupError(f"distribution {name!r} has no Python sources that jitguard can find")
     return roots
+
+
+def _editable_mapping(dist) -> dict[str, str]:
+    """``MAPPING`` (package -> folder) of setuptools' editable finder in ``dist``'s RECORD, read
+    as a literal (never imported); {} when there is none."""
+    import ast
+
+    for f in dist.files or []:
+        base = f.name
+        if not (base.startswith("__editable__") and base.endswith("_finder.py")):
+            continue
+        try:
+            tree = ast.parse(f.read_text() or "")
+        except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+            continue
+        for node in tree.body:
+            target = node.target if isinstance(node, ast.AnnAssign) else (
+                node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+            if isinstance(target, ast.Name) and target.id == "MAPPING" and node.value is not None:
+                try:
+                    mapping = ast.literal_eval(node.value)
+                except ValueError:
+                    continue
+                if isinstance(mapping, dict):
+                    return {str(k): str(v) for k, v in mapping.items() if isinstance(v, str)}
+    return {}
+
+
+def excluded_note(path: str, reason: str, config_source: str | None, verb: str = "read") -> str:
+    """Why a path the user named was not read, and the switch that changes it."""
+    if reason == ".gitignore":
+        return (f"{path} was not {verb}: a .gitignore excludes it "
+                "(--no-respect-gitignore reads it anyway)")
+    where = f" (in {config_source} or --exclude)" if config_source else " (--exclude)"
+    return (f"{path} was not {verb}: an exclude pattern{where} covers it; drop the pattern, "
+            "or read it anyway with --isolated")

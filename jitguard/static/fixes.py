@@ -1,39 +1,23 @@
 """From findings (static scan and runtime trace alike) to edits of kernel decorators.
 
-``plan_fixes(findings, unsafe=...)`` groups the findings by the file that defines each kernel, decides
-per finding what the fix is and how safe it is, reads each file once (``SourceSnapshot``), computes
-the edited bytes with ``jitguard.static.codemod`` and returns a ``FixPlan``; nothing is written.
-``write_plan(plan)`` then writes the changed files atomically, each refused if it changed on disk
-since it was read.
-
-Fix per code (the safety reported for each):
-
-=======  ============================================================  =====================
-JG001    add the parameter to ``do_not_specialize``                    safe; unsafe if the
-                                                                       parameter feeds address
-                                                                       arithmetic or another
-                                                                       function
-JG002    remove ``tl.constexpr`` and add to ``do_not_specialize``      unsafe; manual
-                                                                       (bucketing) where it is
-                                                                       needed as a compile-time
-                                                                       constant
-JG003    none: the suggestion is reported                              manual
-JG004    remove the entry that names no parameter                      safe
-JG005    remove the ``tl.constexpr`` parameter from the list           safe
-JG006    remove the float/bool parameter from the list                 safe
-JG007    none: the suggestion is reported                              manual
-=======  ============================================================  =====================
-
-A ``do_not_specialize`` that is not a literal list is never edited (manual, with the reason).
+Every finding carries its fix (``Finding.fix``: the edits, safe / unsafe / manual, the reason),
+decided by the rule that made it; this module decides nothing again. ``plan_fixes(findings,
+unsafe=...)`` groups the findings by the file that defines each kernel, reads each file once
+(``SourceSnapshot``), refuses a file whose content is not what the fix was decided on, computes the
+edited bytes with ``jitguard.static.codemod`` (the kernel located by the position the fix names) and
+returns a ``FixPlan``; nothing is written. ``write_plan(plan)`` then writes the changed files
+atomically, each refused if it changed on disk since it was read.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
-from jitguard.findings import Finding
+from jitguard.findings import DNS, DNSOA, Finding, Fix
+from jitguard.format import relative_path
 from jitguard.static import source as _source
+from jitguard.static.cache import content_digest
 from jitguard.static.codemod import KernelEdit, apply_edits
 from jitguard.static.errors import SourceError
 from jitguard.static.safe_write import (
@@ -44,36 +28,43 @@ from jitguard.static.safe_write import (
     write_atomic,
 )
 
-__all__ = ["Fix", "FileFix", "FixPlan", "plan_fixes", "write_plan"]
+__all__ = ["PlannedFix", "FileFix", "FixPlan", "plan_fixes", "write_plan"]
 
-# uses of a parameter in the kernel body (jitguard.static.facts.USE_*), spelled here so that the
-# planner also works on findings whose facts it must read from ``details``
-_ADDRESS = "address"
-_CALL = "call"
-_CONSTEXPR = "constexpr"
-
-LOAD_COST = (
-    "dropping its divisibility-by-16 specialization can cost vectorized (16-byte) loads and stores"
-)
+_STRICTNESS = {"safe": 0, "unsafe": 1, "manual": 2}
 
 
 @dataclass
-class Fix:
-    """One fix: a kernel, a parameter, an action; several findings (launch sites, a trace) may ask
-    for the same fix."""
+class PlannedFix:
+    """One fix of one kernel, and what became of it; several findings (launch sites, a trace) may
+    carry the same fix."""
 
     code: str
     path: str  # the file that defines the kernel (where the edit goes)
     kernel: str
     kernel_line: int | None
     param: str | None
-    action: str  # "add" | "constexpr" | "remove" | "none"
-    safety: str  # "safe" | "unsafe" | "manual"
-    reason: str = ""  # why unsafe or manual, for the user
+    plan: Fix | None  # the most cautious of the findings' fixes
     findings: list[Finding] = field(default_factory=list)
     status: str = "pending"  # pending | applied | already | unsafe | manual | refused | error
     detail: str = ""  # what was done, or why it wasn't
-    kfacts: Any = field(default=None, repr=False, compare=False)  # KernelFacts as read now
+
+    @property
+    def safety(self) -> str:
+        return self.plan.applicability if self.plan is not None else "manual"
+
+    @property
+    def reason(self) -> str:
+        return self.plan.reason if self.plan is not None else self.site.message
+
+    @property
+    def action(self) -> str:
+        """add | constexpr | remove | none (the kinds of the plan's edits)."""
+        kinds = {e.kind for e in self.plan.edits} if self.plan is not None else set()
+        if "drop_constexpr" in kinds:
+            return "constexpr"
+        if "add_do_not_specialize" in kinds:
+            return "add"
+        return "remove" if kinds else "none"
 
     @property
     def sources(self) -> list[str]:
@@ -84,13 +75,22 @@ class Fix:
         return self.findings[0]
 
     def describe(self) -> str:
-        what = {
+        return {
             "add": f"add {self.param!r} to do_not_specialize",
             "constexpr": f"remove tl.constexpr from {self.param!r} and add it to do_not_specialize",
             "remove": f"remove {self.param!r} from the do_not_specialize list",
             "none": "no automatic edit",
         }[self.action]
-        return what
+
+    def kernel_edit(self) -> KernelEdit:
+        edits = self.plan.edits
+        return KernelEdit(
+            line=self.plan.line, jit_line=self.plan.jit_line, function=self.plan.function,
+            add=tuple(e.param for e in edits if e.kind == "add_do_not_specialize"),
+            drop_constexpr=tuple(e.param for e in edits if e.kind == "drop_constexpr"),
+            remove=tuple(e.entry for e in edits if e.kind == "remove_entry" and e.option == DNS),
+            remove_on_alignment=tuple(e.entry for e in edits if e.kind == "remove_entry" and e.option == DNSOA),
+        )
 
 
 @dataclass
@@ -98,7 +98,7 @@ class FileFix:
     path: str
     snapshot: SourceSnapshot | None = None
     new_data: bytes | None = None  # None: nothing to write
-    fixes: list[Fix] = field(default_factory=list)
+    fixes: list[PlannedFix] = field(default_factory=list)
     error: str | None = None  # the file was left alone: why
     written: bool = False
 
@@ -110,10 +110,10 @@ class FileFix:
 @dataclass
 class FixPlan:
     files: list[FileFix]
-    fixes: list[Fix]
+    fixes: list[PlannedFix]
 
     @property
-    def pending(self) -> list[Fix]:
+    def pending(self) -> list[PlannedFix]:
         return [f for f in self.fixes if f.status == "pending"]
 
     @property
@@ -127,176 +127,11 @@ class FixPlan:
         return out
 
 
-# ----------------------------------------------------------------------------------------------
-# Deciding
-# ----------------------------------------------------------------------------------------------
-
-
-def _uses(finding: Finding, kfacts) -> list[dict]:
-    """Uses of the finding's parameter in the kernel body: from the facts of the file as read now,
-    else from the finding's details."""
-    if kfacts is not None and finding.param:
-        p = kfacts.param(finding.param)
-        if p is not None:
-            return [u.to_dict() for u in p.uses]
-    uses = finding.details.get("uses") if finding.details else None
-    if isinstance(uses, list):
-        return [u for u in uses if isinstance(u, dict)]
-    return []
-
-
-def _where(uses: list[dict]) -> str:
-    parts = []
-    for u in uses[:3]:
-        ctx = u.get("context") or ""
-        parts.append(f"line {u.get('line')}" + (f" `{ctx}`" if ctx else ""))
-    more = f" and {len(uses) - 3} more" if len(uses) > 3 else ""
-    return ", ".join(parts) + more
-
-
-def _decide(finding: Finding, kfacts) -> tuple[str, str, str]:
-    """(action, safety, reason) for one finding."""
-    code, param = finding.code, finding.param
-    if code == "JG001" and param:
-        if finding.fix_safety == "manual":
-            return "none", "manual", finding.message
-        uses = _uses(finding, kfacts)
-        address = [u for u in uses if u.get("kind") == _ADDRESS]
-        calls = [u for u in uses if u.get("kind") == _CALL]
-        if address:
-            return "add", "unsafe", f"{param!r} feeds address arithmetic ({_where(address)}): {LOAD_COST}"
-        if calls:
-            return "add", "unsafe", (
-                f"{param!r} is passed to another function ({_where(calls)}): the effect of "
-                f"unspecializing it there is unknown; {LOAD_COST} if it reaches an address"
-            )
-        if finding.fix_safety == "unsafe":
-            return "add", "unsafe", finding.details.get("fix_reason") or finding.message
-        return "add", "safe", f"{param!r} only feeds comparisons, masks and loop bounds"
-    if code == "JG002" and param:
-        needed = finding.details.get("constexpr_needed_at") if finding.details else None
-        if kfacts is not None and kfacts.param(param) is not None:
-            needed = [u.to_dict() for u in kfacts.param(param).uses if u.kind == _CONSTEXPR]
-        if needed:
-            places = needed if isinstance(needed, list) else []
-            where = _where([p if isinstance(p, dict) else {"line": p} for p in places])
-            return "none", "manual", (
-                f"{param!r} is needed as a compile-time constant ({where}): bucket it at the "
-                f"launch (e.g. triton.next_power_of_2) instead of unspecializing"
-            )
-        reason = (
-            f"{param!r} is never needed as a compile-time constant here: as a plain int in "
-            "do_not_specialize it compiles once; the compiler loses its value (constant folding, "
-            "unrolling)"
-        )
-        calls = [u for u in _uses(finding, kfacts) if u.get("kind") == _CALL]
-        if calls:
-            reason += f"; it is also passed on ({_where(calls)}): check the callee takes a runtime int"
-        return "constexpr", "unsafe", reason
-    if code in ("JG004", "JG005", "JG006"):
-        return "remove", "safe", "the entry has no effect"  # JG004: Triton ignores it silently
-    return "none", "manual", finding.message
-
-
-# ----------------------------------------------------------------------------------------------
-# Planning
-# ----------------------------------------------------------------------------------------------
-
-
-def _kernel_path(f: Finding) -> str:
-    """The file to edit, relative to the working directory when it lies below it (runtime traces
-    record absolute paths; scan findings are relative), so diffs and notes read alike."""
-    d = f.details or {}
-    path = str(d.get("kernel_path") or d.get("def_path") or f.path)
-    if os.path.isabs(path):
-        rel = os.path.relpath(path)
-        if not rel.startswith(os.pardir + os.sep) and rel != os.pardir:
-            return rel
-    return path
-
-
-def _kernel_line(f: Finding) -> int | None:
-    d = f.details or {}
-    for key in ("kernel_line", "def_line"):
-        v = d.get(key)
-        if isinstance(v, int):
-            return v
-    return f.line if f.source == "runtime" else None
-
-
-def _file_facts(snapshot: SourceSnapshot):
-    """H1's facts of the file as read now (for the parameter uses), or None if unavailable."""
-    try:
-        from jitguard.static.extract import extract_file
-    except ImportError:
-        return None
-    try:
-        from jitguard.static.files import module_name
-
-        module = module_name(str(snapshot.path))
-    except Exception:
-        module = ""
-    try:
-        return extract_file(str(snapshot.path), snapshot.data, module)
-    except Exception:
-        return None
-
-
-def _find_kernel_facts(ffacts, kernel: str, line: int | None):
-    """The kernel a finding means among the file's kernels: by name (module-qualified or not; a
-    trace may name it differently from the scan), then by line (def line or a decorator line)."""
-    if ffacts is None:
-        return None
-    last = kernel.rsplit(".", 1)[-1]
-    exact = [k for k in ffacts.kernels if k.qualname == kernel]
-    if len(exact) == 1:
-        return exact[0]
-    cands = [
-        k
-        for k in ffacts.kernels
-        if kernel.endswith("." + k.qualname.rsplit(".", 1)[-1])
-        or k.name == last
-        or k.function == last
-        or k.qualname.endswith("." + kernel)
-    ]
-    if line is not None:
-        at = [k for k in (cands or ffacts.kernels) if k.line == line or k.decorator_line == line]
-        if len(at) == 1:
-            return at[0]
-        above = [k for k in cands if k.line >= line]
-        if above:
-            return min(above, key=lambda k: k.line - line)
-    return cands[0] if len(cands) == 1 else None
-
-
-def _removal_entries(fix: Fix, kfacts) -> tuple[tuple, tuple]:
-    """Entries (as written) to drop from do_not_specialize and from ..._on_alignment."""
-    f = fix.site
-    d = f.details or {}
-    which = d.get("option") or d.get("keyword")
-    entry = d.get("entry", fix.param)
-    if kfacts is None:
-        if entry is None:
-            return (), ()
-        if which == "do_not_specialize_on_alignment":
-            return (), (entry,)
-        return (entry,), ()
-
-    def matches(e) -> bool:
-        if fix.code == "JG004":
-            if kfacts.resolve_entry(e) is not None and not (isinstance(e, int) and e < 0):
-                return False  # names a real parameter: not this finding's entry
-            return entry is None or e == entry or str(e) == str(entry)
-        p = kfacts.resolve_entry(e)
-        return p is not None and p.name == fix.param
-
-    dns = tuple(e for e in kfacts.do_not_specialize if matches(e))
-    dnsoa = tuple(e for e in kfacts.do_not_specialize_on_alignment if matches(e))
-    if which == "do_not_specialize":
-        dnsoa = ()
-    elif which == "do_not_specialize_on_alignment":
-        dns = ()
-    return dns, dnsoa
+def _edit_path(f: Finding) -> str:
+    """The file to edit (the fix's, else the finding's), relative to the working directory when it
+    lies below it (runtime traces record absolute paths; scan findings are relative), so diffs and
+    notes read alike."""
+    return relative_path(str((f.fix.path if f.fix is not None else None) or f.path))
 
 
 def _inside(path: str, roots: Sequence[str]) -> bool:
@@ -308,15 +143,9 @@ def _inside(path: str, roots: Sequence[str]) -> bool:
     return False
 
 
-def _plan_file(
-    abspath: str,
-    file_findings: list[Finding],
-    unsafe: bool,
-    roots: Sequence[str] | None,
-    known_facts: Any,
-) -> FileFix:
-    """Everything about one kernel file: read it once, decide each fix, compute the edited bytes."""
-    ff = FileFix(path=_kernel_path(file_findings[0]))
+def _plan_file(abspath: str, file_findings: list[Finding], unsafe: bool, roots: Sequence[str] | None) -> FileFix:
+    """Everything about one kernel file: read it once, group the fixes, compute the edited bytes."""
+    ff = FileFix(path=_edit_path(file_findings[0]))
     outside = roots is not None and not _inside(abspath, roots)
     if outside:
         ff.error = "the kernel is defined outside the paths given"
@@ -333,90 +162,67 @@ def _plan_file(
                 bad = str(e)
             if bad:
                 ff.error = f"{bad}; left untouched"
-    ffacts = None
-    if ff.error is None:
-        ffacts = known_facts or _file_facts(ff.snapshot)
+    digest = content_digest(ff.snapshot.data) if ff.snapshot is not None else None
 
-    # one Fix per (kernel, code, param): several launch sites and a trace may ask for it
-    fixes: dict[tuple, Fix] = {}
+    # one fix per (kernel, code, param, edits): several launch sites and a trace may carry it
+    fixes: dict[tuple, PlannedFix] = {}
     for f in file_findings:
-        kf = _find_kernel_facts(ffacts, f.kernel, _kernel_line(f))
-        key = (kf.qualname if kf is not None else f.kernel, f.code, f.param)
-        if f.code in ("JG004", "JG005", "JG006"):  # one fix per entry and list
-            d = f.details or {}
-            key += (repr(d.get("entry")), d.get("option"))
-        fix = fixes.get(key)
-        if fix is None:
-            fix = fixes[key] = Fix(
-                code=f.code,
-                path=ff.path,
-                kernel=f.kernel,
-                kernel_line=kf.line if kf is not None else _kernel_line(f),
-                param=f.param,
-                action="none",
-                safety="manual",
-            )
-            fix.kfacts = kf
-        fix.findings.append(f)
+        plan = f.fix
+        where = (plan.line, plan.jit_line) if plan is not None and plan.edits else (f.kernel,)
+        key = where + (f.code, f.param, plan.edits if plan is not None else None)
+        x = fixes.get(key)
+        if x is None:
+            x = fixes[key] = PlannedFix(code=f.code, path=ff.path, kernel=f.kernel,
+                                        kernel_line=plan.line if plan is not None and plan.line else None,
+                                        param=f.param, plan=plan)
+        elif plan is not None and (x.plan is None or _STRICTNESS[plan.applicability] > _STRICTNESS[x.plan.applicability]):
+            x.plan = plan
+        x.findings.append(f)
     ff.fixes = list(fixes.values())
 
+    # a JG002 fix that makes the parameter a plain int keeps its do_not_specialize entry: the JG005
+    # removal of that entry yields
+    now_plain = {(x.plan.line, x.param) for x in ff.fixes
+                 if x.action == "constexpr" and (unsafe or x.safety != "unsafe")}
+    todo: list[PlannedFix] = []
     for x in ff.fixes:
-        x.action, x.safety, x.reason = _decide(x.site, x.kfacts)
-    # JG002 made into a plain int keeps its do_not_specialize entry: the JG005 removal yields
-    now_plain = {
-        (id(x.kfacts), x.param)
-        for x in ff.fixes
-        if x.action == "constexpr" and (unsafe or x.safety != "unsafe")
-    }
-    edits: list[tuple[Fix, KernelEdit]] = []
-    for x in ff.fixes:
-        kf = x.kfacts
-        if x.code == "JG005" and (id(kf), x.param) in now_plain:
+        if x.code == "JG005" and x.plan is not None and (x.plan.line, x.param) in now_plain:
             x.status = "already"
             x.detail = "superseded by the JG002 fix (tl.constexpr removed, the entry now works)"
-            continue
-        if x.action == "none":
+        elif x.action == "none":
             x.status, x.detail = "manual", x.reason
-            continue
-        if ff.error is not None:
+        elif ff.error is not None:
             x.status, x.detail = "refused", ff.error
-            continue
-        if x.safety == "unsafe" and not unsafe:
+        elif x.plan.digest is None:  # decided without reading the kernel's source
+            x.status, x.detail = "refused", x.reason
+        elif x.plan.digest != digest:
+            x.status = "refused"
+            x.detail = ("the file changed since the fix was decided (its content is not what was scanned); "
+                        "run the scan again")
+        elif x.safety == "unsafe" and not unsafe:
             x.status, x.detail = "unsafe", x.reason
-            continue
-        if kf is None and ffacts is not None:
-            x.status, x.detail = "refused", f"kernel {x.kernel!r} not found in the file as read now"
-            continue
-        local = kf.qualname if kf is not None else x.kernel
-        line = kf.line if kf is not None else x.kernel_line
-        if x.action == "add":
-            edit = KernelEdit(kernel=local, line=line, add=(x.param,))
-        elif x.action == "constexpr":
-            edit = KernelEdit(kernel=local, line=line, add=(x.param,), drop_constexpr=(x.param,))
         else:
-            dns, dnsoa = _removal_entries(x, kf)
-            if not dns and not dnsoa:
-                x.status, x.detail = "already", "the entry is no longer there"
-                continue
-            edit = KernelEdit(kernel=local, line=line, remove=dns, remove_on_alignment=dnsoa)
-        edits.append((x, edit))
-    if ff.error is not None or not edits:
+            todo.append(x)
+    if ff.error is not None or not todo:
         return ff
     try:
-        result = apply_edits(ff.snapshot.data, [e for _, e in edits])
+        result = apply_edits(ff.snapshot.data, [x.kernel_edit() for x in todo])
     except UnicodeError as e:  # a codec that decodes this file but can't encode it back (idna)
         ff.error = (f"the edited text can't be written in the file's declared encoding "
                     f"({_source.encoding_of(ff.snapshot.data)}): {e}; left untouched")
-        for x, _ in edits:
+        for x in todo:
             x.status, x.detail = "error", ff.error
         return ff
     except Exception as e:  # the file parsed above: this is a jitguard bug, keep the file
         ff.error = f"cannot edit ({type(e).__name__}: {e}); left untouched"
-        for x, _ in edits:
+        for x in todo:
             x.status, x.detail = "error", ff.error
         return ff
-    for (x, _), out in zip(edits, result.outcomes):
-        if out.refused:
+    for x, out in zip(todo, result.outcomes):
+        if out.location is None:  # not the kernel the fix names: never edit another one
+            x.status = "refused"
+            x.detail = "; ".join(dict.fromkeys(why for _, why in out.refused))
+        elif out.refused:
             x.status = "manual"
             x.detail = "; ".join(dict.fromkeys(why for _, why in out.refused))
         elif out.applied:
@@ -456,25 +262,19 @@ def plan_fixes(
     *,
     unsafe: bool = False,
     roots: Sequence[str] | None = None,
-    facts: Iterable[Any] = (),
     jobs: int = 1,
 ) -> FixPlan:
-    """Decide and compute every fix; reads files, writes nothing.
+    """Compute every finding's fix; reads files, writes nothing.
 
     ``roots``: files or directories the fixer may edit (the paths scanned); a kernel defined
-    elsewhere is reported, not edited. ``None`` allows any file.
-    ``facts``: ``FileFacts`` the scan already extracted (saves parsing a file twice); a file without
-    them is extracted here. ``jobs`` > 1 plans files in worker processes (LibCST is the cost).
+    elsewhere is reported, not edited. ``None`` allows any file. ``jobs`` > 1 plans files in worker
+    processes (LibCST is the cost).
     """
-    known = {os.path.abspath(ff.path): ff for ff in facts if getattr(ff, "path", None)}
     by_file: dict[str, list[Finding]] = {}
     for f in sorted(findings, key=lambda x: (x.sort_key(), x.source)):
-        by_file.setdefault(os.path.abspath(_kernel_path(f)), []).append(f)
+        by_file.setdefault(os.path.abspath(_edit_path(f)), []).append(f)
 
-    jobs_list = [
-        (abspath, file_findings, unsafe, roots, known.get(abspath))
-        for abspath, file_findings in sorted(by_file.items())
-    ]
+    jobs_list = [(abspath, file_findings, unsafe, roots) for abspath, file_findings in sorted(by_file.items())]
     files = _run_jobs(jobs_list, jobs)
     all_fixes = [x for ff in files for x in ff.fixes]
     all_fixes.sort(key=lambda x: (x.path, x.kernel_line or 0, x.code, x.param or ""))

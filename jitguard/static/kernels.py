@@ -64,7 +64,7 @@ class KernelDiscovery:
                 break
         return node
 
-    # ---- discovery (the same forms as discover.py) ----
+    # ---- discovery ----
     def discover(self) -> list[KernelFacts]:
         out: list[KernelFacts] = []
         decorated: set[int] = set()
@@ -139,7 +139,8 @@ class KernelDiscovery:
             if text is not None:
                 kind = "constexpr" if text.split(".")[-1].split("[")[0].strip() == "constexpr" else "typed"
             params.append(ParamFacts(arg.arg, i, kind, text, self.short(dflt) if dflt is not None else None))
-        uses, pointers = analyze_uses(fn, [p.name for p in params], self.src.segment)
+        uses, pointers = analyze_uses(fn, [p.name for p in params], self.src.segment,
+                                      frozenset(p.name for p in params if p.is_constexpr))
         for p in params:
             p.uses = uses.get(p.name, [])
             p.pointer = p.name in pointers and not p.is_constexpr

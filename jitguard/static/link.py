@@ -10,6 +10,7 @@ from jitguard.findings import Finding
 from jitguard.static.facts import (
     BUCKETED, METHOD_CALL, STABLE, UNKNOWN, VARYING, Accessor, CallFacts, EntryRef, FileFacts, KernelFacts,
 )
+from jitguard.static.names import reexport
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.provenance.conventions import _WARMUP  # one warm-up test
 from jitguard.static.provenance.value import _RANK  # one class order
@@ -58,18 +59,8 @@ class _Index:
             if hit is not None:
                 return hit
         # a re-export: pkg.kernel where pkg/__init__.py does "from .ops import kernel"
-        parts = name.split(".")
-        for cut in range(len(parts) - 1, 0, -1):
-            mod = ".".join(parts[:cut])
-            f = self.modules.get(mod)
-            if f is None:
-                continue
-            head, rest = parts[cut], parts[cut + 1:]
-            target = f.imports.get(head)
-            if target is not None and target != name:
-                return self.resolve(".".join([target] + rest), depth + 1, near)
-            break
-        return None
+        target = reexport(name, self.modules)
+        return self.resolve(target, depth + 1, near) if target is not None else None
 
 
 def _place_after_star(launch, kernel: KernelFacts, args: dict, tail: list) -> None:
@@ -169,16 +160,8 @@ class _Callers:
         """``pkg.f`` where pkg/__init__.py does ``from .ops import f`` -> ``pkg.ops.f``."""
         if depth > 8:
             return name
-        parts = name.split(".")
-        for cut in range(len(parts) - 1, 0, -1):
-            f = self.index.modules.get(".".join(parts[:cut]))
-            if f is None:
-                continue
-            target = f.imports.get(parts[cut])
-            if target is not None and target != name:
-                return self.canonical(".".join([target] + parts[cut + 1:]), depth + 1)
-            break
-        return name
+        target = reexport(name, self.index.modules)
+        return self.canonical(target, depth + 1) if target is not None else name
 
     def resolve(self, ref: EntryRef | None, depth: int = 0) -> CallerValue | None:
         """What callers elsewhere pass for the entry parameter ``ref``; the most varying caller wins."""
@@ -424,53 +407,69 @@ def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_n
     return program
 
 
+def _silenced(codes: list[str] | None, code: str) -> bool:
+    """Whether a ``# jitguard: ignore[...]`` comment with these codes (None: no comment on the line;
+    []: every code) silences ``code``; a short code is a prefix (``JG00``)."""
+    if codes is None:
+        return False
+    return not codes or code in codes or any(code.startswith(c) for c in codes if len(c) < 5)
+
+
 def _suppressed(finding: Finding, by_path: dict[str, FileFacts], kernel_lines: dict[tuple[str, str], list[int]]) -> bool:
+    """The finding's own line, or its kernel's decorator and def lines, carry an ignore comment for it."""
     def hit(path: str, line: int) -> bool:
         f = by_path.get(path)
-        if f is None or line not in f.suppressions:
-            return False
-        codes = f.suppressions[line]
-        return not codes or finding.code in codes or any(finding.code.startswith(c) for c in codes if len(c) < 5)
+        return f is not None and _silenced(f.suppressions.get(line), finding.code)
 
     if hit(finding.path, finding.line):
         return True
     kpath = (finding.details or {}).get("kernel_path", finding.path)
     lines = kernel_lines.get((kpath, finding.kernel))
-    if lines is not None and any(hit(kpath, line) for line in lines):
-        return True
-    return False
+    return lines is not None and any(hit(kpath, line) for line in lines)
 
 
 def link(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=frozenset(),
-         method_defs: dict[str, list[str]] | None = None) -> list[Finding]:
+         method_defs: dict[str, list[str]] | None = None,
+         suppressed: list[Finding] | None = None) -> list[Finding]:
     """Every finding over the files, sorted, with inline suppressions applied. ``method_defs``: the
-    files that define each method name whose calls through objects the runner recorded."""
+    files that define each method name whose calls through objects the runner recorded.
+    ``suppressed``: if given, the findings that inline comments hid are appended to it (those on a
+    kernel's lines, and those a comment on a launch line kept from being made)."""
     from jitguard.static.rules import RULES
 
     program = build_program(facts, varying_names=varying_names, stable_names=stable_names, method_defs=method_defs)
     by_path = {f.path: f for f in facts}
-    # launches on suppressed lines don't count
-    program.launches = [
-        b for b in program.launches
-        if not (b.launch.line in b.file.suppressions and not b.file.suppressions[b.launch.line])
-    ]
     kernel_lines: dict[tuple[str, str], list[int]] = {}
     for k, f in program.all_kernels:
         kernel_lines[(f.path, k.qualname)] = k.suppressed_lines
+    launches = program.launches
     findings: list[Finding] = []
+    # suppressions, in one place: a rule sees the launches not silenced for its code, and a finding
+    # on a silenced line (its own, or its kernel's decorator / def) is dropped
     for code, rule in RULES.items():
         if rule.check is None:
             continue
-        launches = program.launches
-        program.launches = [
-            b for b in launches
-            if code not in b.file.suppressions.get(b.launch.line, [code + "x"])
-        ]
+        program.launches = [b for b in launches if not _silenced(b.file.suppressions.get(b.launch.line), code)]
+        silenced_launches = len(program.launches) < len(launches)
+        kept: list[Finding] = []
         try:
             for finding in rule.check(program):
                 if not _suppressed(finding, by_path, kernel_lines):
-                    findings.append(finding)
+                    kept.append(finding)
+                elif suppressed is not None:
+                    suppressed.append(finding)
+            if suppressed is not None and silenced_launches:
+                # what the silenced launches alone would have reported: counted, never listed
+                seen = {(f.path, f.kernel, f.param) for f in kept}
+                seen.update((f.path, f.kernel, f.param) for f in suppressed if f.code == code)
+                program.launches = launches
+                for finding in rule.check(program):
+                    ident = (finding.path, finding.kernel, finding.param)
+                    if ident not in seen:
+                        seen.add(ident)
+                        suppressed.append(finding)
         finally:
             program.launches = launches
+        findings.extend(kept)
     findings.sort(key=Finding.sort_key)
     return findings

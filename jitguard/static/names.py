@@ -1,9 +1,8 @@
 """Structural name resolution on the stdlib ``ast``: what does ``tr.jit`` or ``ops.kernel`` name?
 
 Follows ``import x.y as z``, ``from x import y as z`` (relative ones too) and module-level
-definitions, per scope (a function's own imports shadow the module's). This is the fast path the
-scanner uses; ``discover.py`` answers the same question on a LibCST tree through LibCST's
-QualifiedNameProvider for the codemod, and tests/test_static_discovery.py checks that both agree.
+definitions, per scope (a function's own imports shadow the module's). Kernels are discovered here
+only: the codemod locates each one by the position the scan recorded (static/codemod.py).
 """
 from __future__ import annotations
 
@@ -132,3 +131,25 @@ def is_gluon_name(names) -> bool:
         if parts[:3] == ["triton", "experimental", "gluon"] and parts[-1] == "jit":
             return True
     return False
+
+
+def module_prefixes(name: str) -> list[str]:
+    """``a.b.c.d`` -> ``["a.b.c", "a.b", "a"]``: the modules a dotted name may go through, longest first."""
+    parts = name.split(".")
+    return [".".join(parts[:cut]) for cut in range(len(parts) - 1, 0, -1)]
+
+
+def reexport(name: str, modules) -> str | None:
+    """One step through a re-export: ``pkg.k`` where ``pkg`` (the longest prefix of ``name`` that is a
+    module in ``modules``, module name -> FileFacts) binds ``k`` by an import (``from .ops import k``)
+    -> ``pkg.ops.k``; None when that module binds no such import."""
+    for prefix in module_prefixes(name):
+        f = modules.get(prefix)
+        if f is None:
+            continue
+        head, _, rest = name[len(prefix) + 1:].partition(".")
+        target = f.imports.get(head)
+        if target is None or target == name:
+            return None
+        return f"{target}.{rest}" if rest else target
+    return None

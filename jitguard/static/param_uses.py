@@ -10,6 +10,10 @@ Every read of a parameter (directly, or through locals computed from it) is put 
   ``tl.static_range``, ``tl.zeros`` shapes, ``tl.reshape`` ...);
 * ``call`` - handed to another function (a @triton.jit helper): effect unknown;
 * ``other`` - arithmetic that reaches none of the above (a value stored, a scale).
+
+A read in the test of an ``if`` or of a conditional expression that the compiler decides (only
+``tl.constexpr`` parameters, literals and operators) is also marked ``branch``: it selects the code
+that is compiled.
 """
 from __future__ import annotations
 
@@ -79,10 +83,20 @@ def _call_name(func: ast.AST) -> str | None:
 class _Reads:
     """Collects (name, kind, name node, context node) for every Name read, and local data flow."""
 
-    def __init__(self, segment):
+    def __init__(self, segment, constexprs: frozenset[str] = frozenset()):
         self.segment = segment
+        self.constexprs = constexprs
         self.reads: list[tuple[str, str, ast.AST, ast.AST]] = []
         self.deps: dict[str, set[str]] = {}
+        self.branch: set[int] = set()  # ids of the Name nodes read in an if / conditional test
+
+    def test(self, node: ast.AST, ctx: ast.AST | None = None) -> None:
+        """The test of an ``if`` or a conditional expression: compare uses; they select code when
+        the compiler decides the test."""
+        start = len(self.reads)
+        self.expr(node, USE_COMPARE, ctx)
+        if _compile_time(node, self.constexprs):
+            self.branch.update(id(r[2]) for r in self.reads[start:])
 
     def code(self, node: ast.AST) -> str:
         text = " ".join(self.segment(node).split())
@@ -105,7 +119,7 @@ class _Reads:
         elif isinstance(node, (ast.Lambda, ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
             return
         elif isinstance(node, ast.IfExp):
-            self.expr(node.test, USE_COMPARE, node)
+            self.test(node.test, node)
             self.expr(node.body, kind, ctx)
             self.expr(node.orelse, kind, ctx)
         else:
@@ -222,7 +236,7 @@ class _Reads:
         elif isinstance(st, ast.Assert):
             self.expr(st.test, USE_COMPARE)
         elif isinstance(st, ast.If):
-            self.expr(st.test, USE_COMPARE)
+            self.test(st.test)
             self.block(st.body)
             self.block(st.orelse)
         elif isinstance(st, ast.While):
@@ -251,9 +265,23 @@ class _Reads:
         # nested defs, match statements and the rest: look at nothing rather than guess
 
 
-def analyze_uses(fn: ast.FunctionDef, params: list[str], segment) -> tuple[dict[str, list[ParamUse]], set[str]]:
-    """Uses of each parameter in ``fn``'s body, and the set of parameters used as pointers."""
-    reads = _Reads(segment)
+_COMPILE_TIME = (ast.Name, ast.Constant, ast.BoolOp, ast.UnaryOp, ast.Compare, ast.BinOp, ast.boolop,
+                 ast.unaryop, ast.cmpop, ast.operator, ast.Load)
+
+
+def _compile_time(test: ast.AST, constexprs: frozenset[str]) -> bool:
+    """A test made of constexpr parameters, literals and operators only (``if HAS_BIAS:``,
+    ``if NUM_CHUNKS > 1:``), which the compiler evaluates: the branch not taken is never compiled."""
+    names = [n.id for n in ast.walk(test) if isinstance(n, ast.Name)]
+    return bool(names) and all(n in constexprs for n in names) and \
+        all(isinstance(n, _COMPILE_TIME) for n in ast.walk(test))
+
+
+def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
+                 constexprs: frozenset[str] = frozenset()) -> tuple[dict[str, list[ParamUse]], set[str]]:
+    """Uses of each parameter in ``fn``'s body, and the set of parameters used as pointers.
+    ``constexprs``: the parameters annotated tl.constexpr (a test of only those selects code)."""
+    reads = _Reads(segment, constexprs)
     try:
         reads.block(fn.body)
     except RecursionError:
@@ -282,7 +310,8 @@ def analyze_uses(fn: ast.FunctionDef, params: list[str], segment) -> tuple[dict[
             if key in seen:
                 continue
             seen.add(key)
-            uses.append(ParamUse(kind=kind, line=node.lineno, column=node.col_offset + 1, context=reads.code(ctx)))
+            uses.append(ParamUse(kind=kind, line=node.lineno, column=node.col_offset + 1, context=reads.code(ctx),
+                                 branch=id(node) in reads.branch))
         out[p] = uses
         low = p.lower()
         if low.endswith(("ptr", "ptrs", "_p", "pointer", "_desc", "descriptor")) or low.startswith("ptr_"):

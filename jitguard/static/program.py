@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jitguard.findings import Finding
+from jitguard.findings import Finding, Fix
 from jitguard.static.facts import ArgFacts, FileFacts, KernelFacts, LaunchFacts
 
 
@@ -42,7 +42,7 @@ class Program:
         column: int,
         param: str | None,
         message: str,
-        fix_safety: str,
+        fix: Fix,
         details: dict[str, Any] | None = None,
         path: str | None = None,
     ) -> Finding:
@@ -56,7 +56,8 @@ class Program:
             kernel=kernel.qualname,
             param=param,
             message=message,
-            fix_safety=fix_safety,  # type: ignore[arg-type]
+            fix_safety=fix.applicability,
             source="static",
             details=d,
+            fix=fix,
         )

@@ -15,14 +15,22 @@ import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Sequence
 
 from jitguard.config import Config
 from jitguard.findings import FileError, Finding
 from jitguard.static import prefilter
-from jitguard.static.cache import FactsCache, content_digest, default_cache_dir, write_entry
+from jitguard.static.cache import (
+    CacheUnavailable,
+    FactsCache,
+    content_digest,
+    default_cache_dir,
+    write_entry,
+)
 from jitguard.static.errors import SourceError
+from jitguard.static.facts import FileFacts
 from jitguard.static.files import SourceFile, collect_files
+from jitguard.static.names import module_prefixes
 from jitguard.static.source import read_bytes
 
 
@@ -36,13 +44,17 @@ class ScanResult:
     errors: list[FileError] = field(default_factory=list)  # files that could not be analyzed
     internal_errors: list[FileError] = field(default_factory=list)  # jitguard bugs, per file
     files_scanned: int = 0  # Python files found after excludes
+    files_excluded: int = 0  # files and directories that excludes or .gitignore skipped
     named_excluded: list[str] = field(default_factory=list)  # files named by the user, excluded
     temps_removed: list[str] = field(default_factory=list)  # stale temp files of a killed fix
+    excluded_by: dict[str, str] = field(default_factory=dict)  # each of those: "exclude" | ".gitignore"
     files_analyzed: int = 0  # files with facts (parsed now or read from the cache)
     files_parsed: int = 0  # files parsed by LibCST in this run
     files_skipped: int = 0  # files the prefilter ruled out (no kernels, no kernel names)
     cache_hits: int = 0
-    suppressed: int = 0  # findings dropped by select/ignore/per-file-ignores
+    suppressed: int = 0  # findings dropped by inline comments, select/ignore, per-file-ignores
+    config: str | None = None  # the configuration file the settings came from
+    warnings: list[FileError] = field(default_factory=list)  # e.g. ignore[...] naming no rule
     kernels: int = 0
     launches: int = 0
     jobs: int = 1
@@ -60,42 +72,6 @@ class ScanResult:
         return sorted(self.errors + self.internal_errors, key=lambda e: (e.path, e.line or 0))
 
 
-class Engine(NamedTuple):
-    """The analysis engine the runner drives (the real one lives in extract.py/link.py/facts.py)."""
-
-    extract_file: Callable[..., Any]
-    link: Callable[..., list[Finding]]
-    facts_from_dict: Callable[[dict], Any]
-    source_error: type[BaseException]
-    # extract_file takes calls_of= and facts record calls (FileFacts.calls): phase 4 runs
-    follows_calls: bool = False
-
-
-def default_engine() -> Engine:
-    from jitguard.static.errors import SourceError
-    from jitguard.static.extract import extract_file
-    from jitguard.static.facts import FileFacts
-    from jitguard.static.link import link
-
-    return Engine(extract_file, link, FileFacts.from_dict, SourceError, True)
-
-
-def _facts_only_engine() -> Engine:
-    """Enough of the engine to read cached facts and link, without importing LibCST."""
-    from jitguard.static.errors import SourceError
-    from jitguard.static.facts import FileFacts
-    from jitguard.static.link import link
-
-    def extract_file(*a: Any, **k: Any) -> Any:  # replaced by the full engine on first miss
-        raise RuntimeError("extract_file not loaded")
-
-    return Engine(extract_file, link, FileFacts.from_dict, SourceError, True)
-
-
-# The engine used by worker processes (inherited on fork; rebuilt from default_engine otherwise).
-_WORKER_ENGINE: Engine | None = None
-
-
 def default_jobs() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))  # type: ignore[attr-defined]
@@ -109,15 +85,14 @@ def _extract_job(job: tuple) -> tuple:
     """Extract one file. Returns ("facts", FileFacts) | ("error", message, line) |
     ("internal", message, traceback). Writes the cache entry itself (in parallel workers the JSON
     encoding then runs in parallel too); only problems about the file are cached."""
+    from jitguard.static import extract
+    from jitguard.static.errors import SourceError
+
     display, module, data, varying, stable, cache_path, key = job[:7]
     calls_of = job[7] if len(job) > 7 else None
-    global _WORKER_ENGINE
     try:
-        if _WORKER_ENGINE is None:
-            _WORKER_ENGINE = default_engine()
-        eng = _WORKER_ENGINE
-        extra = {"calls_of": frozenset(calls_of)} if calls_of is not None and eng.follows_calls else {}
-        facts = eng.extract_file(
+        extra = {"calls_of": frozenset(calls_of)} if calls_of is not None else {}
+        facts = extract.extract_file(
             display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable), **extra
         )
         out: tuple = ("facts", facts)
@@ -127,14 +102,13 @@ def _extract_job(job: tuple) -> tuple:
         entry = {"error": {"message": out[1], "line": None}}
     except MemoryError:
         return ("error", "out of memory while parsing this file; not analyzed", None)
+    except SourceError as exc:
+        message = str(getattr(exc, "message", None) or exc)
+        out = ("error", message, getattr(exc, "line", None))
+        entry = {"error": {"message": message, "line": out[2]}}
     except Exception as exc:
-        if _WORKER_ENGINE is not None and isinstance(exc, _WORKER_ENGINE.source_error):
-            message = str(getattr(exc, "message", None) or exc)
-            out = ("error", message, getattr(exc, "line", None))
-            entry = {"error": {"message": message, "line": out[2]}}
-        else:
-            tb = traceback.format_exc(limit=-6)
-            return ("internal", f"{type(exc).__name__}: {exc}", tb)
+        tb = traceback.format_exc(limit=-6)
+        return ("internal", f"{type(exc).__name__}: {exc}", tb)
     if cache_path and entry is not None:
         write_entry(cache_path, key, entry)
     return out
@@ -176,23 +150,32 @@ def scan_paths(
     cache_dir: str | None = None,
     use_cache: bool = True,
     progress: bool = False,
-    engine: Engine | None = None,
     keep_facts: bool = False,
 ) -> ScanResult:
     """Scan ``paths`` (files or directories) and return findings after select/ignore."""
     t0 = time.perf_counter()
     config = config or Config()
     jobs = jobs if jobs and jobs > 0 else default_jobs()
-    result = ScanResult(jobs=jobs)
+    result = ScanResult(jobs=jobs, config=config.source)
     show = _Progress(progress)
 
     fileset = collect_files(paths, config)
     result.errors.extend(fileset.errors)
     result.files_scanned = len(fileset.files)
+    result.files_excluded = fileset.excluded
     result.named_excluded = list(fileset.named_excluded)
     result.temps_removed = list(fileset.temps_removed)
+    result.excluded_by = dict(fileset.excluded_by)
 
-    cache = FactsCache(cache_dir or default_cache_dir(), config.facts_key()) if use_cache else None
+    cache = None
+    if use_cache:
+        where = cache_dir or default_cache_dir()
+        try:
+            cache = FactsCache(where, config.facts_key())
+        except CacheUnavailable as exc:  # another user's directory: scan without it, say why
+            result.warnings.append(FileError(where, f"cache not used: {exc}"))
+        else:
+            cache.maybe_prune()
 
     # Read every file once; bytes of files that turn out irrelevant are dropped after phase 2.
     contents: dict[str, tuple[SourceFile, bytes, str]] = {}
@@ -218,28 +201,10 @@ def scan_paths(
             (d, sf.module, digest) for d, (sf, _, digest) in sorted(contents.items())
         )
         memo_entry = cache.load_tree(tree_key)
-        if memo_entry is not None and _apply_tree(result, memo_entry):
+        if memo_entry is not None and _apply_tree(result, memo_entry, config):
             result.cache_hits = result.files_analyzed
             result.files_skipped = len(contents) - result.files_analyzed
             return _finish(result, result.findings, config, t0)
-
-    engines: dict[str, Engine] = {"full": engine, "light": engine} if engine else {}
-
-    def get_engine(full: bool) -> Engine:
-        """The full engine (the extractor and its parser) only when something must be parsed;
-        reading cached facts and linking need the light one."""
-        want = "full" if full else "light"
-        if want not in engines:
-            if not full and "full" in engines:
-                engines["light"] = engines["full"]
-            else:
-                try:
-                    engines[want] = default_engine() if full else _facts_only_engine()
-                except Exception as exc:  # the engine fails to import: a jitguard bug
-                    raise InternalError(
-                        f"cannot load the analysis engine: {type(exc).__name__}: {exc}"
-                    ) from exc
-        return engines[want]
 
     facts_by_path: dict[str, Any] = {}
     varying = tuple(sorted(config.varying_names))
@@ -258,9 +223,6 @@ def scan_paths(
             todo.append((d, key))
         if not todo:
             return
-        eng = get_engine(full=True)
-        global _WORKER_ENGINE
-        _WORKER_ENGINE = eng
         todo.sort(key=lambda t: -len(contents[t[0]][1]))  # largest first: better load balance
         jobs_args = {
             d: (d, contents[d][0].module, contents[d][1], varying, stable,
@@ -277,6 +239,7 @@ def scan_paths(
             done += 1
             result.files_parsed += 1
             if out[0] == "facts":
+                out[1].digest = contents[d][2]  # what a fix decided on these facts must find on disk
                 facts_by_path[d] = out[1]
             elif out[0] == "error":
                 result.errors.append(FileError(d, out[1], out[2]))
@@ -320,11 +283,10 @@ def scan_paths(
             result.errors.append(FileError(d, err["message"], err.get("line")))
             return True
         try:
-            facts = get_engine(full=False).facts_from_dict(entry["facts"])
-        except InternalError:
-            raise
+            facts = FileFacts.from_dict(entry["facts"])
         except Exception:  # a corrupt or outdated cache entry: rebuild it
             return False
+        facts.digest = contents[d][2]
         facts_by_path[d] = facts
         return True
 
@@ -363,16 +325,15 @@ def scan_paths(
     for d, (sf, _, _) in contents.items():
         by_module.setdefault(sf.module, d)
     for _ in range(8):
-        known = {_get(k, "qualname") for f in facts_by_path.values() for k in _get(f, "kernels") or []}
+        known = {k.qualname for f in facts_by_path.values() for k in f.kernels}
         wanted: list[str] = []
         for f in list(facts_by_path.values()):
-            for launch in _get(f, "launches") or []:
-                for target in _get(launch, "targets") or []:
-                    if not isinstance(target, str) or target in known:
+            for launch in f.launches:
+                for target in launch.targets:
+                    if target in known:
                         continue
-                    parts = target.split(".")
-                    for cut in range(len(parts) - 1, 0, -1):
-                        d = by_module.get(".".join(parts[:cut]))
+                    for prefix in module_prefixes(target):
+                        d = by_module.get(prefix)
                         if d is not None and d not in done_set and d not in wanted:
                             # it must at least name a kernel (an import or alias of one)
                             if matcher(contents[d][1]):
@@ -392,13 +353,12 @@ def scan_paths(
     # class, when few files define and call that name (_Methods).
     from jitguard.static import link as _link
 
-    follow = get_engine(full=False).follows_calls
     methods = None
     recorded: dict[str, frozenset[str]] = {}  # file -> the names whose calls its facts record
     asked: set[tuple] = set()
     refs = None
     fresh: list = list(facts_by_path.values())
-    for _ in range(3 if follow else 0):
+    for _ in range(3):
         try:
             registry = _link.op_registry(facts_by_path.values())
             refs = _link.launch_entry_refs(fresh) if refs is None else _link.caller_entry_refs(fresh, refs, registry)
@@ -459,11 +419,14 @@ def scan_paths(
     ordered = [facts_by_path[d] for d in sorted(facts_by_path)]
     result.files_analyzed = len(ordered)
     for f in ordered:
-        result.kernels += len(_get(f, "kernels") or [])
-        result.launches += len(_get(f, "launches") or [])
+        result.kernels += len(f.kernels)
+        result.launches += len(f.launches)
     try:
         extra = {"method_defs": methods.defs} if methods is not None and methods.defs else {}
-        findings = get_engine(full=False).link(
+        hidden: list[Finding] = []
+        if any(f.suppressions for f in ordered):
+            extra["suppressed"] = hidden
+        findings = _link.link(
             ordered, varying_names=config.varying_names, stable_names=config.stable_names, **extra
         )
     except InternalError:
@@ -474,9 +437,14 @@ def scan_paths(
             + traceback.format_exc(limit=-6)
         ) from exc
 
+    inline_hidden = [f for f in hidden if config.is_enabled(f.code, config.ignores_for_path(f.path))]
+    result.suppressed += len(inline_hidden)
+    result.warnings.extend(suppression_warnings(ordered))
     if tree_key is not None and cache is not None and not result.internal_errors:
         cache.save_tree(tree_key, {
             "findings": [f.to_dict() for f in findings],
+            "suppressed": [f.to_dict() for f in hidden],
+            "warnings": [w.to_dict() for w in result.warnings],
             "errors": [e.to_dict() for e in result.errors[walk_errors:]],
             "files_analyzed": result.files_analyzed,
             "kernels": result.kernels,
@@ -545,20 +513,41 @@ class _Methods:
         return out
 
 
-def _apply_tree(result: ScanResult, entry: dict) -> bool:
+def _apply_tree(result: ScanResult, entry: dict, config: Config) -> bool:
     """Fill ``result`` from a tree memo; False if the entry is unusable (then scan normally)."""
     try:
         findings = [Finding.from_dict(f) for f in entry["findings"]]
         errors = [FileError(**e) for e in entry["errors"]]
         analyzed, kernels, launches = (int(entry[k]) for k in ("files_analyzed", "kernels",
                                                               "launches"))
+        hidden = [Finding.from_dict(f) for f in entry.get("suppressed", [])]
+        warnings = [FileError(**w) for w in entry.get("warnings", [])]
     except (KeyError, TypeError, ValueError):
         return False
     # Errors found while walking/reading this time are already in result.errors.
     result.errors.extend(errors)
     result.findings = findings
+    result.warnings.extend(warnings)
+    result.suppressed += sum(1 for f in hidden if config.is_enabled(f.code, config.ignores_for_path(f.path)))
     result.files_analyzed, result.kernels, result.launches = analyzed, kernels, launches
     return True
+
+
+def suppression_warnings(facts: list) -> list[FileError]:
+    """A ``# jitguard: ignore[...]`` naming a code no rule has or starts (``JG0001``) silences
+    nothing: one warning each, as ruff warns of unknown codes in ``# noqa``."""
+    from jitguard.static.rules import RULES
+
+    out: list[FileError] = []
+    for f in facts:
+        for line, codes in sorted((f.suppressions or {}).items()):
+            unknown = [c for c in codes if not any(r.startswith(c) for r in RULES)]
+            if unknown:
+                out.append(FileError(
+                    f.path, f"`# jitguard: ignore[...]` names {', '.join(map(repr, unknown))}, "
+                    f"which no rule has (codes: {min(RULES)}-{max(RULES)}): it silences nothing",
+                    int(line)))
+    return out
 
 
 def _finish(result: ScanResult, findings: list[Finding], config: Config, t0: float) -> ScanResult:
@@ -597,17 +586,12 @@ def _mp_context():
     return mp.get_context()
 
 
-def _get(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
 def _kernel_names(facts: Any) -> set[str]:
     """Every name a launch elsewhere could use for the kernels a file defines: the bound name,
     the last component of the qualified name, and the function's own name."""
     out: set[str] = set()
-    for k in _get(facts, "kernels") or []:
-        for attr in ("name", "qualname", "function"):
-            v = _get(k, attr)
-            if isinstance(v, str) and v:
+    for k in facts.kernels:
+        for v in (k.name, k.qualname, k.function):
+            if v:
                 out.add(v.rsplit(".", 1)[-1])
     return out

@@ -16,7 +16,16 @@ try:
 
         arm_from_env()
 except Exception as _exc:  # a broken activation must not break the user's program
-    print(f"jitguard: could not activate: {_exc}", file=sys.stderr)
+    # Under `jitguard run` every Python the command starts runs this file, also ones (another
+    # venv, a tool) that lack jitguard: leave a note for `jitguard run` to say once, at the end.
+    _notes = os.environ.get("JITGUARD_ACTIVATION_NOTES")
+    try:
+        if not _notes:
+            raise OSError
+        with open(os.path.join(_notes, str(os.getpid())), "w", encoding="utf-8") as _fh:
+            _fh.write(f"{sys.executable}\t{_exc}".replace("\n", " "))
+    except OSError:
+        print(f"jitguard: could not activate: {_exc}", file=sys.stderr)
 
 # Chain to the next sitecustomize on the path, as if this one were not there.
 _saved_path = list(sys.path)

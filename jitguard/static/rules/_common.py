@@ -3,9 +3,29 @@ from __future__ import annotations
 
 import re
 
-from jitguard.static.facts import VARYING, ArgFacts
+from jitguard.findings import Edit, Fix, FixSafety
+from jitguard.static.facts import VARYING, ArgFacts, FileFacts, KernelFacts
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.provenance import strong_stable
+
+
+def kernel_fix(kfile: FileFacts, k: KernelFacts, applicability: FixSafety, reason: str,
+               edits: tuple[Edit, ...] = ()) -> Fix:
+    """A fix of kernel ``k``, located by its def and jit lines in ``kfile`` as the scan read it."""
+    return Fix(applicability, reason, tuple(edits), path=kfile.path, line=k.line, jit_line=k.decorator_line,
+               function=k.function, digest=kfile.digest or None)
+
+
+def manual(kfile: FileFacts, k: KernelFacts, reason: str) -> Fix:
+    """A fix for a human: nothing to edit, the reason says what to do."""
+    return kernel_fix(kfile, k, "manual", reason)
+
+
+def where_used(uses) -> str:
+    """'line 12 `mask = offs < n`, line 14 ...' for a few ParamUse."""
+    parts = [f"line {u.line}" + (f" `{u.context}`" if u.context else "") for u in uses[:3]]
+    more = f" and {len(uses) - 3} more" if len(uses) > 3 else ""
+    return ", ".join(parts) + more
 
 
 def where(b: BoundLaunch, kernel_path: str) -> str:

@@ -1,12 +1,29 @@
 """JG001: a per-call-varying int reaches a specialized (plain int) kernel parameter."""
 from __future__ import annotations
 
-from jitguard.static.facts import BUCKETED, USE_ADDRESS, USE_CALL, VARYING
+from jitguard.findings import Edit, Fix
+from jitguard.static.facts import BUCKETED, USE_ADDRESS, USE_CALL, VARYING, FileFacts, KernelFacts, ParamFacts
 from jitguard.static.program import Program
-from jitguard.static.rules import Rule
-from jitguard.static.rules._common import launch_records, source_of, uses_record, varying_hits
+from jitguard.static.rules import Invalid, Rule
+from jitguard.static.rules._common import kernel_fix, launch_records, source_of, uses_record, varying_hits, where_used
 
 CODE = "JG001"
+LOAD_COST = "dropping its divisibility-by-16 specialization can cost vectorized (16-byte) loads and stores"
+
+
+def fix_for(kfile: FileFacts, k: KernelFacts, p: ParamFacts) -> Fix:
+    """Add the parameter to do_not_specialize: safe where it only feeds comparisons, masks and loop
+    bounds; unsafe where it feeds address arithmetic or another function."""
+    edits = (Edit("add_do_not_specialize", p.name),)
+    address = [u for u in p.uses if u.kind == USE_ADDRESS]
+    calls = [u for u in p.uses if u.kind == USE_CALL]
+    if address:
+        return kernel_fix(kfile, k, "unsafe", f"{p.name!r} feeds address arithmetic ({where_used(address)}): {LOAD_COST}", edits)
+    if calls:
+        return kernel_fix(kfile, k, "unsafe", (
+            f"{p.name!r} is passed to another function ({where_used(calls)}): the effect of "
+            f"unspecializing it there is unknown; {LOAD_COST} if it reaches an address"), edits)
+    return kernel_fix(kfile, k, "safe", f"{p.name!r} only feeds comparisons, masks and loop bounds", edits)
 
 
 def _accept(k, p, arg) -> bool:
@@ -30,8 +47,6 @@ def check(program: Program):
         k, kfile = b.kernel, b.kernel_file
         p = k.param(name)
         kinds = p.use_kinds()
-        risky = kinds & {USE_ADDRESS, USE_CALL}
-        safety = "unsafe" if risky else "safe"
         note = ""
         if USE_ADDRESS in kinds:
             note = " (it feeds address arithmetic: check that loads stay vectorized)"
@@ -43,7 +58,7 @@ def check(program: Program):
             f'(==1 / %16): add do_not_specialize=["{name}"]{note}'
         )
         yield program.finding(
-            CODE, kfile, k, k.line, k.column, name, msg, safety,
+            CODE, kfile, k, k.line, k.column, name, msg, fix_for(kfile, k, p),
             {
                 "fix": {"add_do_not_specialize": name},
                 "uses": uses_record(p),
@@ -53,6 +68,47 @@ def check(program: Program):
             },
         )
 
+
+_I0 = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < n)
+
+def launch(x):
+    k[(1,)](x, x.shape[0], BLOCK=128)
+"""
+_I1 = """
+from triton import jit as tjit
+import triton.language as tl
+
+@tjit
+def k(x_ptr, num_tokens, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < num_tokens)
+
+def _launch(x, num_tokens):
+    k[(1,)](x, num_tokens, BLOCK=128)
+
+def forward(x):
+    _launch(x, x.numel())
+"""
+# a parameter that feeds address arithmetic: the fix may cost vectorized loads, so it is unsafe
+_I2 = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, stride, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs * stride, 0.0, mask=offs < BLOCK)
+
+def launch(x):
+    k[(1,)](x, x.shape[0], 64, BLOCK=128)
+"""
 
 RULE = Rule(
     code=CODE,
@@ -88,33 +144,9 @@ RULE = Rule(
     ),
     fix_safety="safe",
     invalid=(
-        """
-import triton
-import triton.language as tl
-
-@triton.jit
-def k(x_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, 0.0, mask=offs < n)
-
-def launch(x):
-    k[(1,)](x, x.shape[0], BLOCK=128)
-""",
-        """
-from triton import jit as tjit
-import triton.language as tl
-
-@tjit
-def k(x_ptr, num_tokens, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, 0.0, mask=offs < num_tokens)
-
-def _launch(x, num_tokens):
-    k[(1,)](x, num_tokens, BLOCK=128)
-
-def forward(x):
-    _launch(x, x.numel())
-""",
+        Invalid(_I0, _I0.replace("@triton.jit\n", '@triton.jit(do_not_specialize=["n"])\n'), "safe"),
+        Invalid(_I1, _I1.replace("@tjit\n", '@tjit(do_not_specialize=["num_tokens"])\n'), "safe"),
+        Invalid(_I2, _I2.replace("@triton.jit\n", '@triton.jit(do_not_specialize=["stride"])\n'), "unsafe"),
     ),
     valid=(
         """

@@ -1,10 +1,20 @@
 """JG002: a per-call-varying value reaches a tl.constexpr parameter (one compile per value)."""
 from __future__ import annotations
 
-from jitguard.static.facts import USE_CONSTEXPR
+from jitguard.findings import Edit, Fix
+from jitguard.static.facts import USE_CALL, USE_CONSTEXPR, FileFacts, KernelFacts, ParamFacts
 from jitguard.static.program import Program
-from jitguard.static.rules import Rule
-from jitguard.static.rules._common import constexpr_spelling, launch_records, source_of, uses_record, varying_hits
+from jitguard.static.rules import Invalid, Rule
+from jitguard.static.rules._common import (
+    constexpr_spelling,
+    kernel_fix,
+    launch_records,
+    manual,
+    source_of,
+    uses_record,
+    varying_hits,
+    where_used,
+)
 
 CODE = "JG002"
 
@@ -14,6 +24,32 @@ def _accept(k, p, arg) -> bool:
     return p.is_constexpr and p.name not in k.heuristics and arg.value_type in ("int", "unknown") and not arg.by_name
 
 
+def fix_for(kfile: FileFacts, k: KernelFacts, p: ParamFacts) -> Fix:
+    """Drop tl.constexpr and add the parameter to do_not_specialize (unsafe: the compiler loses its
+    value); manual where the kernel needs it at compile time: a tl.arange bound or a block shape, or
+    an ``if`` on it that selects code (as a plain int both branches compile, and a branch may use
+    arguments passed as None)."""
+    needed = [u for u in p.uses if u.kind == USE_CONSTEXPR]
+    if needed:
+        return manual(kfile, k, (
+            f"{p.name!r} is needed as a compile-time constant ({where_used(needed)}): bucket it at the "
+            f"launch (e.g. triton.next_power_of_2) instead of unspecializing"))
+    selects = [u for u in p.uses if u.branch]
+    if selects:
+        return manual(kfile, k, (
+            f"{p.name!r} selects code at compile time ({where_used(selects)}): as a plain int both "
+            f"branches would compile, and a branch may use arguments passed as None; bucket it, or "
+            f"warm it up (compile its few values before serving)"))
+    reason = (
+        f"{p.name!r} is never needed as a compile-time constant here: as a plain int in "
+        "do_not_specialize it compiles once; the compiler loses its value (constant folding, unrolling)"
+    )
+    calls = [u for u in p.uses if u.kind == USE_CALL]
+    if calls:
+        reason += f"; it is also passed on ({where_used(calls)}): check the callee takes a runtime int"
+    return kernel_fix(kfile, k, "unsafe", reason, (Edit("drop_constexpr", p.name), Edit("add_do_not_specialize", p.name)))
+
+
 def check(program: Program):
     for (_, name), hits in varying_hits(program, _accept).items():
         b, arg = hits[0]
@@ -21,23 +57,28 @@ def check(program: Program):
         p = k.param(name)
         ann = constexpr_spelling(p)
         needed = [u for u in p.uses if u.kind == USE_CONSTEXPR]
+        fix = fix_for(kfile, k, p)
         if needed:
-            fix = (
+            advice = (
                 f"pass a bucketed value (triton.next_power_of_2) instead: it must stay a compile-time "
                 f"constant (line {needed[0].line}: {needed[0].context})"
             )
-            safety = "manual"
+        elif fix.applicability == "manual":
+            at = next(u for u in p.uses if u.branch)
+            advice = (
+                f"bucket it or warm it up: it selects code at compile time (line {at.line}: {at.context}), "
+                f"so it must stay a {ann}"
+            )
         else:
-            fix = f'drop {ann} and add do_not_specialize=["{name}"]'
-            safety = "unsafe"
+            advice = f'drop {ann} and add do_not_specialize=["{name}"]'
         msg = (
             f"{CODE} {name} varies per call ({source_of(arg, b, kfile.path)}) and is a {ann}: "
-            f"one compile per value; {fix}"
+            f"one compile per value; {advice}"
         )
         yield program.finding(
-            CODE, kfile, k, k.line, k.column, name, msg, safety,
+            CODE, kfile, k, k.line, k.column, name, msg, fix,
             {
-                "fix": {"drop_constexpr_and_add_do_not_specialize": name} if not needed else {"bucket": name},
+                "fix": {"drop_constexpr_and_add_do_not_specialize": name} if fix.edits else {"bucket": name},
                 "uses": uses_record(p),
                 "constexpr_needed_at": [{"line": u.line, "column": u.column, "context": u.context} for u in needed],
                 "launches": launch_records(hits, kfile.path),
@@ -45,6 +86,46 @@ def check(program: Program):
             },
         )
 
+
+_I0 = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < n)
+
+def launch(x):
+    k[(1,)](x, x.shape[0], BLOCK=128)
+"""
+# needed as a compile-time constant (a tl.arange bound): bucket it, nothing is edited
+_I1 = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, n: tl.constexpr):
+    offs = tl.arange(0, n)
+    tl.store(x_ptr + offs, 0.0)
+
+def launch(x):
+    k[(1,)](x, x.shape[0])
+"""
+# an `if` on it selects code, and the branch reads a pointer that may be None: manual
+_I2 = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, bias_ptr, has_rows: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if has_rows:
+        tl.store(x_ptr + offs, tl.load(bias_ptr + offs))
+
+def launch(x, bias=None):
+    k[(1,)](x, bias, x.shape[0], BLOCK=128)
+"""
 
 RULE = Rule(
     code=CODE,
@@ -70,23 +151,17 @@ RULE = Rule(
     fix=(
         "If the parameter is only used at run time (masks, loop bounds, arithmetic), make it a plain int\n"
         'and unspecialize it: def k(x_ptr, n, BLOCK: tl.constexpr) with do_not_specialize=["n"].\n'
-        "If it must be a compile-time constant (tl.arange bounds, block shapes), pass a bucketed value\n"
-        "(triton.next_power_of_2(n)) so only a few variants exist."
+        "If it must be a compile-time constant (tl.arange bounds, block shapes), or an `if` on it\n"
+        "selects code (as a plain int both branches compile, and one may use an argument passed as\n"
+        "None), pass a bucketed value (triton.next_power_of_2(n)) so only a few variants exist, or warm\n"
+        "those variants up before serving."
     ),
     fix_safety="unsafe",
     invalid=(
-        """
-import triton
-import triton.language as tl
-
-@triton.jit
-def k(x_ptr, n: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, 0.0, mask=offs < n)
-
-def launch(x):
-    k[(1,)](x, x.shape[0], BLOCK=128)
-""",
+        Invalid(_I0, _I0.replace("n: tl.constexpr, BLOCK", "n, BLOCK").replace(
+            "@triton.jit\n", '@triton.jit(do_not_specialize=["n"])\n'), "unsafe"),
+        Invalid(_I1, _I1, "manual"),
+        Invalid(_I2, _I2, "manual"),
     ),
     valid=(
         """

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from jitguard.static.program import Program
-from jitguard.static.rules import Rule
-from jitguard.static.rules._common import launch_records, source_of, varying_hits
+from jitguard.static.rules import Invalid, Rule
+from jitguard.static.rules._common import launch_records, manual, source_of, varying_hits
 
 CODE = "JG003"
 
@@ -22,9 +22,24 @@ def check(program: Program):
         )
         line = k.autotune_line or k.decorator_line
         yield program.finding(
-            CODE, kfile, k, line, 1, name, msg, "manual",
+            CODE, kfile, k, line, 1, name, msg, manual(kfile, k, msg),
             {"launches": launch_records(hits, kfile.path), "evidence": list(arg.evidence), "key": list(k.autotune_key or [])},
         )
+
+
+_I0 = """
+import triton
+import triton.language as tl
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["M"])
+@triton.jit
+def k(x_ptr, M, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < M)
+
+def launch(x):
+    k[(1,)](x, x.shape[0])
+"""
 
 
 RULE = Rule(
@@ -51,19 +66,7 @@ RULE = Rule(
     ),
     fix_safety="manual",
     invalid=(
-        """
-import triton
-import triton.language as tl
-
-@triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["M"])
-@triton.jit
-def k(x_ptr, M, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, 0.0, mask=offs < M)
-
-def launch(x):
-    k[(1,)](x, x.shape[0])
-""",
+        Invalid(_I0, _I0, "manual"),
     ),
     valid=(
         """

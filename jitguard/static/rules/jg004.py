@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import difflib
 
+from jitguard.findings import Edit
 from jitguard.static.program import Program
-from jitguard.static.rules import Rule
+from jitguard.static.rules import Invalid, Rule
+from jitguard.static.rules._common import kernel_fix
 
 CODE = "JG004"
 
@@ -29,10 +31,27 @@ def check(program: Program):
                     hint = f"did you mean {close[0]!r}?" if close else f"parameters are {', '.join(names)}"
                     param = str(entry)
                 msg = f"{CODE} {option} names {what}: Triton ignores it silently; {hint}"
+                fix = kernel_fix(kfile, k, "safe", "the entry has no effect", (Edit("remove_entry", entry=entry, option=option),))
                 yield program.finding(
-                    CODE, kfile, k, line or k.decorator_line, 1, param, msg, "safe",
+                    CODE, kfile, k, line or k.decorator_line, 1, param, msg, fix,
                     {"option": option, "entry": entry, "params": names},
                 )
+
+
+_I0 = """
+import triton
+
+@triton.jit(do_not_specialize=["num_token"])
+def k(x_ptr, num_tokens):
+    pass
+"""
+_I1 = """
+import triton
+
+@triton.jit(do_not_specialize=[5])
+def k(x_ptr, num_tokens):
+    pass
+"""
 
 
 RULE = Rule(
@@ -60,20 +79,8 @@ RULE = Rule(
     ),
     fix_safety="safe",
     invalid=(
-        """
-import triton
-
-@triton.jit(do_not_specialize=["num_token"])
-def k(x_ptr, num_tokens):
-    pass
-""",
-        """
-import triton
-
-@triton.jit(do_not_specialize=[5])
-def k(x_ptr, num_tokens):
-    pass
-""",
+        Invalid(_I0, _I0.replace('@triton.jit(do_not_specialize=["num_token"])\n', '@triton.jit\n'), "safe"),
+        Invalid(_I1, _I1.replace('@triton.jit(do_not_specialize=[5])\n', '@triton.jit\n'), "safe"),
     ),
     valid=(
         """

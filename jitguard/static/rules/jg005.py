@@ -1,9 +1,10 @@
 """JG005: do_not_specialize names a tl.constexpr parameter."""
 from __future__ import annotations
 
+from jitguard.findings import Edit
 from jitguard.static.program import Program
-from jitguard.static.rules import Rule
-from jitguard.static.rules._common import constexpr_spelling
+from jitguard.static.rules import Invalid, Rule
+from jitguard.static.rules._common import constexpr_spelling, kernel_fix
 
 CODE = "JG005"
 
@@ -23,10 +24,24 @@ def check(program: Program):
                     f"{CODE} {option} names {ann} parameter {p.name}: no effect before Triton 3.6, "
                     f"a compile error from 3.6; remove it (or drop {ann} if it may be a runtime int)"
                 )
+                # every entry of this list naming the parameter (its name and an index alike)
+                drop = tuple(Edit("remove_entry", entry=e, option=option) for e in entries
+                             if (hit := k.resolve_entry(e)) is not None and hit.name == p.name)
+                fix = kernel_fix(kfile, k, "safe", "the entry has no effect", drop)
                 yield program.finding(
-                    CODE, kfile, k, line or k.decorator_line, 1, p.name, msg, "safe",
+                    CODE, kfile, k, line or k.decorator_line, 1, p.name, msg, fix,
                     {"option": option, "entry": entry, "fix": {"remove_entry": entry, "option": option}},
                 )
+
+
+_I0 = """
+import triton
+import triton.language as tl
+
+@triton.jit(do_not_specialize=["BLOCK"])
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+"""
 
 
 RULE = Rule(
@@ -49,14 +64,7 @@ RULE = Rule(
     ),
     fix_safety="safe",
     invalid=(
-        """
-import triton
-import triton.language as tl
-
-@triton.jit(do_not_specialize=["BLOCK"])
-def k(x_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-""",
+        Invalid(_I0, _I0.replace('@triton.jit(do_not_specialize=["BLOCK"])\n', '@triton.jit\n'), "safe"),
     ),
     valid=(
         """

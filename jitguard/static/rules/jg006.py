@@ -1,8 +1,10 @@
 """JG006: do_not_specialize names a parameter that only ever gets floats or bools (a no-op)."""
 from __future__ import annotations
 
+from jitguard.findings import DNS, DNSOA, Edit
 from jitguard.static.program import Program
-from jitguard.static.rules import Rule
+from jitguard.static.rules import Invalid, Rule
+from jitguard.static.rules._common import kernel_fix
 
 CODE = "JG006"
 _FLOATISH = ("float", "bool")
@@ -51,10 +53,27 @@ def check(program: Program):
                 f"{CODE} do_not_specialize names {p.name}, which only gets {kinds} ({evidence} {kinds}): "
                 f"floats and bools are never value-specialized, so the entry does nothing; remove it"
             )
+            # the parameter's entries in both lists: a float or bool has no alignment either
+            drop = tuple(Edit("remove_entry", entry=e, option=option)
+                         for option, listed in ((DNS, k.do_not_specialize), (DNSOA, k.do_not_specialize_on_alignment))
+                         for e in listed if (hit := k.resolve_entry(e)) is not None and hit.name == p.name)
+            fix = kernel_fix(kfile, k, "safe", "the entry has no effect", drop)
             yield program.finding(
-                CODE, kfile, k, k.do_not_specialize_line or k.decorator_line, 1, p.name, msg, "safe",
+                CODE, kfile, k, k.do_not_specialize_line or k.decorator_line, 1, p.name, msg, fix,
                 {"entry": entry, "types": sorted(types), "fix": {"remove_entry": entry, "option": "do_not_specialize"}},
             )
+
+
+_I0 = """
+import triton
+
+@triton.jit(do_not_specialize=["eps"])
+def k(x_ptr, eps, n):
+    pass
+
+def launch(x):
+    k[(1,)](x, 1e-6, 128)
+"""
 
 
 RULE = Rule(
@@ -79,16 +98,7 @@ RULE = Rule(
     fix="Remove the entry: @triton.jit def rmsnorm(x_ptr, eps, N).",
     fix_safety="safe",
     invalid=(
-        """
-import triton
-
-@triton.jit(do_not_specialize=["eps"])
-def k(x_ptr, eps, n):
-    pass
-
-def launch(x):
-    k[(1,)](x, 1e-6, 128)
-""",
+        Invalid(_I0, _I0.replace('@triton.jit(do_not_specialize=["eps"])\n', '@triton.jit\n'), "safe"),
     ),
     valid=(
         """

@@ -4,7 +4,8 @@ from __future__ import annotations
 from collections import Counter
 
 from jitguard.static.program import Program
-from jitguard.static.rules import Rule
+from jitguard.static.rules import Invalid, Rule
+from jitguard.static.rules._common import manual
 
 CODE = "JG007"
 
@@ -38,11 +39,30 @@ def check(program: Program):
                 f"pass the same options, in the same order, at every launch"
             )
             yield program.finding(
-                CODE, b.kernel_file, b.kernel, b.launch.line, b.launch.column, None, msg, "manual",
+                CODE, b.kernel_file, b.kernel, b.launch.line, b.launch.column, None, msg, manual(b.kernel_file, b.kernel, msg),
                 {"options": list(opts), "reference_options": list(common),
                  "reference": {"path": ref.file.path, "line": ref.launch.line}},
                 path=b.file.path,
             )
+
+
+_I0 = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, BLOCK: tl.constexpr):
+    pass
+
+def a(x):
+    k[(1,)](x, BLOCK=128, num_warps=4)
+
+def b(x):
+    k[(1,)](x, BLOCK=128)
+
+def c(x):
+    k[(1,)](x, BLOCK=64)
+"""
 
 
 RULE = Rule(
@@ -67,23 +87,7 @@ RULE = Rule(
     fix="Pass the same launch options, in the same order, at every launch site of the kernel.",
     fix_safety="manual",
     invalid=(
-        """
-import triton
-import triton.language as tl
-
-@triton.jit
-def k(x_ptr, BLOCK: tl.constexpr):
-    pass
-
-def a(x):
-    k[(1,)](x, BLOCK=128, num_warps=4)
-
-def b(x):
-    k[(1,)](x, BLOCK=128)
-
-def c(x):
-    k[(1,)](x, BLOCK=64)
-""",
+        Invalid(_I0, _I0, "manual"),
     ),
     valid=(
         """

@@ -1,0 +1,223 @@
+"""The scan cache can be trusted and stays bounded: a forged or altered entry never hides a finding,
+the directory is private to the user, entries are pruned by age and size, and pruning while other
+scans run changes no result."""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import random
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from jitguard.config import Config
+from jitguard.static import cache as cache_mod
+from jitguard.static.runner import scan_paths
+
+RNG = random.Random(os.urandom(8))
+
+
+def _kernel(name: str, param: str) -> str:
+    return f'''import triton
+import triton.language as tl
+
+
+@triton.jit
+def {name}(x_ptr, {param}, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < {param})
+
+
+def launch(x):
+    n = x.shape[0]
+    {name}[(1,)](x, n, BLOCK=128)
+'''
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    src = tmp_path / "src"
+    src.mkdir()
+    params = []
+    for i in range(4):
+        p = f"n_{RNG.randrange(10**6)}"
+        (src / f"m{i}.py").write_text(_kernel(f"k{i}", p))
+        params.append(p)
+    return tmp_path, params
+
+
+def _scan(tmp_path, cache_dir=None, **kw):
+    return scan_paths([str(tmp_path / "src")], Config(root=str(tmp_path)), jobs=1,
+                      cache_dir=str(cache_dir or tmp_path / "cache"), **kw)
+
+
+def _sealed_files(cache_dir: Path) -> list[Path]:
+    return [p for p in (cache_dir / cache_mod.CACHE_LAYOUT).rglob("*.json")]
+
+
+def _emptied(body: dict) -> dict:
+    """What a forger who wants the findings gone writes: no kernels, no launches, no findings."""
+    if "facts" in body:
+        body["facts"]["kernels"] = []
+        body["facts"]["launches"] = []
+    if "findings" in body:
+        body["findings"] = []
+    if "hit" in body:  # the prefilter memo: "no file launches a kernel"
+        body["miss"] = body["miss"] + body["hit"]
+        body["hit"] = []
+    return body
+
+
+@pytest.mark.parametrize("forgery", ["altered body, old MAC", "MAC under another secret", "plain JSON"])
+def test_a_forged_cache_entry_does_not_hide_findings(tree, forgery):
+    tmp_path, params = tree
+    expected = sorted((f.path, f.param) for f in _scan(tmp_path).findings)
+    assert sorted(p for _, p in expected) == sorted(params)
+    files = _sealed_files(tmp_path / "cache")
+    assert files
+    other = os.urandom(32)
+    for p in files:
+        mac, _, body = p.read_bytes().partition(b"\n")
+        forged = json.dumps(_emptied(json.loads(body)), separators=(",", ":")).encode()
+        if forgery == "altered body, old MAC":
+            p.write_bytes(mac + b"\n" + forged)
+        elif forgery == "MAC under another secret":
+            p.write_bytes(cache_mod._mac(other, forged).encode() + b"\n" + forged)
+        else:  # the entry format before entries were sealed
+            p.write_bytes(forged)
+    cache_mod._SECRETS.clear()
+    again = _scan(tmp_path)
+    assert sorted((f.path, f.param) for f in again.findings) == expected
+    assert again.cache_hits == 0  # every forged entry was refused and rebuilt
+    # and the rebuilt entries are good ones again
+    cache_mod._SECRETS.clear()
+    assert _scan(tmp_path, keep_facts=True).cache_hits == 4
+
+
+def test_the_cache_directory_and_its_secret_are_private(tree):
+    tmp_path, _ = tree
+    loose = tmp_path / "cache"
+    loose.mkdir(mode=0o777)
+    os.chmod(loose, 0o777)
+    _scan(tmp_path)
+    assert stat.S_IMODE(os.stat(loose).st_mode) == 0o700
+    secret = loose / cache_mod.SECRET_NAME
+    st = os.stat(secret)
+    assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.getuid() and st.st_size == 32
+    # a secret others can read is no secret: it is replaced, and entries keyed with it rebuilt
+    os.chmod(secret, 0o644)
+    old = secret.read_bytes()
+    cache_mod._SECRETS.clear()
+    res = _scan(tmp_path, keep_facts=True)
+    assert res.cache_hits == 0 and secret.read_bytes() != old
+    assert stat.S_IMODE(os.stat(secret).st_mode) == 0o600
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs chown (root)")
+def test_another_users_cache_directory_is_not_used(tree):
+    tmp_path, params = tree
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o777)
+    os.chown(theirs, 4242, 4242)
+    cache_mod._SECRETS.clear()
+    res = _scan(tmp_path, cache_dir=theirs)
+    assert sorted(f.param for f in res.findings) == sorted(params)
+    assert [w.message for w in res.warnings if w.path == str(theirs)] == [
+        "cache not used: the cache directory belongs to another user (uid 4242): not used "
+        "(--cache-dir or JITGUARD_CACHE_DIR to name one of yours)"]
+    assert list(theirs.iterdir()) == []
+
+
+def test_pruning_removes_old_entries_then_the_least_recently_used(tree):
+    tmp_path, params = tree
+    cache_dir = tmp_path / "cache"
+    _scan(tmp_path)
+    (cache_dir / "v1" / "facts").mkdir(parents=True)  # a layout no jitguard reads any more
+    (cache_dir / "v1" / "facts" / "x.json").write_text("{}")
+    files = sorted(_sealed_files(cache_dir))
+    now = time.time()
+    for i, p in enumerate(files):  # ages 1..n days
+        os.utime(p, (now - (i + 1) * 86400, now - (i + 1) * 86400))
+    sizes = {p: p.stat().st_size for p in files}
+    # by age: everything older than 2.5 days goes
+    cache_mod.prune(str(cache_dir), now=now, max_age_s=2.5 * 86400, limit=10**9)
+    left = sorted(_sealed_files(cache_dir))
+    assert left == files[:2] and not (cache_dir / "v1").exists()
+    # by size: the least recently used go first until the rest fits
+    limit = sizes[files[0]]
+    cache_mod.prune(str(cache_dir), now=now, limit=limit)
+    assert sorted(_sealed_files(cache_dir)) == files[:1]
+    # a scan after pruning is still right
+    cache_mod._SECRETS.clear()
+    assert sorted(f.param for f in _scan(tmp_path).findings) == sorted(params)
+
+
+def test_maybe_prune_runs_at_most_hourly_and_keeps_the_cache_under_its_bound(tree, monkeypatch):
+    tmp_path, _ = tree
+    monkeypatch.setenv("JITGUARD_CACHE_MAX_MB", "0")
+    _scan(tmp_path)  # the first scan prunes (nothing yet), then writes its entries
+    assert _sealed_files(tmp_path / "cache")
+    c = cache_mod.FactsCache(str(tmp_path / "cache"), "k")
+    assert c.maybe_prune() == 0  # pruned less than an hour ago
+    assert c.maybe_prune(now=time.time() + cache_mod.PRUNE_EVERY_S + 1) > 0
+    assert _sealed_files(tmp_path / "cache") == []
+
+
+def _scanner(root: str, rounds: int, out) -> None:
+    os.chdir(root)
+    got = []
+    for _ in range(rounds):
+        res = scan_paths([os.path.join(root, "src")], Config(root=root), jobs=1,
+                         cache_dir=os.path.join(root, "cache"), keep_facts=RNG.random() < 0.5)
+        got.append(sorted((f.path, f.param) for f in res.findings))
+    out.put(got)
+
+
+def _pruner(root: str, rounds: int, out) -> None:
+    n = 0
+    for _ in range(rounds):
+        n += cache_mod.prune(os.path.join(root, "cache"), limit=0)
+    out.put(n)
+
+
+def test_pruning_while_other_scans_run_changes_no_result(tree):
+    tmp_path, _ = tree
+    expected = sorted((f.path, f.param) for f in _scan(tmp_path, cache_dir=tmp_path / "cold",
+                                                        use_cache=False).findings)
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_scanner, args=(str(tmp_path), 6, out)) for _ in range(3)]
+    procs += [ctx.Process(target=_pruner, args=(str(tmp_path), 40, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    scans = [r for r in results if isinstance(r, list)]
+    assert len(scans) == 3 and all(run == expected for got in scans for run in got)
+    assert sum(r for r in results if isinstance(r, int)) > 0  # the pruners did remove entries
+
+
+def _secret_of(cache_dir: str, out) -> None:
+    cache_mod._SECRETS.clear()
+    out.put(cache_mod.cache_secret(cache_dir))
+
+
+def test_concurrent_first_scans_agree_on_one_secret(tmp_path):
+    d = tmp_path / "fresh"
+    d.mkdir(mode=0o700)
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_secret_of, args=(str(d), out)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    secrets = {out.get(timeout=60) for _ in procs}
+    for p in procs:
+        p.join(timeout=60)
+    assert len(secrets) == 1 and (d / cache_mod.SECRET_NAME).read_bytes() in secrets
+    assert [n for n in os.listdir(d) if n != cache_mod.SECRET_NAME] == []  # no temp file left
