@@ -18,6 +18,7 @@ A malformed file or an unknown key is a usage error (exit 2), never silently ign
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -101,11 +102,11 @@ class Config:
             return ()
         out: list[str] = []
         for pattern, codes in self.per_file_ignores:
-            if PatternList([pattern]).match(rel, is_dir=False):
+            pl = compiled_pattern(pattern)
+            if pl.match(rel, is_dir=False):
                 out.extend(codes)
             else:  # a directory pattern ("tests/") covers the files below it
                 parts = rel.split("/")
-                pl = PatternList([pattern])
                 if any(pl.match("/".join(parts[:k]), is_dir=True) for k in range(1, len(parts))):
                     out.extend(codes)
         return tuple(out)
@@ -154,6 +155,12 @@ class Config:
             ),
             confidence=self.confidence if confidence is None else _confidence(confidence, "command line"),
         )
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled_pattern(pattern: str) -> PatternList:
+    """One per-file-ignores pattern, compiled once (``.errors`` says why one can't be)."""
+    return PatternList([pattern])
 
 
 def _best_match(code: str, selectors: Iterable[str]) -> int:

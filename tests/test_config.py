@@ -113,7 +113,7 @@ def _random_pattern(rng):
         if kind < 0.15:
             parts.append("**")
         elif kind < 0.3:
-            parts.append(rng.choice(["*", "*.py", "?", "a*", "[ab]", "[!a]*", "x.?y"]))
+            parts.append(rng.choice(["*", "*.py", "?", "a*", "[ab]", "[!a]*", "x.?y", "[z-a]*"]))
         else:
             parts.append(rng.choice(SEGMENTS))
     pat = "/".join(parts)

@@ -27,6 +27,8 @@ EXPECTED = {
     ("JG005", "dns_mistakes.on_constexpr", "BLOCK"),
     ("JG006", "dns_mistakes.on_float", "eps"),
     ("JG007", "options.act", None),
+    ("JG001", "gluon_pkg.kernels.row_scale", "num_tokens"),
+    ("JG002", "gluon_pkg.kernels.gather_rows", "N_ROWS"),
     ("JG001", "pkg.kernels.silu_and_mul", "num_tokens"),
     ("JG002", "pkg.kernels.topk_gather", "k_tokens"),
     ("JG001", "pkg.kernels.route", "num_tokens"),

@@ -167,7 +167,7 @@ def add_ignore_requested() -> bool:
 
 
 def run_add_ignore(findings: list, scan_errors: list, *, check: bool, show_diff: bool | None,
-                   quiet: bool, diff_of: Callable[[str, bytes, bytes], str], internal: int = 0) -> int:
+                   quiet: bool, diff_of: Callable[[str, bytes, bytes], bytes], internal: int = 0) -> int:
     """Write (or with ``check`` only count) the suppressions; returns the exit status (2 when a
     jitguard bug hid part of the tree: its findings got no comment)."""
     from jitguard.static.add_ignore import plan_ignores, write_ignores

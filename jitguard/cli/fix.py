@@ -15,9 +15,9 @@ from jitguard.format import plural as _plural
 
 EPILOG = """\b
 Exit status: 0 done (or nothing to do); 1 with --check when fixes are
-pending or a file could not be analyzed, or with --write when a file could
-not be written; 2 usage error, or an internal error on some file (the
-other files are still fixed); 130 interrupted (the files written so far
+pending or a file could not be analyzed or edited, or with --write when a
+file could not be written; 2 usage error, or an internal error on some file
+(the other files are still fixed); 130 interrupted (the files written so far
 are named).
 
 \b
@@ -40,26 +40,38 @@ Examples:
 """
 
 
-def _unified_diff(path: str, old: bytes, new: bytes, encoding: str) -> str:
-    a = old.decode(encoding, errors="replace").splitlines(keepends=True)
-    b = new.decode(encoding, errors="replace").splitlines(keepends=True)
+def _diff_lines(data: bytes) -> list[bytes]:
+    """Lines as git sees them: ended by \n only (\r\n keeps its \r; a form feed, \x1c-\x1e,
+    \x85, U+2028 or a lone \r is part of a line, where str.splitlines would break)."""
+    lines = data.split(b"\n")
+    out = [line + b"\n" for line in lines[:-1]]
+    if lines[-1]:
+        out.append(lines[-1])
+    return out
+
+
+def _unified_diff(path: str, old: bytes, new: bytes) -> bytes:
+    """A unified diff of the file's own bytes (its encoding kept), as `git apply` reads one."""
+    name = os.fsencode(path)
     lines = []
-    for line in difflib.unified_diff(a, b, fromfile=f"a/{path}", tofile=f"b/{path}"):
-        if not line.endswith("\n"):
-            line += "\n\\ No newline at end of file\n"
+    for line in difflib.diff_bytes(difflib.unified_diff, _diff_lines(old), _diff_lines(new),
+                                   fromfile=b"a/" + name, tofile=b"b/" + name):
+        if not line.endswith(b"\n"):
+            line += b"\n\\ No newline at end of file\n"
         lines.append(line)
-    return "".join(lines)
+    return b"".join(lines)
 
 
-def _encoding(data: bytes) -> str:
-    import io
-    import tokenize
+def _diff_text(diff: bytes, data: bytes) -> str:
+    """The diff as text (JSON output), decoded in the file's encoding."""
+    from jitguard.static.errors import SourceError
+    from jitguard.static.source import encoding_of
 
     try:
-        enc, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError:
+        enc = encoding_of(data)
+    except SourceError:
         enc = "utf-8"
-    return "utf-8" if enc == "utf-8-sig" else enc
+    return diff.decode("utf-8" if enc == "utf-8-sig" else enc, errors="replace")
 
 
 def _hint(x) -> str:
@@ -174,6 +186,9 @@ def _run(paths, write, check, show_diff, unsafe_fixes, traces, no_scan, jobs, no
         findings.extend(result.findings)  # select/ignore/per-file-ignores already applied
         internal_errors = list(getattr(result, "internal_errors", []))
         scan_errors = list(result.errors) + internal_errors
+        for path in result.temps_removed:
+            err(f"jitguard fix: note: removed {path}, a temporary file left by an interrupted "
+                "jitguard fix")
         from jitguard.static.files import excluded_note
 
         for path in result.named_excluded:
@@ -189,7 +204,7 @@ def _run(paths, write, check, show_diff, unsafe_fixes, traces, no_scan, jobs, no
     if add_ignore_requested():  # fix --add-ignore: suppressions instead of fixes
         return run_add_ignore(findings, scan_errors, check=check, show_diff=show_diff, quiet=quiet,
                               internal=len(internal_errors),
-                              diff_of=lambda p, a, b: _unified_diff(p, a, b, _encoding(a)))
+                              diff_of=_unified_diff)
 
     from jitguard.static.runner import default_jobs
 
@@ -254,8 +269,8 @@ def _run(paths, write, check, show_diff, unsafe_fixes, traces, no_scan, jobs, no
         err(f"jitguard fix: {_plural(len(internal_errors), 'file')} hit an internal error (a bug in "
             "jitguard; set JITGUARD_DEBUG=1 with `jitguard scan` for tracebacks); please report it")
         return 2
-    if check and (pending or scan_errors):  # a file not analyzed may hide a pending fix
-        return 1
+    if check and (pending or scan_errors or counts.get("error")):
+        return 1  # a file that could not be analyzed or edited may hide a pending fix
     if write and any(f.error and f.changed and not f.written for f in plan.files):
         return 1
     return 0
@@ -363,11 +378,11 @@ def _plan_and_write(findings, *, unsafe, roots, jobs, write, echo_diff, progress
             part = plan_fixes(group, unsafe=unsafe, roots=roots, jobs=jobs)
             plans.append(part)
             for ff in part.changed_files:
-                diffs[ff.path] = _unified_diff(ff.path, ff.snapshot.data, ff.new_data,
-                                               _encoding(ff.snapshot.data))
+                raw = _unified_diff(ff.path, ff.snapshot.data, ff.new_data)
+                diffs[ff.path] = _diff_text(raw, ff.snapshot.data)
                 if echo_diff:
                     show.clear()
-                    click.echo(diffs[ff.path], nl=False)
+                    click.echo(raw, nl=False)  # bytes: the file's own encoding, so that git applies it
             if write:
                 write_plan(part)
         show.update("fixing" if write else "planning fixes in", len(files), len(files))

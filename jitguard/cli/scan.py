@@ -230,6 +230,9 @@ def _run(
     else:
         _emit(text)
 
+    for path in result.temps_removed:
+        click.echo(_printable(f"jitguard scan: note: removed {path}, a temporary file left by an "
+                              "interrupted jitguard fix"), err=True)
     if not result.files_scanned and not result.errors and not result.named_excluded:
         where = ", ".join(targets)
         if result.files_excluded:

@@ -197,6 +197,16 @@ def compile_call(kwargs: dict[str, Any]) -> CompileCall:
     return CompileCall(jf, key if isinstance(key, str) else str(key), bool(warm), comp.get("device"), resolved)
 
 
+def jit_decorator(jit_function: Any) -> str:
+    """``gluon.jit`` for a Gluon kernel (``GluonJITFunction.is_gluon()``, Triton 3.5+), else
+    ``triton.jit``: the decorator a remedy names."""
+    is_gluon = getattr(jit_function, "is_gluon", None)
+    try:
+        return "gluon.jit" if callable(is_gluon) and is_gluon() is True else "triton.jit"
+    except Exception:  # a foreign object in the hook: it is not a Gluon kernel we know
+        return "triton.jit"
+
+
 def _kernel_caches(jit_function: Any, device: Any = None) -> list[dict]:
     """The JITFunction's in-memory ``{key: CompiledKernel}`` dicts (for ``device``, else all)."""
     caches = getattr(jit_function, "device_caches", None) or getattr(jit_function, "cache", None)

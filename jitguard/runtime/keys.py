@@ -251,8 +251,9 @@ def mark_config_changes(entries: list[DiffEntry], config_names: Iterable[str] = 
     return entries
 
 
-def remedy(entries: Sequence[DiffEntry], kernel_name: str = "") -> str | None:
-    """What to do about the differences, in one or two sentences."""
+def remedy(entries: Sequence[DiffEntry], kernel_name: str = "", decorator: str = "triton.jit") -> str | None:
+    """What to do about the differences, in one or two sentences (``decorator``: the kernel's,
+    ``gluon.jit`` for a Gluon kernel; ``compat.jit_decorator``)."""
     if not entries:
         return None
     parts: list[str] = []
@@ -269,7 +270,7 @@ def remedy(entries: Sequence[DiffEntry], kernel_name: str = "") -> str | None:
         parts.append(f"another config ({what}): expected once per config; warm it up if it appears mid-serving")
     if ints:
         names = ", ".join(f'"{n}"' for n in ints)
-        parts.append(f"add {names} to do_not_specialize (@triton.jit(do_not_specialize=[{names}])): "
+        parts.append(f"add {names} to do_not_specialize (@{decorator}(do_not_specialize=[{names}])): "
                      f"{'its value class changes' if len(ints) == 1 else 'their value classes change'} between calls")
     if types:
         parts.append(f"{', '.join(types)} crossed 2**31: annotate "

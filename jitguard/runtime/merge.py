@@ -412,7 +412,8 @@ def _kernel_summaries(traces: Sequence[Trace], variant_no: dict) -> list[KernelS
         position = {p.name: p.index for _, e in items for p in e.params}
         ordered = sorted(diffs.values(), key=lambda d: (position.get(d.param, 1 << 30), d.option or ""))
         culprits.sort(key=lambda c: position.get(c, 1 << 30))
-        fix = keys_remedy(ordered, short_name(kernel)) if ordered else None
+        decorator = "gluon.jit" if any(e.frontend == "gluon" for _, e in items) else "triton.jit"
+        fix = keys_remedy(ordered, short_name(kernel), decorator=decorator) if ordered else None
         if fix is None and len(remedies) == 1:
             fix = remedies[0]
         ms = sum(t.kernels[kernel].compile_ms for t in {id(t): t for t, _ in items}.values()

@@ -145,7 +145,8 @@ def predict(kernel: Any, calls: Iterable[Any], target: str = "cuda:90") -> Predi
                 idx = keys.closest(var, decoded)
                 entries = keys.diff(decoded[idx], var) if idx is not None else []
                 keys.mark_config_changes(entries, config_names)
-                v = PredictedVariant(key, var.params, var.options, [], idx, entries, keys.remedy(entries),
+                v = PredictedVariant(key, var.params, var.options, [], idx, entries,
+                                     keys.remedy(entries, decorator=compat.jit_decorator(jf)),
                                      config=c if tuner is not None else None,
                                      autotuning=tuner is not None and benchmarking)
                 by_key[key] = v

@@ -131,7 +131,8 @@ def summarize(trace: Trace) -> list[dict[str, Any]]:
             if e.kind == "autotune" and e.remedy and e.remedy not in autotune_fixes:
                 autotune_fixes.append(e.remedy)
         # one combined fix per kernel: every culprit parameter in one do_not_specialize list, etc.
-        combined = remedy([d for d in unique.values() if d.change != "autotune_key"])
+        decorator = "gluon.jit" if any(e.frontend == "gluon" for e in events) else "triton.jit"
+        combined = remedy([d for d in unique.values() if d.change != "autotune_key"], decorator=decorator)
         fixes = ([combined] if combined else []) + autotune_fixes
         totals = trace.kernels.get(name)
         first = events[0]

@@ -181,8 +181,10 @@ class Event:
     remedy: str | None = None
     overhead_ms: float | None = None  # jitguard's own work for this event
     autotune: AutotuneInfo | None = None
+    frontend: str | None = None  # "gluon" for a @gluon.jit kernel; None for @triton.jit
 
     def to_dict(self) -> dict[str, Any]:
+        extra = {"frontend": self.frontend} if self.frontend else {}  # older readers: no key
         return {
             "kind": self.kind,
             "seq": self.seq,
@@ -212,6 +214,7 @@ class Event:
             "remedy": self.remedy,
             "overhead_ms": self.overhead_ms,
             "autotune": self.autotune.to_dict() if self.autotune else None,
+            **extra,
         }
 
     @classmethod
@@ -593,6 +596,7 @@ EVENT_FIELDS = (
     F("diff", "array", required=True, items=DIFF_FIELDS, max_items=2 * MAX_PARAMS),
     F("remedy", "string|null"),
     F("overhead_ms", "number|null"),
+    F("frontend", "string|null", enum=("gluon",)),  # optional: added within version 1 (a @gluon.jit kernel)
     F("autotune", "object|null", fields=AUTOTUNE_FIELDS),
 )
 

@@ -387,6 +387,7 @@ def _on_pre(kwargs: dict) -> None:
                                   or call.key, h.params)
         idx = h.variants.closest(variant)
         entries: list[DiffEntry] = keys.diff(h.variants[idx], variant) if idx is not None else []
+        decorator = compat.jit_decorator(call.jit_function)
         keys.mark_config_changes(entries, _config_names(tuner) if tuner is not None else ())
         event = Event(
             kind="compile",
@@ -414,8 +415,10 @@ def _on_pre(kwargs: dict) -> None:
             closest_variant=idx + 1 if idx is not None else None,
             diff=entries,
             remedy=("expected: the autotuner compiles each config it benchmarks"
-                    + (f"; {r}" if (r := keys.remedy([e for e in entries if e.change != "config"])) else "")
-                    if autotuning else keys.remedy(entries)),
+                    + (f"; {r}" if (r := keys.remedy([e for e in entries if e.change != "config"],
+                                                     decorator=decorator)) else "")
+                    if autotuning else keys.remedy(entries, decorator=decorator)),
+            frontend="gluon" if decorator == "gluon.jit" else None,
         )
         pending = _Pending(event, variant, h, 0.0, me)
         _STATE.pending[(id(call.jit_function), call.key)] = pending

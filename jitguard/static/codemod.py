@@ -20,6 +20,8 @@ imports and aliases, so the codemod edits exactly the kernel a finding names. Fo
 """
 from __future__ import annotations
 
+import unicodedata
+
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence, Union
 
@@ -100,7 +102,14 @@ class KernelLocation:
     @property
     def params(self) -> list[str]:
         p = self.funcdef.params
-        return [x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)]
+        return [python_name(x.name.value) for x in (*p.posonly_params, *p.params, *p.kwonly_params)]
+
+
+def python_name(raw: str) -> str:
+    """An identifier as Python reads it (NFKC: a fullwidth ``ｎ`` is ``n``). LibCST keeps the raw
+    spelling; the scan (``ast``) and Triton (``inspect.signature``) see the normalized one, and
+    ``do_not_specialize`` strings are compared with it."""
+    return raw if raw.isascii() else unicodedata.normalize("NFKC", raw)
 
 
 def _qualnames(meta, node) -> set[str]:
@@ -138,7 +147,7 @@ def _jit_call_wrapping(value: cst.BaseExpression, name: str) -> cst.Call | None:
         if not isinstance(expr, cst.Call):
             return None
         positional = [a for a in expr.args if a.keyword is None and a.star == ""]
-        if positional and isinstance(positional[0].value, cst.Name) and positional[0].value.value == name:
+        if positional and isinstance(positional[0].value, cst.Name) and python_name(positional[0].value.value) == python_name(name):
             return expr.func if isinstance(expr.func, cst.Call) else expr
         if len(positional) != 1:
             return None
@@ -164,7 +173,7 @@ class KernelLocator:
         fn = self.index.defs.get(edit.line)
         if fn is None:
             return None, f"no function is defined at line {edit.line}"
-        if edit.function is not None and fn.name.value != edit.function:
+        if edit.function is not None and python_name(fn.name.value) != python_name(edit.function):
             return None, f"line {edit.line} defines {fn.name.value!r}, not {edit.function!r}"
         decorators = {self.line(d): d for d in fn.decorators}
         jit_line = edit.jit_line
@@ -416,7 +425,7 @@ def _keyword_arg(call: cst.Call | None, name: str) -> cst.Arg | None:
     if call is None:
         return None
     for a in call.args:
-        if a.keyword is not None and a.keyword.value == name:
+        if a.keyword is not None and python_name(a.keyword.value) == name:
             return a
     return None
 
@@ -534,7 +543,7 @@ class _KernelEditor:
 
     def _replace_keyword_value(self, keyword: str, value) -> None:
         args = [
-            a.with_changes(value=value) if a.keyword is not None and a.keyword.value == keyword else a
+            a.with_changes(value=value) if a.keyword is not None and python_name(a.keyword.value) == keyword else a
             for a in self.call.args
         ]
         self.call = self.call.with_changes(args=args)
@@ -542,7 +551,7 @@ class _KernelEditor:
     def _remove_keyword(self, keyword: str) -> None:
         seq = _args_to_seq(self.call)
         drop = {
-            i for i, a in enumerate(seq.items) if a.keyword is not None and a.keyword.value == keyword
+            i for i, a in enumerate(seq.items) if a.keyword is not None and python_name(a.keyword.value) == keyword
         }
         _seq_remove(seq, drop)
         self.call = _seq_to_args(self.call, seq)
@@ -550,7 +559,7 @@ class _KernelEditor:
     # -- constexpr annotation ------------------------------------------------------------------
     def _drop_constexpr(self, names: Sequence[str], out: EditOutcome) -> None:
         fd = self.loc.funcdef
-        by_name = {p.name.value: p for p in (*fd.params.posonly_params, *fd.params.params, *fd.params.kwonly_params)}
+        by_name = {python_name(p.name.value): p for p in (*fd.params.posonly_params, *fd.params.params, *fd.params.kwonly_params)}
         for n in names:
             p = by_name.get(n)
             if p is None:
@@ -581,7 +590,7 @@ class _KernelEditor:
         fd = self.loc.funcdef
         ps = (*fd.params.posonly_params, *fd.params.params, *fd.params.kwonly_params)
         return {
-            p.name.value
+            python_name(p.name.value)
             for p in ps
             if p.annotation is not None and self._is_constexpr(p.annotation.annotation)
             and p not in self.param_repl

@@ -204,7 +204,7 @@ def extract_file(
     """Facts about one file. Raises SourceError for a file that can't be parsed or decoded.
     ``calls_of``: record only the calls of functions with these short names (FileFacts.calls)."""
     text = decode(source)
-    tree = parse(path, text)
+    tree = parse(path, text, source if isinstance(source, bytes) else None)
     try:
         facts = _Extractor(path, text, tree, module, varying_names, stable_names, calls_of).run()
     except RecursionError:

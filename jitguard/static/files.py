@@ -12,6 +12,11 @@ Rules, in order:
   they drop are listed in ``FileSet.named_excluded`` (the CLI says so on stderr).
 - Symbolic links are followed; a link that points back into a directory being walked, or a link
   loop, is reported as an error about that path, and the walk goes on.
+- A ``*.py`` that is not a regular file (a FIFO, a device, a link to one), a ``.gitignore`` that is
+  not one or can't be read, and a pattern that can't be compiled are each an error entry; the rest
+  of the tree is walked (with the other patterns).
+- A temporary file left by a killed ``jitguard fix --write`` (``.NAME.XXXXXXXX.jitguard-tmp``) is
+  removed when that is safe (``safe_write.clear_stale_temp``), else it is an error entry.
 """
 from __future__ import annotations
 
@@ -19,12 +24,16 @@ import functools
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
-from jitguard.config import Config
+from jitguard.config import Config, compiled_pattern
 from jitguard.findings import FileError
+from jitguard.static.errors import SourceError
 from jitguard.static.ignore_patterns import PatternList
+from jitguard.static.safe_write import TEMP_SUFFIX, clear_stale_temp
+from jitguard.static.source import file_kind, read_bytes
 
+MAX_GITIGNORE_BYTES = 4 * 1024 * 1024  # far above any real .gitignore; /dev/zero would never end
 DEFAULT_EXCLUDE_DIRS = frozenset(
     {
         ".git", ".hg", ".svn", ".bzr", ".jj",
@@ -50,6 +59,7 @@ class FileSet:
     errors: list[FileError] = field(default_factory=list)
     excluded: int = 0  # files and directories skipped by excludes
     named_excluded: list[str] = field(default_factory=list)  # files named by the user, excluded
+    temps_removed: list[str] = field(default_factory=list)  # stale temp files of a killed fix
     # display path of each named_excluded -> what excluded it ("exclude" or ".gitignore")
     excluded_by: dict[str, str] = field(default_factory=dict)
 
@@ -98,10 +108,18 @@ def _package_of(directory: str) -> str:
 class _Excluder:
     """Answers "is this path excluded" from config patterns and .gitignore files."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, report: Callable[[str, str, int | None], None]) -> None:
         self.config = config
         self.config_root = os.path.abspath(config.root)
+        self.report = report  # (absolute path, reason, line): a bad .gitignore or pattern
         self.config_patterns = config.exclude_patterns()
+        for _, why in self.config_patterns.errors:
+            report(os.path.abspath(config.source) if config.source else "<--exclude>",
+                   f"exclude {why}", None)
+        for pattern, _ in config.per_file_ignores:
+            for _, why in compiled_pattern(pattern).errors:
+                report(os.path.abspath(config.source) if config.source else "<config>",
+                       f"per-file-ignores {why}", None)
         # .gitignore files: directory (abs) -> PatternList (patterns relative to that directory)
         self._gitignores: dict[str, PatternList | None] = {}
         self._git_roots: dict[str, str | None] = {}
@@ -113,10 +131,19 @@ class _Excluder:
             pl = None
             gi = os.path.join(directory, ".gitignore")
             try:
-                with open(gi, encoding="utf-8", errors="replace") as fh:
-                    pl = PatternList(fh.read().splitlines())
-            except OSError:
-                pl = None
+                data = read_bytes(gi, limit=MAX_GITIGNORE_BYTES)
+            except FileNotFoundError:
+                data = None
+            except SourceError as exc:  # a FIFO, a device, a huge file: the walk goes on without it
+                self.report(gi, f"{exc}; its patterns are not applied", None)
+                data = None
+            except OSError as exc:
+                self.report(gi, f"cannot read: {_os_reason(exc)}; its patterns are not applied", None)
+                data = None
+            if data is not None:
+                pl = PatternList(data.decode("utf-8", errors="replace").splitlines())
+                for lineno, why in pl.errors:
+                    self.report(gi, why, lineno)
             self._gitignores[directory] = pl
         return self._gitignores[directory]
 
@@ -211,9 +238,10 @@ def collect_files(paths: Iterable[str], config: Config, cwd: str | None = None) 
     """
     cwd = cwd or os.getcwd()
     _package_of.cache_clear()  # the tree may have changed since the last scan in this process
-    excluder = _Excluder(config)
     out = FileSet()
     seen_files: set[str] = set()  # real paths: one file reached twice is scanned once
+    excluder = _Excluder(config, lambda path, why, line: out.errors.append(
+        FileError(path if path.startswith("<") else display_path(path, cwd), why, line)))
 
     def add(abspath: str, real: str) -> None:
         if real in seen_files:
@@ -264,6 +292,18 @@ def collect_files(paths: Iterable[str], config: Config, cwd: str | None = None) 
                     out.excluded += 1
                     continue
                 add(abspath, os.path.realpath(abspath) if is_link else os.path.join(real_dir, name))
+            elif name.endswith(TEMP_SUFFIX) and name.startswith("."):
+                why = clear_stale_temp(abspath)  # left by a killed `jitguard fix --write`
+                if why is None:
+                    out.temps_removed.append(display_path(abspath, cwd))
+                elif not why.startswith("not a jitguard"):
+                    error(abspath, why)
+            elif name.endswith(PYTHON_SUFFIXES) and not excluder.excluded(abspath, False):
+                try:  # a FIFO, a device or a socket named *.py (or a link to one): said, not read
+                    kind = file_kind(os.stat(abspath).st_mode)
+                except OSError as exc:
+                    kind = _os_reason(exc)
+                error(abspath, f"{kind}, not a regular file; not read")
 
     for raw in paths:
         abspath = os.path.abspath(os.path.join(cwd, raw))
@@ -291,7 +331,7 @@ def collect_files(paths: Iterable[str], config: Config, cwd: str | None = None) 
                 continue
             add(abspath, os.path.realpath(abspath))  # any suffix: the user asked for this file
         else:
-            error(abspath, "not a regular file or directory")
+            error(abspath, f"{file_kind(st.st_mode)}, not a regular file or directory; not read")
     out.files.sort(key=lambda f: f.display)
     return out
 

@@ -16,8 +16,10 @@ from typing import Iterable, Sequence
 
 from jitguard.findings import DNS, DNSOA, Finding, Fix
 from jitguard.format import relative_path
+from jitguard.static import source as _source
 from jitguard.static.cache import content_digest
 from jitguard.static.codemod import KernelEdit, apply_edits
+from jitguard.static.errors import SourceError
 from jitguard.static.safe_write import (
     SourceSnapshot,
     WriteRefused,
@@ -153,7 +155,11 @@ def _plan_file(abspath: str, file_findings: list[Finding], unsafe: bool, roots: 
         except OSError as e:
             ff.error = f"cannot read: {e.strerror or e}"
         if ff.snapshot is not None:
-            bad = syntax_error(ff.snapshot.data, ff.path)
+            try:  # what scan refuses (the coding declaration), fix refuses with the same words
+                _source.decode(ff.snapshot.data)
+                bad = syntax_error(ff.snapshot.data, ff.path) or _source.round_trips(ff.snapshot.data)
+            except SourceError as e:
+                bad = str(e)
             if bad:
                 ff.error = f"{bad}; left untouched"
     digest = content_digest(ff.snapshot.data) if ff.snapshot is not None else None
@@ -201,6 +207,12 @@ def _plan_file(abspath: str, file_findings: list[Finding], unsafe: bool, roots: 
         return ff
     try:
         result = apply_edits(ff.snapshot.data, [x.kernel_edit() for x in todo])
+    except UnicodeError as e:  # a codec that decodes this file but can't encode it back (idna)
+        ff.error = (f"the edited text can't be written in the file's declared encoding "
+                    f"({_source.encoding_of(ff.snapshot.data)}): {e}; left untouched")
+        for x in todo:
+            x.status, x.detail = "error", ff.error
+        return ff
     except Exception as e:  # the file parsed above: this is a jitguard bug, keep the file
         ff.error = f"cannot edit ({type(e).__name__}: {e}); left untouched"
         for x in todo:

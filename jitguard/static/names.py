@@ -109,10 +109,26 @@ def qualified(expr: ast.AST, scope: Scope) -> list[tuple[str, str]]:
 
 def is_triton_name(names, attrs: tuple[str, ...]) -> bool:
     """True if a qualified name is ``triton....<attr>`` (also through re-exports like
-    ``pkg.triton_utils.triton.jit``): the last part is ``attr`` and a part before it is ``triton``."""
+    ``pkg.triton_utils.triton.jit``): the last part is ``attr`` and a part before it is ``triton``.
+
+    Gluon's ``jit`` (``triton.experimental.gluon.jit``) has ``triton`` in it; re-exported, as
+    ``from pkg.triton_utils import gluon``, it is ``pkg.triton_utils.gluon.jit``: Triton's module
+    name ``gluon`` right before ``jit`` (``is_gluon_name``)."""
     for q in names:
         parts = q.split(".")
         if len(parts) >= 2 and parts[-1] in attrs and "triton" in parts[:-1]:
+            return True
+    return "jit" in attrs and is_gluon_name(names)
+
+
+def is_gluon_name(names) -> bool:
+    """A qualified name of Gluon's ``jit``: ``triton.experimental.gluon.jit``, its re-exports
+    (``pkg.gluon.jit``, ``from pkg import gluon``), ``from triton.experimental.gluon import jit``."""
+    for q in names:
+        parts = q.split(".")
+        if len(parts) >= 2 and parts[-1] == "jit" and parts[-2] == "gluon":
+            return True
+        if parts[:3] == ["triton", "experimental", "gluon"] and parts[-1] == "jit":
             return True
     return False
 

@@ -1,8 +1,9 @@
 """Byte-level tests that decide which files are worth a LibCST parse.
 
 A kernel is defined through Triton's ``jit`` (``@triton.jit``, ``from triton import jit as j``,
-``triton.jit(fn)``, a ``@libentry()`` stack over ``@triton.jit``), so a file that defines one contains
-the bytes ``triton`` and ``jit``: phase 1 parses only those. A file that launches a kernel defined
+``triton.jit(fn)``, a ``@libentry()`` stack over ``@triton.jit``) or Gluon's (``@gluon.jit``, with
+``gluon`` from ``triton.experimental`` or a package's re-export), so a file that defines one contains
+the bytes ``triton`` or ``gluon``, and ``jit``: phase 1 parses only those. A file that launches a kernel defined
 elsewhere names that kernel (``from m import k``, ``m.k[grid]``, ``self.k[grid]``) and holds a launch
 (``...](``, ``.run(``, ``.warmup(``): phase 2 parses the remaining files whose bytes contain both, the
 name as a whole word. Phase 3 (in the runner) parses modules that launch targets go through
@@ -18,13 +19,14 @@ from typing import Iterable
 
 
 # Bump when the phase-2 test changes: memoized verdicts are keyed by it.
-PREFILTER_VERSION = "4"
+PREFILTER_VERSION = "5"
 # Spaced forms ("k[grid] (x)", "k.run (x)"); the usual ones are found with plain byte search.
 _LAUNCH_SPACED = (re.compile(rb"\]\s+\("), re.compile(rb"\.run\s+\("), re.compile(rb"\.warmup\s+\("))
 
 
 def may_define_kernels(data: bytes) -> bool:
-    return b"triton" in data and b"jit" in data
+    """``triton`` (or Gluon's ``gluon``, re-exported by a package of the project) and ``jit``."""
+    return (b"triton" in data or b"gluon" in data) and b"jit" in data
 
 
 def may_launch(data: bytes) -> bool:
@@ -34,8 +36,15 @@ def may_launch(data: bytes) -> bool:
     return any(p.search(data) is not None for p in _LAUNCH_SPACED)
 
 
+# Deeper than this, the factored alternation's nested groups would hit the recursion limits of
+# the regex compiler (a kernel named with 1,000 characters): such names are matched flat.
+_MAX_TRIE_DEPTH = 64
+
+
 def _trie_regex(words: Iterable[str]) -> str:
-    """An alternation factored by common prefixes: fast for hundreds of names in ``re``."""
+    """An alternation factored by common prefixes: fast for hundreds of names in ``re``. A chain
+    of nodes with one child each is one literal (no group per character); names whose groups
+    would nest deeper than ``_MAX_TRIE_DEPTH`` go in a flat alternation, longest first."""
     trie: dict = {}
     for w in words:
         node = trie
@@ -43,14 +52,23 @@ def _trie_regex(words: Iterable[str]) -> str:
             node = node.setdefault(ch, {})
         node[""] = {}
 
-    def build(node: dict) -> str:
+    deep: list[str] = []
+
+    def build(node: dict, prefix: str, depth: int) -> str:
         alts = []
         optional = False
         for ch in sorted(node):
             if ch == "":
                 optional = True
                 continue
-            alts.append(re.escape(ch) + build(node[ch]))
+            literal, child = ch, node[ch]
+            while len(child) == 1 and "" not in child:  # a chain: one literal
+                (nxt, child), = child.items()
+                literal += nxt
+            if depth >= _MAX_TRIE_DEPTH:
+                deep.extend(prefix + literal + rest for rest in _words(child))
+                continue
+            alts.append(re.escape(literal) + build(child, prefix + literal, depth + 1))
         if not alts:
             return ""
         body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
@@ -58,7 +76,24 @@ def _trie_regex(words: Iterable[str]) -> str:
             body = "(?:" + body + ")?"
         return body
 
-    return build(trie)
+    factored = build(trie, "", 0)
+    if not deep:
+        return factored
+    flat = "|".join(re.escape(w) for w in sorted(deep, key=lambda w: (-len(w), w)))
+    return f"(?:{factored}|{flat})" if factored else f"(?:{flat})"
+
+
+def _words(node: dict) -> list[str]:
+    """Every word below ``node`` (iteratively: a chain may be thousands of characters long)."""
+    out, stack = [], [("", node)]
+    while stack:
+        prefix, n = stack.pop()
+        for ch, child in n.items():
+            if ch == "":
+                out.append(prefix)
+            else:
+                stack.append((prefix + ch, child))
+    return out
 
 
 class NameMatcher:

@@ -28,9 +28,11 @@ from jitguard.static.cache import (
     default_cache_dir,
     write_entry,
 )
+from jitguard.static.errors import SourceError
 from jitguard.static.facts import FileFacts
 from jitguard.static.files import SourceFile, collect_files
 from jitguard.static.names import module_prefixes
+from jitguard.static.source import read_bytes
 
 
 class InternalError(Exception):
@@ -45,6 +47,7 @@ class ScanResult:
     files_scanned: int = 0  # Python files found after excludes
     files_excluded: int = 0  # files and directories that excludes or .gitignore skipped
     named_excluded: list[str] = field(default_factory=list)  # files named by the user, excluded
+    temps_removed: list[str] = field(default_factory=list)  # stale temp files of a killed fix
     excluded_by: dict[str, str] = field(default_factory=dict)  # each of those: "exclude" | ".gitignore"
     files_analyzed: int = 0  # files with facts (parsed now or read from the cache)
     files_parsed: int = 0  # files parsed by LibCST in this run
@@ -163,6 +166,7 @@ def scan_paths(
     result.files_scanned = len(fileset.files)
     result.files_excluded = fileset.excluded
     result.named_excluded = list(fileset.named_excluded)
+    result.temps_removed = list(fileset.temps_removed)
     result.excluded_by = dict(fileset.excluded_by)
 
     cache = None
@@ -178,9 +182,11 @@ def scan_paths(
     # Read every file once; bytes of files that turn out irrelevant are dropped after phase 2.
     contents: dict[str, tuple[SourceFile, bytes, str]] = {}
     for sf in fileset.files:
-        try:
-            with open(sf.path, "rb") as fh:
-                data = fh.read()
+        try:  # regular files only, bounded (a FIFO, /dev/zero, a 2 GiB file: an error each)
+            data = read_bytes(sf.path)
+        except SourceError as exc:
+            result.errors.append(FileError(sf.display, str(exc)))
+            continue
         except OSError as exc:
             from jitguard.static.files import _os_reason
 

@@ -18,13 +18,23 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 import stat
+import time
 import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SourceSnapshot", "WriteRefused", "read_snapshot", "syntax_error", "write_atomic"]
+__all__ = ["SourceSnapshot", "WriteRefused", "clear_stale_temp", "read_snapshot", "syntax_error",
+           "write_atomic"]
+
+# ``.NAME.XXXXXXXX.jitguard-tmp`` beside NAME (tempfile.mkstemp's 8 random characters): what a write
+# killed between creating the temporary file and the rename leaves behind.
+TEMP_SUFFIX = ".jitguard-tmp"
+_TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.[a-z0-9_]{8}" + re.escape(TEMP_SUFFIX) + "$")
+# A write holds its temporary file for milliseconds; one older than this is left by a dead process.
+STALE_AFTER_S = 60.0
 
 
 class WriteRefused(Exception):
@@ -176,3 +186,33 @@ def _unlink_quietly(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+def clear_stale_temp(path: str) -> str | None:
+    """Remove ``path`` if it is a temporary file a killed ``write_atomic`` left behind: a regular
+    file (not a link), named for a file beside it, ours, with one link, untouched for
+    ``STALE_AFTER_S``. Returns ``None`` when removed, else why it was left (for the report)."""
+    directory, name = os.path.split(path)
+    m = _TEMP_NAME.match(name)
+    if m is None:
+        return "not a jitguard temporary file"
+    target = m.group("target")
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return f"cannot stat it: {e.strerror or e}"
+    age = time.time() - st.st_mtime
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        why = "it is not a plain file with one link"
+    elif hasattr(os, "getuid") and st.st_uid != os.getuid():
+        why = "it belongs to another user"
+    elif age < STALE_AFTER_S:
+        why = f"written {age:.0f} s ago: a jitguard fix may still be writing {target}"
+    else:
+        try:
+            os.unlink(path)
+            return None
+        except OSError as e:
+            why = f"cannot remove it: {e.strerror or e}"
+    return (f"temporary file of an interrupted jitguard fix of {target} (the file itself is "
+            f"either as it was or fully fixed); not removed: {why}")

@@ -111,3 +111,10 @@ def launch_records(hits, kernel_path: str) -> list[dict]:
 
 def uses_record(param) -> list[dict]:
     return [u.to_dict() for u in param.uses]
+
+
+def constexpr_spelling(p) -> str:
+    """A constexpr parameter's annotation as written: ``gl.constexpr`` in a Gluon kernel,
+    ``tl.constexpr`` (or an alias) elsewhere; ``tl.constexpr`` when it can't be told."""
+    text = p.annotation_text
+    return text if text and text.endswith("constexpr") else "tl.constexpr"

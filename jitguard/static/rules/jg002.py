@@ -6,7 +6,8 @@ from jitguard.static.facts import USE_CALL, USE_CONSTEXPR, FileFacts, KernelFact
 from jitguard.static.program import Program
 from jitguard.static.rules import Invalid, Rule
 from jitguard.static.rules._common import (
-    arg_confidence, kernel_fix, launch_records, manual, most_sure, source_of, uses_record, varying_hits,
+    arg_confidence, constexpr_spelling, kernel_fix, launch_records, manual, most_sure, source_of, uses_record,
+    varying_hits,
     where_used,
 )
 
@@ -50,6 +51,7 @@ def check(program: Program):
         b, arg = hits[0]
         k, kfile = b.kernel, b.kernel_file
         p = k.param(name)
+        ann = constexpr_spelling(p)
         needed = [u for u in p.uses if u.kind == USE_CONSTEXPR]
         fix = fix_for(kfile, k, p)
         if needed:
@@ -61,12 +63,12 @@ def check(program: Program):
             at = next(u for u in p.uses if u.branch)
             advice = (
                 f"bucket it or warm it up: it selects code at compile time (line {at.line}: {at.context}), "
-                f"so it must stay a tl.constexpr"
+                f"so it must stay a {ann}"
             )
         else:
-            advice = f'drop tl.constexpr and add do_not_specialize=["{name}"]'
+            advice = f'drop {ann} and add do_not_specialize=["{name}"]'
         msg = (
-            f"{CODE} {name} varies per call ({source_of(arg, b, kfile.path)}) and is a tl.constexpr: "
+            f"{CODE} {name} varies per call ({source_of(arg, b, kfile.path)}) and is a {ann}: "
             f"one compile per value; {advice}"
         )
         yield program.finding(

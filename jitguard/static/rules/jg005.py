@@ -4,7 +4,7 @@ from __future__ import annotations
 from jitguard.findings import Edit
 from jitguard.static.program import Program
 from jitguard.static.rules import Invalid, Rule
-from jitguard.static.rules._common import kernel_fix
+from jitguard.static.rules._common import constexpr_spelling, kernel_fix
 
 CODE = "JG005"
 
@@ -19,9 +19,10 @@ def check(program: Program):
                 p = k.resolve_entry(entry)
                 if p is None or not p.is_constexpr:
                     continue
+                ann = constexpr_spelling(p)
                 msg = (
-                    f"{CODE} {option} names tl.constexpr parameter {p.name}: no effect before Triton 3.6, "
-                    f"a compile error from 3.6; remove it (or drop tl.constexpr if it may be a runtime int)"
+                    f"{CODE} {option} names {ann} parameter {p.name}: no effect before Triton 3.6, "
+                    f"a compile error from 3.6; remove it (or drop {ann} if it may be a runtime int)"
                 )
                 # every entry of this list naming the parameter (its name and an index alike)
                 drop = tuple(Edit("remove_entry", entry=e, option=option) for e in entries
