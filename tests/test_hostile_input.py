@@ -336,8 +336,8 @@ def test_fullwidth_parameter_names_are_the_names_python_sees(tmp_path):
 
 
         def launch(x):
-            k[(1,)](x, x.shape[0], SIZE=x.numel())
-            k[(1,)](x, \uff4e=x.shape[0], \uff33\uff29ZE=x.numel())
+            k[(1,)](x, x.shape[0], SIZE=int(x.max().item()))
+            k[(1,)](x, \uff4e=x.shape[0], \uff33\uff29ZE=int(x.max().item()))
         """)
     (tmp_path / "k.py").write_text(src)
     r, doc = scan_doc(tmp_path, ".")
