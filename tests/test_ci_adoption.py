@@ -25,7 +25,9 @@ from jitguard.static.changed_lines import parse_unified_diff
 from jitguard.static.runner import ScanResult
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SARIF_SCHEMA = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+from sarif_spec import sarif_schema  # noqa: E402
+
+SARIF_SCHEMA = sarif_schema()
 HAS_GIT = shutil.which("git") is not None
 
 KERNEL = '''\

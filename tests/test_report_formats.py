@@ -19,9 +19,9 @@ from jitguard.report import text as text_report
 from jitguard.static.rules import RULES
 from jitguard.static.runner import ScanResult
 
-SARIF_SCHEMA = json.loads(
-    (pathlib.Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text()
-)
+from sarif_spec import sarif_schema  # noqa: E402
+
+SARIF_SCHEMA = sarif_schema()
 
 
 @pytest.fixture

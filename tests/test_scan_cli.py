@@ -16,9 +16,9 @@ from jitguard.cli import main
 from jitguard.report.json import SCAN_SCHEMA
 from jitguard.static.rules import RULES
 
-SARIF_SCHEMA = json.loads(
-    (pathlib.Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text()
-)
+from sarif_spec import sarif_schema  # noqa: E402
+
+SARIF_SCHEMA = sarif_schema()
 LINE_RE = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<code>JG\d{3}) (?P<msg>.+)$")
 
 KERNEL = """\
