@@ -279,11 +279,24 @@ def test_nesting_and_decorator():
     assert inner.events[0] is outer.events[1]
 
 
-def test_threads_compile_concurrently():
+def test_threads_compile_concurrently(monkeypatch):
     k = fresh()
     x, y = tensors()
     blocks = RNG.sample([16, 32, 64, 128, 256, 512], 4)
     errors = []
+    # CPython 3.11's ast constructor keeps its recursion-depth check per interpreter, so two threads
+    # building ast objects at once can fail with "AST constructor recursion depth mismatch"
+    # (Triton parses the kernel's source in every compile): parsing is serialized here, the
+    # compiles and jitguard's hooks still run in the four threads at once.
+    import ast
+
+    parse, parse_lock = ast.parse, threading.Lock()
+
+    def serialized_parse(*args, **kwargs):
+        with parse_lock:
+            return parse(*args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", serialized_parse)
 
     def work(b):
         try:
