@@ -208,6 +208,19 @@ def test_unreadable_file_is_a_file_error(tmp_path, monkeypatch):
 
 def test_concurrent_scans_share_one_cache(tmp_path, rng, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    # what runs at once is the cache's reads and writes; parsing is serialized, since CPython 3.11's
+    # ast constructor checks its recursion depth per interpreter ("AST constructor recursion depth
+    # mismatch" when two threads build ast objects at once)
+    import ast
+    import threading as _threading
+
+    parse, parse_lock = ast.parse, _threading.Lock()
+
+    def serialized_parse(*args, **kwargs):
+        with parse_lock:
+            return parse(*args, **kwargs)
+
+    monkeypatch.setattr(ast, "parse", serialized_parse)
     make_tree(tmp_path, rng, n_kernels=6, n_launchers=10, n_plain=3)
     expected = scan(tmp_path, tmp_path, use_cache=False).findings
     results, errors = [], []
