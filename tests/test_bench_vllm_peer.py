@@ -127,7 +127,8 @@ def test_repository_holds_no_copy_of_vllm():
     files = [p for p in listing.split("\0") if p]
     if not files:
         pytest.skip("not a git checkout")
-    header = "SPDX-FileCopyrightText: " + "Copyright contributors to the vLLM project"  # split: not itself a hit
+    # the header vLLM's files carry, assembled so that this file does not carry it
+    header = " ".join(["SPDX-File" + "Copy" + "rightText:", "Copy" + "right", "contributors", "to", "the", "vLLM", "project"])
     assert not [p for p in files if p.endswith(".py") and header in (ROOT / p).read_text(errors="replace")]
     tracked = [p for p in files if p.startswith("bench/peers/")]
     assert not [p for p in tracked if "vllm-0.33.0" in p or p.endswith(".json")]
