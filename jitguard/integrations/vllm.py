@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import importlib.abc
-import importlib.util
 import os
 import signal
 import sys
@@ -90,48 +88,18 @@ def write_now() -> str | None:
         return None
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs ``then()`` right after ``fullname`` is imported (vLLM imports its worker module after
-    calling the plugin)."""
-
-    def __init__(self, fullname: str, then):
-        self.fullname, self.then, self.busy = fullname, then, False
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != self.fullname or self.busy:
-            return None
-        self.busy = True
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            self.busy = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return None
-        loader, finder = spec.loader, self
-
-        class _Loader(importlib.abc.Loader):
-            def create_module(self, spec):
-                return loader.create_module(spec)
-
-            def exec_module(self, module):
-                loader.exec_module(module)
-                if finder in sys.meta_path:
-                    sys.meta_path.remove(finder)
-                try:
-                    finder.then()
-                except Exception:
-                    pass
-
-        spec.loader = _Loader()
-        return spec
-
-
 def _after_import(fullname: str, then) -> None:
-    """Run ``then()`` now if ``fullname`` is imported, else right after it is (once)."""
-    if fullname in sys.modules:
-        then()
-    elif not any(isinstance(f, _AfterImport) and f.fullname == fullname for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(fullname, then))
+    """Run ``then()`` now if ``fullname`` is imported, else right after it is (once); a failing
+    ``then`` never breaks vLLM's import."""
+    from jitguard.runtime.import_hooks import after_import
+
+    def safe():
+        try:
+            then()
+        except Exception:
+            pass
+
+    after_import(fullname, safe, tag="vllm")
 
 
 # vLLM's worker classes: one call of these per engine step on every rank, in lockstep.

@@ -797,46 +797,6 @@ def env_paths(environ=None) -> list[str]:
     return [p for p in (env.get(ENV_WARMUP) or "").split(os.pathsep) if p.strip()]
 
 
-class _AfterTriton:
-    """A finder that runs ``then()`` right after ``import triton`` (delegating the import to the
-    finders after it, so another jitguard hook waiting for Triton still runs)."""
-
-    def __init__(self, then):
-        self.then, self.busy = then, False
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "triton" or self.busy:
-            return None
-        self.busy = True
-        try:
-            spec = None
-            for finder in [f for f in sys.meta_path if f is not self]:
-                find = getattr(finder, "find_spec", None)
-                spec = find(fullname, path, target) if find is not None else None
-                if spec is not None:
-                    break
-        finally:
-            self.busy = False
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        import importlib.abc
-
-        loader, finder = spec.loader, self
-
-        class _Loader(importlib.abc.Loader):
-            def create_module(self, spec):
-                return loader.create_module(spec)
-
-            def exec_module(self, module):
-                loader.exec_module(module)
-                if finder in sys.meta_path:
-                    sys.meta_path.remove(finder)
-                finder.then()
-
-        spec.loader = _Loader()
-        return spec
-
-
 def arm_from_env(environ=None) -> bool:
     """``JITGUARD_WARMUP=PATH[:PATH...]``: arm the warm-up (now if Triton is imported, else right
     after ``import triton``). Never raises: a problem prints one line. True when armed or pending."""
@@ -851,8 +811,7 @@ def arm_from_env(environ=None) -> bool:
         except Exception as exc:
             print(f"jitguard: {ENV_WARMUP}: no warm-up: {exc}", file=sys.stderr)
 
-    if "triton" in sys.modules:
-        begin()
-    elif not any(isinstance(f, _AfterTriton) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterTriton(begin))
+    from jitguard.runtime.import_hooks import after_import
+
+    after_import("triton", begin, tag="warmup")
     return True
