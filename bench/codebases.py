@@ -237,17 +237,7 @@ def recall_and_proxy(cb: Codebase, tree: pathlib.Path, work: pathlib.Path, reuse
     if not (reuse and record_path.exists() and stripped.is_dir()):
         strip.main([str(tree), str(stripped), "--record", str(record_path)])
     record = json.loads(record_path.read_text())
-    truth: dict[tuple[str, str], set[str]] = {}
-    naming_no_param = []
-    for e in record["entries"]:
-        if e["option"] != "do_not_specialize":
-            continue
-        kkey = (e["path"], e["kernel"][len(e["module"]) + 1:])
-        truth.setdefault(kkey, set())
-        if e["param"] is None:
-            naming_no_param.append(e)
-        else:
-            truth[kkey].add(e["param"])
+    truth, naming_no_param = strip.ground_truth(record)
     annotated = {(e["path"], e["kernel"][len(e["module"]) + 1:]) for e in record["entries"]}
     annotated |= {(u["path"], u["kernel"][len(strip.module_name(u["path"])) + 1:]) for u in record["unresolved"]}
     pairs = {(k[0], k[1], p) for k, ps in truth.items() for p in ps}

@@ -191,6 +191,23 @@ def strip_source(text: str, rel: str) -> tuple[str, list[dict], list[dict]]:
     return new.code, entries, unresolved
 
 
+def ground_truth(record: dict) -> tuple[dict[tuple[str, str], set[str]], list[dict]]:
+    """From a strip record: the do_not_specialize parameters of each (path, kernel qualname without
+    its module), and the entries that name no parameter."""
+    truth: dict[tuple[str, str], set[str]] = {}
+    naming_no_param: list[dict] = []
+    for e in record["entries"]:
+        if e["option"] != DNS:
+            continue
+        kkey = (e["path"], e["kernel"][len(e["module"]) + 1:])
+        truth.setdefault(kkey, set())
+        if e["param"] is None:
+            naming_no_param.append(e)
+        else:
+            truth[kkey].add(e["param"])
+    return truth, naming_no_param
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("src")

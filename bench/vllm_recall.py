@@ -185,17 +185,7 @@ def main(argv=None) -> int:
         strip.main([str(corpus), str(STRIPPED), "--record", str(record_path)])
     strip_s = time.perf_counter() - t
     record = json.loads(record_path.read_text())
-    truth: dict[tuple[str, str], set[str]] = {}
-    unresolved_entries = []
-    for e in record["entries"]:
-        if e["option"] != "do_not_specialize":
-            continue
-        kkey = (e["path"], e["kernel"][len(e["module"]) + 1:])
-        truth.setdefault(kkey, set())
-        if e["param"] is None:
-            unresolved_entries.append(e)
-            continue
-        truth[kkey].add(e["param"])
+    truth, unresolved_entries = strip.ground_truth(record)
     annotated_any = {(e["path"], e["kernel"][len(e["module"]) + 1:]) for e in record["entries"]}
     pairs = {(k[0], k[1], p) for k, ps in truth.items() for p in ps}
 
