@@ -167,7 +167,7 @@ def test_maybe_prune_runs_at_most_hourly_and_keeps_the_cache_under_its_bound(tre
     assert _sealed_files(tmp_path / "cache") == []
 
 
-def _scanner(root: str, rounds: int, out) -> None:
+def _scanner(root: str, rounds: int, out, done) -> None:
     os.chdir(root)
     got = []
     for _ in range(rounds):
@@ -175,13 +175,24 @@ def _scanner(root: str, rounds: int, out) -> None:
                          cache_dir=os.path.join(root, "cache"), keep_facts=RNG.random() < 0.5)
         got.append(sorted((f.path, f.param) for f in res.findings))
     out.put(got)
+    with done.get_lock():
+        done.value += 1
 
 
-def _pruner(root: str, rounds: int, out) -> None:
-    n = 0
-    for _ in range(rounds):
-        n += cache_mod.prune(os.path.join(root, "cache"), limit=0)
-    out.put(n)
+def _pruner(root: str, scanners: int, removed, done, out) -> None:
+    """Prune with no size allowance until every scanner has finished and something was removed.
+
+    While nothing has been removed, the scanners' entries are all still there, so the loop ends
+    with the first prune after the last scan at the latest."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        n = cache_mod.prune(os.path.join(root, "cache"), limit=0)
+        with removed.get_lock():
+            removed.value += n
+            total = removed.value
+        if total and done.value == scanners:
+            break
+    out.put(total)
 
 
 def test_pruning_while_other_scans_run_changes_no_result(tree):
@@ -190,17 +201,20 @@ def test_pruning_while_other_scans_run_changes_no_result(tree):
                                                         use_cache=False).findings)
     ctx = mp.get_context("fork")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_scanner, args=(str(tmp_path), 6, out)) for _ in range(3)]
-    procs += [ctx.Process(target=_pruner, args=(str(tmp_path), 40, out)) for _ in range(2)]
-    for p in procs:
+    done = ctx.Value("i", 0)  # scanners finished
+    removed = ctx.Value("l", 0)
+    scanners = [ctx.Process(target=_scanner, args=(str(tmp_path), 6, out, done)) for _ in range(3)]
+    pruners = [ctx.Process(target=_pruner, args=(str(tmp_path), 3, removed, done, out))
+               for _ in range(2)]
+    for p in scanners + pruners:
         p.start()
-    results = [out.get(timeout=300) for _ in procs]
-    for p in procs:
+    results = [out.get(timeout=400) for _ in scanners + pruners]
+    for p in scanners + pruners:
         p.join(timeout=60)
         assert p.exitcode == 0
     scans = [r for r in results if isinstance(r, list)]
     assert len(scans) == 3 and all(run == expected for got in scans for run in got)
-    assert sum(r for r in results if isinstance(r, int)) > 0  # the pruners did remove entries
+    assert removed.value > 0  # the pruners did remove entries while or after the scans ran
 
 
 def _secret_of(cache_dir: str, out) -> None:
