@@ -507,3 +507,36 @@ def test_scan_and_fix_share_their_option_declarations():
     fix_opts = {p.name: p.to_info_dict() for p in fix_cmd.params if p.name in shared}
     assert set(scan_opts) == set(fix_opts) == shared
     assert scan_opts == fix_opts
+
+
+def test_confidence_option_chooses_the_findings_fixed(tmp_path, monkeypatch):
+    """A constexpr whose value rests on the leading-dim guess gives a low JG002: the default fix
+    leaves it, ``--confidence low`` fixes it (as the config key does), ``--confidence high``
+    leaves the medium JG001 too."""
+    monkeypatch.chdir(tmp_path)
+    n, m = _name("a"), _name("b")
+    src = f'''import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, {m}, {n}: tl.constexpr, BLOCK: tl.constexpr):
+    if tl.program_id(0) < {n}:
+        tl.store(x_ptr + {m} + tl.arange(0, BLOCK), 0.0)
+
+
+def launch(x):
+    t = x.shape[0]
+    k[(1,)](x, t, t, BLOCK=64)
+'''
+    (tmp_path / "k.py").write_text(src)
+    levels = {}
+    for level in ("high", None, "low"):
+        r = fix(*(["--confidence", level] if level else []), "--unsafe-fixes", ".")
+        assert r.exit_code == 0, r.output
+        levels[level] = r.stdout
+    assert levels["high"] == ""  # nothing structural: the leading dim is a guess
+    assert f'+@triton.jit(do_not_specialize=["{m}"])' in levels[None].splitlines()
+    assert f'+def k(x_ptr, {m}, {n}, BLOCK: tl.constexpr):' in levels["low"].splitlines()
+    assert f'+@triton.jit(do_not_specialize=["{m}", "{n}"])' in levels["low"].splitlines()
+    assert (tmp_path / "k.py").read_text() == src  # a diff only

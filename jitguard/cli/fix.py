@@ -113,7 +113,7 @@ def _strip_code(code: str, message: str) -> str:
 @fix_add_ignore_option
 def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no_scan,
         config_file, exclude, jobs, no_cache, quiet, fmt, extend_select, isolated, varying_names,
-        stable_names, respect_gitignore, cache_dir, progress=None):
+        stable_names, respect_gitignore, cache_dir, confidence=None, progress=None):
     """Add do_not_specialize where `jitguard scan` (or a runtime trace) says a kernel argument
     recompiles per call; remove entries that do nothing.
 
@@ -125,7 +125,7 @@ def fix(paths, write, check, show_diff, unsafe_fixes, select, ignore, traces, no
     try:
         options = dict(config_file=config_file, isolated=isolated, select=select, extend_select=extend_select,
                        ignore=ignore, exclude=exclude, varying_names=varying_names, stable_names=stable_names,
-                       respect_gitignore=respect_gitignore)
+                       respect_gitignore=respect_gitignore, confidence=confidence)
         code = _run(paths, write, check, show_diff, unsafe_fixes, traces, no_scan, jobs, no_cache,
                     cache_dir, quiet, fmt, options, progress)
     except (click.exceptions.Exit, click.ClickException):

@@ -34,6 +34,9 @@ _SHARED = (
                  help="Read settings from FILE (a pyproject.toml with [tool.jitguard], or a TOML "
                  "file with the keys at top level) instead of the nearest pyproject.toml."),
     click.option("--isolated", is_flag=True, help="Ignore every configuration file."),
+    click.option("--confidence", type=click.Choice(["low", "medium", "high"]), default=None,
+                 help="Least sure findings to act on: medium (the default) takes high and medium, "
+                 "low adds findings resting on a name alone. [tool.jitguard] confidence sets it too."),
     click.option("--varying-name", "varying_names", multiple=True, metavar="NAMES",
                  help="Extra variable names that mean 'changes every call' (comma-separated)."),
     click.option("--stable-name", "stable_names", multiple=True, metavar="NAMES",

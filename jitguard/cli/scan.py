@@ -65,9 +65,6 @@ def write_atomically(path: str, text: str) -> None:
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str),
               help="Write the report to FILE (atomically) instead of stdout.")
 @scan_options
-@click.option("--confidence", type=click.Choice(["low", "medium", "high"]), default=None,
-              help="Least sure findings to report: medium (the default) reports high and medium, "
-              "low adds findings resting on a name alone. [tool.jitguard] confidence sets it too.")
 @click.option("--exit-zero", is_flag=True,
               help="Exit 0 even with findings or unanalyzable files (internal errors still exit 2).")
 @click.option("--statistics", is_flag=True,
