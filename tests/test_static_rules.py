@@ -79,10 +79,11 @@ def test_invalid_examples_fix_as_stated(code, i, tmp_path, monkeypatch):
     assert not plan_fixes(again, unsafe=True).changed_files
 
 
-def test_jg001_details_carry_what_the_fixer_needs():
+def test_jg001_carries_its_fix_and_the_evidence_for_it():
     f = next(f for f in scan_one(RULES["JG001"].invalid[0].source) if f.code == "JG001")
     assert f.param == "n"
-    assert f.details["fix"] == {"add_do_not_specialize": "n"}
+    assert [(e.kind, e.param) for e in f.fix.edits] == [("add_do_not_specialize", "n")]
+    assert "fix" not in f.details  # the plan lives on the finding only
     assert {u["kind"] for u in f.details["uses"]} == {"compare"}
     assert f.fix_safety == "safe"
     assert f.details["launches"][0]["provenance"] == "VARYING"

@@ -66,7 +66,6 @@ def check(program: Program):
         yield program.finding(
             CODE, kfile, k, k.line, k.column, name, msg, fix_for(kfile, k, p),
             {
-                "fix": {"add_do_not_specialize": name},
                 "uses": uses_record(p),
                 "use_kinds": sorted(kinds),
                 "launches": launch_records(hits, kfile.path),
@@ -111,7 +110,7 @@ def _per_site_values(program: Program):
                f'warm them up or add do_not_specialize=["{p.name}"]')
         yield program.finding(
             CODE, kfile, k, k.line, k.column, p.name, msg, fix_for(kfile, k, p),
-            {"fix": {"add_do_not_specialize": p.name}, "uses": uses_record(p), "use_kinds": sorted(p.use_kinds()),
+            {"uses": uses_record(p), "use_kinds": sorted(p.use_kinds()),
              "per_site_values": [v for v, _ in values], "rules": ["per-site-fixed", "literal"],
              "launches": [{"path": b.file.path, "line": b.launch.line, "arg": str(v), "provenance": STABLE,
                            "rules": ["literal"], "confidence": "low"} for v, b in values]},

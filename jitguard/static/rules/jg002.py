@@ -74,7 +74,6 @@ def check(program: Program):
         yield program.finding(
             CODE, kfile, k, k.line, k.column, name, msg, fix,
             {
-                "fix": {"drop_constexpr_and_add_do_not_specialize": name} if fix.edits else {"bucket": name},
                 "uses": uses_record(p),
                 "constexpr_needed_at": [{"line": u.line, "column": u.column, "context": u.context} for u in needed],
                 "launches": launch_records(hits, kfile.path),

@@ -30,7 +30,7 @@ def check(program: Program):
                 fix = kernel_fix(kfile, k, "safe", "the entry has no effect", drop)
                 yield program.finding(
                     CODE, kfile, k, line or k.decorator_line, 1, p.name, msg, fix,
-                    {"option": option, "entry": entry, "fix": {"remove_entry": entry, "option": option}},
+                    {"option": option, "entry": entry},
                 )
 
 

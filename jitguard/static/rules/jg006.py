@@ -60,7 +60,7 @@ def check(program: Program):
             fix = kernel_fix(kfile, k, "safe", "the entry has no effect", drop)
             yield program.finding(
                 CODE, kfile, k, k.do_not_specialize_line or k.decorator_line, 1, p.name, msg, fix,
-                {"entry": entry, "types": sorted(types), "fix": {"remove_entry": entry, "option": "do_not_specialize"}},
+                {"entry": entry, "types": sorted(types)},
             )
 
 
