@@ -8,7 +8,6 @@ writes runtime text; the report renderers (SARIF, GitHub, JSON) render the findi
 """
 from __future__ import annotations
 
-import os
 from collections import Counter, defaultdict
 from typing import Any, Sequence
 
@@ -29,23 +28,6 @@ from jitguard.runtime.trace import Event, Trace
 # one event, one trace
 # ---------------------------------------------------------------------------------------------
 
-def _rel(path: str | None, cwd: str | None = None) -> str | None:
-    if not path:
-        return path
-    cwd = cwd or os.getcwd()
-    try:
-        rel = os.path.relpath(path, cwd)
-    except ValueError:
-        return path
-    return path if rel.startswith(".." + os.sep + "..") else rel
-
-
-def _trace_loc(path: str | None, line: int | None, cwd: str | None = None) -> str:
-    if not path:
-        return "?"
-    return f"{_rel(path, cwd)}:{line}" if line else str(_rel(path, cwd))
-
-
 _CHANGE_WORDS = {
     "value_class": "value class", "type": "int width", "constexpr": "constexpr value",
     "alignment": "alignment", "dtype": "dtype", "kind": "kind", "option": "option",
@@ -61,10 +43,10 @@ def _trace_ms(value: float | None) -> str:
 
 def _where(e: Event, cwd: str | None = None, callers: int = 1) -> str:
     """The launching line, then its caller (``rope.py:140 <- serve.py:88``) when there is one."""
-    out = _trace_loc(e.call_path, e.call_line, cwd)
+    out = location(e.call_path, e.call_line, cwd)
     for frame in e.call_stack[:callers]:
         path, _, line = frame.rpartition(":")
-        out += f" <- {_trace_loc(path, int(line) if line.isdigit() else None, cwd)}"
+        out += f" <- {location(path, int(line) if line.isdigit() else None, cwd)}"
     return out
 
 
@@ -93,7 +75,7 @@ def _what_happened(e: Event) -> str:
 def explain_event(event: Event, *, cwd: str | None = None) -> str:
     """``jitguard: kernel fused_rope (rope.py:12) compile #3 (38 ms) at serve.py:88, step 7`` then
     one indented line per difference against the closest previous variant, then the fix."""
-    head = (f"jitguard: {short_name(event.kernel)} ({_trace_loc(event.kernel_path, event.kernel_line, cwd)}) "
+    head = (f"jitguard: {short_name(event.kernel)} ({location(event.kernel_path, event.kernel_line, cwd)}) "
             f"{_what_happened(event)} at {_where(event, cwd)}")
     if event.step is not None:
         head += f", step {event.step}"
@@ -194,7 +176,7 @@ def render_trace(trace: Trace, *, cwd: str | None = None, max_events_per_kernel:
         lines.append("")
         extra = f", {k['autotunes']} autotune runs ({_trace_ms(k['autotune_ms'])})" if k["autotunes"] else ""
         hits = f", {k['disk_cache_hits']} from disk cache" if k["disk_cache_hits"] else ""
-        lines.append(f"{short_name(k['kernel'])}  {_trace_loc(k['path'], k['line'], cwd)}  "
+        lines.append(f"{short_name(k['kernel'])}  {location(k['path'], k['line'], cwd)}  "
                      f"{k['variants']} variant{'s' if k['variants'] != 1 else ''}, "
                      f"{k['recompiles']} recompile{'s' if k['recompiles'] != 1 else ''}{extra}, "
                      f"{_trace_ms(k['compile_ms'])}{hits}")
