@@ -102,6 +102,8 @@ def test_trace_only_recompile_is_fixed(env):
     r = CliRunner().invoke(main, ["fix", "--no-cache", "--write", "--from-trace", trace, "."])
     assert r.exit_code == 0, r.output
     assert "[trace]" in r.stderr and "1 fix applied" in r.stderr
+    # ... and so does each fix's line: a position below the working directory, not the trace's path
+    assert r.stderr.startswith("kmod.py:"), r.stderr
     assert _dns((env / "kmod.py").read_text(), kernel) == [[n]]
     # idempotent, and --no-scan reads the trace alone
     r = CliRunner().invoke(main, ["fix", "--no-cache", "--check", "--no-scan", "--from-trace", trace, "."])
@@ -122,6 +124,30 @@ def test_trace_and_scan_agree_on_one_fix(env):
     r = CliRunner().invoke(main, ["fix", "--no-cache", "--check", "--ignore", "JG001",
                                   "--from-trace", trace, "."])
     assert r.exit_code == 0
+
+
+ADDRESSING = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def {kernel}(x_ptr, y_ptr, {n}, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + tl.program_id(0) * {n} + offs, tl.load(x_ptr + offs))
+'''
+
+
+def test_every_fix_line_names_the_file_as_the_scan_does(env):
+    """An unsafe fix found by the scan and the trace alike: the trace recorded the absolute path,
+    the line printed for it is relative to the working directory, like the scan's."""
+    kernel, n = f"kern_{RNG.randrange(10**6)}", f"n_{RNG.randrange(10**6)}"
+    src = ADDRESSING.format(kernel=kernel, n=n) + LAUNCHER.format(kernel=kernel)
+    trace = _record(env, src, kernel)
+    r = CliRunner().invoke(main, ["fix", "--no-cache", "--write", "--unsafe-fixes", "--from-trace", trace, "."])
+    assert r.exit_code == 0, r.output
+    lines = [ln for ln in r.stderr.splitlines() if "applied unsafe fix" in ln]
+    assert len(lines) == 1 and lines[0].startswith("kmod.py:6:1: JG001 "), r.stderr
+    assert _dns((env / "kmod.py").read_text(), kernel) == [[n]]
 
 
 def test_trace_kernel_outside_the_paths_is_not_edited(env):

@@ -12,6 +12,7 @@ from jitguard.cli.ci_options import add_ignore_requested, fix_add_ignore_option,
 from jitguard.cli.options import config_from, scan_options, split_codes
 from jitguard.config import ConfigError
 from jitguard.format import plural as _plural
+from jitguard.format import relative_path
 
 EPILOG = """\b
 Exit status: 0 done (or nothing to do); 1 with --check when fixes are
@@ -281,9 +282,10 @@ def _position(x) -> str:
     "Positions"); a runtime finding recorded with another spelling of the path is shown at the
     kernel's def in the file the fix edits."""
     f = x.site
+    path = relative_path(x.path if x.action != "none" else f.path)
     if x.action == "none" or os.path.abspath(f.path) == os.path.abspath(x.path):
-        return f"{x.path if x.action != 'none' else f.path}:{f.line}:{f.column}"
-    return f"{x.path}:{x.kernel_line}:1" if x.kernel_line else x.path
+        return f"{path}:{f.line}:{f.column}"
+    return f"{path}:{x.kernel_line}:1" if x.kernel_line else path
 
 
 def _json_doc(plan, diffs, pending, write, scan_errors, internal_errors) -> str:
