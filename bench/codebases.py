@@ -449,7 +449,8 @@ def scan_with(tree: pathlib.Path, repo: pathlib.Path) -> dict:
 
 
 def _has_levels(repo: pathlib.Path) -> bool:
-    return "--confidence" in (repo / "jitguard" / "cli" / "scan.py").read_text()
+    cli = repo / "jitguard" / "cli"
+    return any("--confidence" in (cli / f).read_text() for f in ("scan.py", "options.py") if (cli / f).exists())
 
 
 def differences(tree: pathlib.Path, base_repo: pathlib.Path) -> dict:
