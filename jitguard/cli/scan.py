@@ -104,7 +104,8 @@ def scan(
 
     Scans PATHS (files or directories; default: the current directory) for @triton.jit kernels and
     their launches, follows each launch argument back to where it comes from, and reports rules
-    JG001..JG007 (`jitguard rule` lists them).
+    JG001..JG007 (`jitguard rule` lists them). Each finding has a confidence level (high, medium,
+    low: docs/provenance.md); high and medium are reported unless --confidence says otherwise.
 
     \b
     Exit status: 0 no findings, 1 findings or files that could not be analyzed,
