@@ -4,6 +4,7 @@
     python bench/codebases.py --only sglang,lmdeploy   # some of them (the summary keeps the others)
     python bench/codebases.py --repeat 3               # timing repeats (the best of each is kept)
     python bench/codebases.py sample --n 25 --seed S   # draw the hand-check samples of the last run
+    python bench/codebases.py sample --level high      # and one of the high-level findings alone
     python bench/codebases.py rejudge                  # recompute judged figures from the verdict files
     python bench/codebases.py --base REV               # also: the findings added / removed / re-levelled since REV
 
@@ -365,6 +366,21 @@ def sample_precision(name: str) -> dict | None:
         k = sum(r["verdict"] == "true" for r in sel)
         out[lv] = {"true": k, "n": len(sel), "precision": round(k / len(sel), 3) if sel else None,
                    "interval_95": wilson(k, len(sel))}
+    high_path = sample_path(name, "high")
+    if high_path.exists():  # a sample of high findings alone: high precision over both, each finding once
+        hdoc = json.loads(high_path.read_text())
+        if hdoc["commit"] == doc["commit"]:
+            key = lambda r: (r["path"], r["kernel"], r["param"], r["code"])  # noqa: E731
+            rows_high = {key(r): r for r in judged if r["level"] == "high"}
+            extra = [r for r in hdoc["findings"] if r.get("verdict") in ("true", "false")]
+            rows_high.update((key(r), r) for r in extra)
+            sel = list(rows_high.values())
+            k = sum(r["verdict"] == "true" for r in sel)
+            out["high"] = {"true": k, "n": len(sel), "precision": round(k / len(sel), 3) if sel else None,
+                           "interval_95": wilson(k, len(sel)), "with": os.path.relpath(high_path, ROOT),
+                           "high_sample_seed": hdoc["seed"]}
+            if len(extra) < len(hdoc["findings"]):
+                out["high"]["incomplete"] = True
     return out
 
 
@@ -406,27 +422,34 @@ def load_verdicts(cb: Codebase) -> dict:
     return verdicts
 
 
-def draw_samples(names: list[str], n: int, seed: int, force: bool) -> None:
+def sample_path(name: str, level: str | None = None) -> pathlib.Path:
+    """NAME_sample.json: the default-level sample; NAME_high_sample.json: one of high findings only."""
+    return RESULTS / (f"{name}_{level}_sample.json" if level else f"{name}_sample.json")
+
+
+def draw_samples(names: list[str], n: int, seed: int, force: bool, level: str | None = None) -> None:
     summary = json.loads((RESULTS / "summary.json").read_text())
+    levels = (level,) if level else DEFAULT_LEVELS
     for name in names:
         details = json.loads((RESULTS / f"{name}.json").read_text())
-        population = [f for f in details["unannotated_findings"] if f["level"] in DEFAULT_LEVELS]
-        rng = random.Random(f"{seed}:{name}")
+        population = [f for f in details["unannotated_findings"] if f["level"] in levels]
+        rng = random.Random(f"{seed}:{name}" + (f":{level}" if level else ""))
         drawn = rng.sample(population, min(n, len(population)))
-        path = RESULTS / f"{name}_sample.json"
+        path = sample_path(name, level)
         if path.exists() and not force:
             print(f"{path} exists (judged verdicts would be lost): --force to draw again", file=sys.stderr)
             continue
-        doc = {"codebase": name, "seed": seed, "rng": f"random.Random('{seed}:{name}').sample", "n": len(drawn),
-               "population": len(population), "levels": list(DEFAULT_LEVELS),
+        doc = {"codebase": name, "seed": seed,
+               "rng": f"random.Random('{seed}:{name}{':' + level if level else ''}').sample", "n": len(drawn),
+               "population": len(population), "levels": list(levels),
                "commit": summary["versions"]["jitguard_commit"],
                "how_to_judge": "verdict 'true' when the value reaching the parameter takes more than one value "
                                "class per process in normal use (the finding is right), 'false' otherwise; "
                                "reason: what in the code shows it",
                "findings": [dict(f, verdict=None, reason="") for f in drawn]}
         path.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"{name}: drew {len(drawn)} of {len(population)} default-level findings on unannotated kernels, "
-              f"seed {seed} -> {path}")
+        print(f"{name}: drew {len(drawn)} of {len(population)} {level or 'default'}-level findings on unannotated "
+              f"kernels, seed {seed} -> {path}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -580,6 +603,9 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=25, help="sample: findings drawn per codebase")
     ap.add_argument("--seed", type=int, default=None, help="sample: the seed (printed; default: from the clock)")
     ap.add_argument("--force", action="store_true", help="sample: draw again over an existing sample")
+    ap.add_argument("--level", choices=LEVELS, default=None,
+                    help="sample: draw from this level alone into NAME_LEVEL_sample.json (high: its verdicts "
+                         "join the default sample's high findings in the high-level precision)")
     args = ap.parse_args(argv)
     RESULTS = pathlib.Path(args.results)
     names = [n for n in args.only.split(",") if n] or [cb.name for cb in CODEBASES]
@@ -593,7 +619,7 @@ def main(argv=None) -> int:
     if args.command == "sample":
         seed = args.seed if args.seed is not None else int(time.time())
         print(f"seed {seed}")
-        draw_samples(names, args.n, seed, args.force)
+        draw_samples(names, args.n, seed, args.force, args.level)
         return 0
 
     summary_path = RESULTS / "summary.json"
