@@ -16,25 +16,9 @@ import pytest
 from jitguard.config import Config
 from jitguard.static import cache as cache_mod
 from jitguard.static.runner import scan_paths
+from scan_helpers import simple_module  # noqa: E402
 
 RNG = random.Random(os.urandom(8))
-
-
-def _kernel(name: str, param: str) -> str:
-    return f'''import triton
-import triton.language as tl
-
-
-@triton.jit
-def {name}(x_ptr, {param}, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, 0.0, mask=offs < {param})
-
-
-def launch(x):
-    n = x.shape[0]
-    {name}[(1,)](x, n, BLOCK=128)
-'''
 
 
 @pytest.fixture
@@ -45,7 +29,7 @@ def tree(tmp_path, monkeypatch):
     params = []
     for i in range(4):
         p = f"n_{RNG.randrange(10**6)}"
-        (src / f"m{i}.py").write_text(_kernel(f"k{i}", p))
+        (src / f"m{i}.py").write_text(simple_module(p, f"k{i}"))
         params.append(p)
     return tmp_path, params
 

@@ -13,16 +13,14 @@ import subprocess
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
 
-from jitguard.cli import main
 from jitguard.findings import FileError, Finding
 from jitguard.report import github as github_report
 from jitguard.report import sarif as sarif_report
-from jitguard.report.json import SCAN_SCHEMA
 from jitguard.static import baseline as bl
 from jitguard.static.changed_lines import parse_unified_diff
 from jitguard.static.runner import ScanResult
+from scan_helpers import run, scan_json  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 from sarif_spec import sarif_schema  # noqa: E402
@@ -41,22 +39,6 @@ def launch_{name}(x):
     {name}[(1,)](x, {arg}, BLOCK=128)
 '''
 HEADER = "import triton\nimport triton.language as tl\n\n\n"
-
-
-def run(args, cwd):
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return CliRunner().invoke(main, args, catch_exceptions=False)
-    finally:
-        os.chdir(old)
-
-
-def scan_json(cwd, *args):
-    r = run(["scan", "--no-cache", "-j", "1", "--format", "json", *args], cwd)
-    doc = json.loads(r.stdout)
-    jsonschema.validate(doc, SCAN_SCHEMA)
-    return r, doc
 
 
 def found(doc):

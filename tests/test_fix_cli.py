@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from jitguard.cli import main
 from jitguard.config import Config
 from jitguard.static.runner import scan_paths
+from scan_helpers import simple_module  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = random.Random(os.urandom(8))
@@ -88,23 +89,6 @@ def run(x: torch.Tensor):
     k_tuned[(1,)](x, t)
     k_var[(1,)](x, 4, t)
     k_safe[(1,)](x, x, t, BLOCK=128, num_warps=4)
-'''
-
-
-def simple_module(param: str, kernel: str = "k") -> str:
-    return f'''import triton
-import triton.language as tl
-
-
-@triton.jit
-def {kernel}(x_ptr, {param}, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, 0.0, mask=offs < {param})
-
-
-def launch(x):
-    n = x.shape[0]
-    {kernel}[(1,)](x, n, BLOCK=128)
 '''
 
 

@@ -49,16 +49,21 @@ def _odd():
             return n
 
 
-def _record(tmp_path, source: str, kernel: str) -> str:
-    """Import the module from its file, launch with int values of every class, write the trace."""
-    path = tmp_path / "kmod.py"
-    path.write_text(source)
+def _import_kernel(path, kernel: str):
+    """The kernel ``kernel`` of the module at ``path``, imported under a fresh module name."""
     name = f"kmod_{RNG.randrange(10**9)}"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
-    k = getattr(mod, kernel)
+    return getattr(mod, kernel)
+
+
+def _record(tmp_path, source: str, kernel: str) -> str:
+    """Import the module from its file, launch with int values of every class, write the trace."""
+    path = tmp_path / "kmod.py"
+    path.write_text(source)
+    k = _import_kernel(path, kernel)
     x = FakeTensor(16 * RNG.randrange(1 << 10, 1 << 30), dtype("float16"))
     y = FakeTensor(16 * RNG.randrange(1 << 10, 1 << 30), dtype("float16"))
     trace = str(tmp_path / "trace.json")
@@ -185,12 +190,7 @@ def test_a_constexpr_that_selects_code_is_a_manual_fix_from_a_trace(env):
     src = FLAG_KERNEL.format(kernel=kernel, flag=flag)
     path = env / "kmod.py"
     path.write_text(src)
-    name = f"kmod_{RNG.randrange(10**9)}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    k = getattr(mod, kernel)
+    k = _import_kernel(path, kernel)
     x = FakeTensor(16 * RNG.randrange(1 << 10, 1 << 30), dtype("float16"))
     ids = FakeTensor(16 * RNG.randrange(1 << 10, 1 << 30), dtype("int32"))
     y = FakeTensor(16 * RNG.randrange(1 << 10, 1 << 30), dtype("float16"))

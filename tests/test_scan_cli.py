@@ -10,11 +10,10 @@ import re
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
 
-from jitguard.cli import main
 from jitguard.report.json import SCAN_SCHEMA
 from jitguard.static.rules import RULES
+from scan_helpers import run, scan_json  # noqa: E402
 
 from sarif_spec import sarif_schema  # noqa: E402
 
@@ -73,22 +72,6 @@ def write_tree(root: pathlib.Path, rng, n_files=3):
             src += LAUNCH_STABLE.format(name=name)
         (root / f"m{i}.py").write_text(src)
     return expected
-
-
-def run(args, cwd):
-    old = os.getcwd()
-    os.chdir(cwd)
-    try:
-        return CliRunner().invoke(main, args, catch_exceptions=False)
-    finally:
-        os.chdir(old)
-
-
-def scan_json(tmp_path, *args):
-    r = run(["scan", "--no-cache", "-j", "1", "--format", "json", *args], tmp_path)
-    doc = json.loads(r.stdout)
-    jsonschema.validate(doc, SCAN_SCHEMA)
-    return r, doc
 
 
 def test_text_output_and_exit_codes(tmp_path, rng):
