@@ -191,3 +191,65 @@ def go(x):
     first, second = extract_file("m.py", src, "m").launches
     assert first.args[1].provenance == STABLE
     assert second.args[1].provenance == VARYING
+
+
+def _launch_args(src: str) -> list:
+    return [la.args[1] for la in extract_file("m.py", src, "m").launches]
+
+
+def test_a_helper_returns_per_call_what_that_call_passes():
+    # the same helper, called with a model dim at one site and a token count at another: each call
+    # takes the class of its own arguments, not the most varying over all calls
+    rng = random.Random()
+    helper, a, b, m, k, r, c = (rand_ident(rng, p) for p in "habmkrc")
+    src = KERNEL + f"""
+def {helper}({a}, {b}):
+    return ({a} + {b} - 1) // {b}
+
+def go(x):
+    {m}, {k} = x.shape
+    {r} = {helper}({m}, 128)
+    {c} = {helper}({k} // 32, 4)
+    kern[(1,)](x, {c}, BLOCK=16)
+    kern[(1,)](x, {r}, BLOCK=16)
+"""
+    fixed, varying = _launch_args(src)
+    assert fixed.provenance == STABLE, fixed.evidence
+    assert varying.provenance == VARYING and "returns-per-call" in varying.rules
+
+
+def test_a_tuple_returned_per_call_and_a_default_bound():
+    rng = random.Random()
+    helper, a, b, p, q = (rand_ident(rng, s) for s in "habpq")
+    src = KERNEL + f"""
+def {helper}({a}, {b}=64):
+    return {a} * 2, {b}
+
+def go(x):
+    {p}, {q} = {helper}(x.shape[-1])
+    kern[(1,)](x, {p}, BLOCK=16)
+    kern[(1,)](x, {q}, BLOCK=16)
+
+def other(x):
+    {helper}(x.shape[0], x.shape[0])
+"""
+    first, second = _launch_args(src)
+    assert first.provenance == STABLE and second.provenance == STABLE
+
+
+def test_a_call_that_cannot_be_bound_keeps_the_summary_over_callers():
+    # *args at the call: the parameters can't be bound, so the callers' most varying value decides
+    rng = random.Random()
+    helper, a, b = (rand_ident(rng, s) for s in "hab")
+    src = KERNEL + f"""
+def {helper}({a}, {b}):
+    return ({a} + {b} - 1) // {b}
+
+def go(x, *rest):
+    kern[(1,)](x, {helper}(*rest), BLOCK=16)
+
+def other(x):
+    {helper}(x.shape[0], 4)
+"""
+    (arg,) = _launch_args(src)
+    assert arg.provenance == VARYING and "returns-per-call" not in arg.rules

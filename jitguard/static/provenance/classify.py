@@ -18,6 +18,7 @@ from jitguard.static.provenance.tensors import TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
 
 _LITERAL = ("literal",)
+_BUILTIN_VALUES = {"None", "True", "False", "self", "cls"}
 _TO_INT = {"ceil", "floor", "int", "trunc", "round", "cdiv", "ceil_div", "div_up", "ceildiv"}
 _DEPTH = limit("assignment", "depth")
 _FIXED_DEPTH = limit("fixed-loop", "depth")
@@ -25,6 +26,7 @@ _RETURNS_DEPTH = limit("returns", "depth")
 _CALLER_DEPTH = limit("local-caller", "depth")
 _CALLERS = limit("local-caller", "callers")
 _ATTR_VALUES = limit("object-attribute", "values")
+_PER_CALL_NESTING = limit("returns-per-call", "nesting")
 
 
 class Classifier(TensorLayouts):
@@ -36,6 +38,11 @@ class Classifier(TensorLayouts):
         self._busy: set[tuple[int, str]] = set()
         self._memo: dict[tuple[int, str], Prov] = {}
         self._tensor_memo: dict[int, tuple] = {}
+        # returns-per-call: the parameters bound to one call's arguments, (id(function), name) -> class
+        self._bound: dict[tuple[int, str], Prov] = {}
+        self._per_call: dict[tuple, Prov | None] = {}
+        self._bound_stack: list[int] = []
+        self._binds_only: dict[int, bool] = {}
 
     # ---- helpers ----
     def code(self, node: ast.AST) -> str:
@@ -220,6 +227,10 @@ class Classifier(TensorLayouts):
             # a, b = f(...) with f a function of this module returning a tuple: take element i
             call = en.node
             if en.index is not None and isinstance(call, ast.Call) and (callee := self.local_callee(call, fn)) is not None:
+                got = self.returns_at(callee, call, fn, depth, item=en.index)
+                if got is not None and got.cls != UNKNOWN:
+                    return got.why(f"{name} = element {en.index} of what {callee.name}() returns with the arguments "
+                                   f"of line {en.line}", "returns-per-call")
                 got = self.returns(callee, depth, item=en.index)
                 if got is not None and got.cls != UNKNOWN:
                     return got.why(f"{name} = element {en.index} of what {callee.name}() returns (line {en.line})", "returns")
@@ -392,6 +403,67 @@ class Classifier(TensorLayouts):
         self._memo[key] = out
         return out
 
+    def returns_at(self, callee: FunctionInfo, call: ast.Call, fn: FunctionInfo | None, depth: int,
+                   item: int | None = None) -> Prov | None:
+        """What ``callee`` returns at this one call (element ``item`` of the tuple, with ``item``): its
+        parameters bound to the classes of the call's arguments, not to the most varying of what
+        every caller passes (``_ceil_div(K // 32, 4)`` is fixed though another call passes a token
+        count). None where the call can't be bound, or the return reads more than the parameters,
+        the helper's own locals and constants: the summary over the callers (``returns``) decides."""
+        if len(self._bound_stack) >= _PER_CALL_NESTING or depth > _RETURNS_DEPTH or not self.binds_only(callee):
+            return None
+        bound: dict[tuple[int, str], Prov] = {}
+        for p in callee.params.values():
+            arg = self.arg_for(call, p)
+            if isinstance(arg, str) or p.kind == "star":
+                return None
+            if arg is None:
+                if p.default is None:
+                    return None
+                bound[(id(callee), p.name)] = self._classify(p.default, None, depth + 1).why(
+                    f"{p.name} defaults to {self.code(p.default)}", "default")
+                continue
+            vt = annotation_vtype(self.code(p.annotation) if p.annotation is not None else None)
+            got = self._classify(arg, fn, depth + 1).why(f"{p.name} = {self.code(arg)} at line {call.lineno}")
+            bound[(id(callee), p.name)] = got.as_type(vt) if vt != "unknown" else got
+        key = (id(callee), item, tuple(sorted((k[1], v) for k, v in bound.items())))
+        if key in self._per_call:
+            return self._per_call[key]
+        # the helper's locals depend on the binding: classify them afresh, and restore after
+        saved = self._memo, self._tensor_memo, self._bound
+        self._memo, self._tensor_memo = {}, {}
+        self._bound = {**self._bound, **bound}
+        self._bound_stack.append(id(callee))
+        try:
+            got = self.returns(callee, depth, item=item)
+        finally:
+            self._bound_stack.pop()
+            self._memo, self._tensor_memo, self._bound = saved
+        self._per_call[key] = got
+        return got
+
+    def binds_only(self, callee: FunctionInfo) -> bool:
+        """Every name the helper's returns read, through its own assignments, is one of its parameters,
+        one of its locals, a module constant, an import or a called function: nothing a binding of
+        the parameters would leave stale (no ``global`` / ``nonlocal``, no free variable, no ``*args``)."""
+        if callee.node is None or any(p.kind == "star" for p in callee.params.values()):
+            return False
+        key = id(callee)
+        if key in self._binds_only:
+            return self._binds_only[key]
+        ok = True
+        called = {id(n.func) for n in ast.walk(callee.node) if isinstance(n, ast.Call)}
+        for node in ast.walk(callee.node):
+            if isinstance(node, (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom)):
+                ok = False
+                break
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in called \
+                    and self.lookup(node.id, callee)[1] == "free" and node.id not in _BUILTIN_VALUES:
+                ok = False
+                break
+        self._binds_only[key] = ok
+        return ok
+
     # ---- parameters of the enclosing function: follow the callers in this module ----
     def _callee(self, call: ast.Call, fn: FunctionInfo) -> str:
         """How a caller reaches ``fn``: its name, or ``torch.ops.ns.op -> fn`` for a custom op."""
@@ -402,6 +474,9 @@ class Classifier(TensorLayouts):
 
     def param(self, fn: FunctionInfo, name: str, depth: int) -> Prov:
         p = fn.params[name]
+        bound = self._bound.get((id(fn), name))
+        if bound is not None:
+            return bound
         key = (id(fn), "param:" + name)
         if key in self._memo:
             return self._memo[key]
@@ -601,7 +676,11 @@ class Classifier(TensorLayouts):
         if recv is not None and name == "stride" and args:
             return self.stride(recv, self.known_int(args[0], fn), fn, depth)
         if isinstance(e.func, ast.Name) and name in self.info.functions and not self.info.functions[name].is_method:
-            returned = self.returns(self.info.functions[name], depth)
+            callee = self.info.functions[name]
+            returned = self.returns_at(callee, e, fn, depth)
+            if returned is not None:
+                return returned.why(f"{self.code(e)}: what {name}() returns with this call's arguments", "returns-per-call")
+            returned = self.returns(callee, depth)
             if returned is not None:
                 return returned.why(f"{self.code(e)}: what {name}() returns", "returns")
         if recv is not None and name in ("numel", "nelement") and isinstance(recv, ast.Subscript) \

@@ -80,6 +80,12 @@ _ALL = (
           "(element i, for a tuple unpacked)",
           depth=(30, "bounds the recursion through helpers that call each other; no chain in the codebases "
                  "measured was deeper than 12")),
+    _rule("returns-per-call", "carries", STRUCTURAL, "a call of a function of this module that binds each of its "
+          "parameters has the class the function's return takes with those parameters bound to the classes of this "
+          "call's arguments (substitution), not the most varying of what all its callers pass; where the call can't be "
+          "bound (`*args`, `**kw`) or the return reads a free or global name, `returns` over the callers decides",
+          nesting=(4, "helpers bound inside helpers; the codebases measured nest at most 2, and each level classifies "
+                   "the helper's body afresh")),
     _rule("assignment", "carries", STRUCTURAL, "a local has the class of the values assigned to it, the most varying "
           "of them",
           depth=(60, "guards against pathological expressions; chains in the codebases measured stay under 25"),
