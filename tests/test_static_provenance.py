@@ -71,6 +71,19 @@ CASES = [
     ("{t} = x.shape[0] * 4\n{u} = torch.empty(64 * {t}).as_strided((2, x.shape[0], 64), (64 * {t}, 1, {t}))\nARG = {u}.stride(2)", VARYING),
     ("{t} = x.shape[0] * 4\n{u} = torch.empty(64 * {t}).as_strided((2, x.shape[0], 64), (64 * {t}, 1, {t}))\nARG = {u}.stride(1)", STABLE),
     ("{u} = torch.empty_strided((x.shape[0], 8), (1, x.shape[0]))\nARG = {u}.stride(1)", VARYING),
+    # tuple unpacking of strides and of shape slices: each name is one stride / dim of the tensor
+    ("{a}, {b} = x.stride()\nARG = {a}", STABLE),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3))\n{a}, {b}, {c} = {u}.stride()\nARG = {a}", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3))\n{a}, {b}, {c} = {u}.stride()\nARG = {b}", STABLE),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3))\n{d} = {u}.stride()\n{a}, {b}, {c} = {d}\nARG = {a}", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, 3, {t}))\n{a}, {b} = {u}.shape[-2:]\nARG = {b}", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, 3, {t}))\n{a}, {b} = {u}.shape[-2:]\nARG = {a}", STABLE),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3, 5))\n{a}, {b} = {u}.shape[-3:-1]\nARG = {a}", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3, 5))\n{a}, {b} = {u}.shape[-3:-1]\nARG = {b}", STABLE),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3, 5))\n*_, {b} = {u}.shape[:2]\nARG = {b}", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3, 5))\n*_, {b} = {u}.shape[:-1]\nARG = {b}", STABLE),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, 3, {t}))\n*_, {a}, {b} = {u}.shape\nARG = {b}", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, 3, {t}))\n*_, {a}, {b} = {u}.shape\nARG = {a}", STABLE),
 ]
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ast
 from collections import deque
+from typing import NamedTuple
 
 from jitguard.static.names import LOCAL, Scope, add_import, dotted, qualified, resolve_relative
 from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo
+from jitguard.static.provenance.syntax import int_literal
 
 
 def _record_fields(cls: ast.ClassDef) -> list[str] | None:
@@ -20,23 +22,33 @@ def _record_fields(cls: ast.ClassDef) -> list[str] | None:
     return [st.target.id for st in cls.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)]
 
 
-def _shape_source(value) -> tuple[ast.AST, int] | None:
-    """``x.shape`` / ``x.size()`` / ``x.shape[:k]`` / ``x.shape[a:]`` -> (x, index offset)."""
+class _Layout(NamedTuple):
+    """What a tuple unpacking reads: the dims (``x.shape``, ``x.size()``) or strides (``x.stride()``)
+    of ``tensor`` from index ``start`` (negative: counted from the end) up to ``stop`` (None: the end)."""
+
+    tensor: ast.AST
+    kind: str  # "dim" | "stride"
+    start: int = 0
+    stop: int | None = None
+
+
+def _shape_source(value) -> _Layout | None:
+    """``x.shape`` / ``x.size()`` / ``x.stride()``, whole or sliced by literals (``x.shape[:k]``,
+    ``x.shape[a:]``, ``x.shape[-2:]``, ``x.stride()[-3:-1]``)."""
     if isinstance(value, ast.Attribute) and value.attr == "shape":
-        return value.value, 0
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "size" \
+        return _Layout(value.value, "dim")
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("size", "stride") \
             and not value.args and not value.keywords:
-        return value.func.value, 0
+        return _Layout(value.func.value, "dim" if value.func.attr == "size" else "stride")
     if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice) and value.slice.step is None:
         inner = _shape_source(value.value)
-        lower = value.slice.lower
-        if inner is not None:
-            if lower is None:
-                return inner
-            if isinstance(lower, ast.Constant) and isinstance(lower.value, int):
-                return inner[0], inner[1] + lower.value
+        lower, upper = value.slice.lower, value.slice.upper
+        start = 0 if lower is None else int_literal(lower)
+        stop = None if upper is None else int_literal(upper)
+        if inner is None or inner.start or inner.stop is not None or start is None or (upper is not None and stop is None):
+            return None  # a slice of a slice, or bounds the code computes
+        return inner._replace(start=start, stop=stop)
     return None
-
 
 
 _AST = ast.AST
@@ -246,21 +258,7 @@ class Walker:
                 return
             shape_of = _shape_source(self.shape_alias(value, fn)) if value is not None else None
             if shape_of is not None:
-                tensor, offset = shape_of
-                star = [i for i, el in enumerate(els) if isinstance(el, ast.Starred)]
-                n = len(els)
-                for i, el in enumerate(els):
-                    if isinstance(el, ast.Starred):
-                        self.opaque(el.value, scope, fn)
-                        continue
-                    if not isinstance(el, ast.Name):
-                        self.opaque(el, scope, fn)
-                        continue
-                    if star and i > star[0]:
-                        idx, ndim = -(n - i), None
-                    else:
-                        idx, ndim = i + offset, (None if star or offset else n)
-                    fn.assigns.setdefault(el.id, []).append(Entry("dim", tensor, idx, line, ndim))
+                self.unpack_layout(els, shape_of, scope, fn, line)
                 return
             starred = any(isinstance(el, ast.Starred) for el in els)
             for i, el in enumerate(els):
@@ -285,6 +283,30 @@ class Walker:
             if isinstance(root, ast.Name) and root.id not in ("self", "cls"):
                 # metadata.step = value: what `<obj>.step` reads elsewhere in this module
                 self.info.attrs.setdefault(target.attr, []).append((value, fn, line))
+
+    def unpack_layout(self, els: list, src: _Layout, scope: Scope, fn: FunctionInfo, line: int) -> None:
+        """``a, b = x.shape`` / ``*_, t, d = x.shape`` / ``m, n = x.shape[-2:]`` / ``s0, s1 = x.stride()``:
+        each name is one dim (or stride) of ``x``, its index counted from the start of the slice, or
+        (after a starred target) back from its end."""
+        star = [i for i, el in enumerate(els) if isinstance(el, ast.Starred)]
+        n = len(els)
+        whole = src.start == 0 and src.stop is None
+        for i, el in enumerate(els):
+            if isinstance(el, ast.Starred) or not isinstance(el, ast.Name):
+                self.opaque(el.value if isinstance(el, ast.Starred) else el, scope, fn)
+                continue
+            if star and i > star[0]:
+                if src.stop == 0:
+                    self.opaque(el, scope, fn)
+                    continue
+                # *_, t = x.shape: t is the last dim; *_, t = x.shape[:3]: the last of the first three
+                idx, ndim = -(n - i) + (src.stop or 0), None
+            else:
+                idx, ndim = i + src.start, (n if whole and not star else None)
+            if src.kind == "stride":
+                fn.assigns.setdefault(el.id, []).append(Entry("stride", src.tensor, idx, line))
+            else:
+                fn.assigns.setdefault(el.id, []).append(Entry("dim", src.tensor, idx, line, ndim))
 
     @staticmethod
     def shape_alias(value: ast.AST, fn: FunctionInfo) -> ast.AST:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 class Entry:
     """One way a local gets its value."""
 
-    kind: str  # "expr" | "dim" | "item" | "loop" | "opaque" | "aug"
-    node: ast.AST | None = None  # value expression (expr/aug/item), tensor expression (dim)
-    index: int | None = None  # dim index
+    kind: str  # "expr" | "dim" | "stride" | "item" | "loop" | "opaque" | "aug"
+    node: ast.AST | None = None  # value expression (expr/aug/item), tensor expression (dim/stride)
+    index: int | None = None  # dim / stride index
     line: int = 0
     ndim: int | None = None
 

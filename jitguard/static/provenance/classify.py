@@ -221,6 +221,9 @@ class Classifier(TensorLayouts):
             return Prov(VARYING, "int", (f"{name}: loop variable ({where})",), rules=("loop-counter",))
         if en.kind == "opaque":
             return Prov(UNKNOWN)
+        if en.kind == "stride":
+            return self.stride(en.node, en.index, fn, depth).why(
+                f"{name} = {self.code(en.node)}.stride()[{en.index}] (unpacked, {where})")
         if en.kind == "dim":
             return self.name_overrides_guess(name, self.dim(en.node, en.index, fn, depth, target=name, ndim=en.ndim, line=en.line))
         if en.kind == "item":
