@@ -266,3 +266,65 @@ def other(x):
 """
     (arg,) = _launch_args(src)
     assert arg.provenance == VARYING and "returns-per-call" not in arg.rules
+
+
+RECORDS = {
+    "namedtuple": "from typing import NamedTuple\n\nclass {R}(NamedTuple):\n    {p}: int\n    {q}: int = 8\n",
+    "dataclass": "from dataclasses import dataclass\n\n@dataclass(frozen=True)\nclass {R}:\n    {p}: int\n    {q}: int = 8\n",
+    "attrs": "import attr\n\n@attr.s\nclass {R}:\n    {p} = attr.ib()\n    {q} = attr.ib(default=8)\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RECORDS))
+def test_a_record_field_holds_what_its_constructor_passes(kind):
+    # the field names and the object's name are random: the class body's order and the
+    # constructor call decide, positionally, by keyword, or through the default
+    rng = random.Random()
+    R, p, q, o = rand_ident(rng, "R").capitalize(), rand_ident(rng, "p"), rand_ident(rng, "q"), rand_ident(rng, "o")
+    rec = RECORDS[kind].format(R=R, p=p, q=q)
+    cases = [(f"{R}(x.shape[0], 64)", p, VARYING), (f"{R}(x.shape[0], 64)", q, STABLE),
+             (f"{R}(64, x.shape[0])", q, VARYING), (f"{R}(64, x.shape[0])", p, STABLE),
+             (f"{R}({q}=x.shape[0], {p}=64)", q, VARYING), (f"{R}(x.shape[0])", q, STABLE)]
+    for ctor, fld, expected in cases:
+        src = KERNEL + rec + f"\ndef go(x):\n    {o} = {ctor}\n    kern[(1,)](x, {o}.{fld}, BLOCK=16)\n"
+        (arg,) = _launch_args(src)
+        assert arg.provenance == expected, (kind, ctor, fld, arg.evidence)
+        assert "record-field" in arg.rules, (ctor, fld)
+
+
+def test_a_record_returned_by_a_helper_takes_that_call_s_arguments():
+    rng = random.Random()
+    R, p, q, o, mk, n = (rand_ident(rng, s) for s in "Rpqomn")
+    R = R.capitalize()
+    src = KERNEL + RECORDS["namedtuple"].format(R=R, p=p, q=q) + f"""
+def {mk}({n}):
+    return {R}({p}={n} * 2, {q}=4)
+
+def go(x):
+    {o} = {mk}(x.shape[-1])
+    kern[(1,)](x, {o}.{p}, BLOCK=16)
+    kern[(1,)](x, {mk}(x.shape[0]).{p}, BLOCK=16)
+
+def other(x):
+    return {mk}(x.numel())
+"""
+    fixed, varying = _launch_args(src)
+    assert fixed.provenance == STABLE, fixed.evidence
+    assert varying.provenance == VARYING and "record-field" in varying.rules
+
+
+def test_a_parameter_annotated_with_a_record_takes_every_constructor_call():
+    rng = random.Random()
+    R, p, q, b = (rand_ident(rng, s) for s in "Rpqb")
+    R = R.capitalize()
+    rec = RECORDS["dataclass"].format(R=R, p=p, q=q)
+    for value, expected in (("int(t.max().item())", VARYING), ("64", STABLE)):
+        src = KERNEL + rec + f"""
+def build(t):
+    return {R}({value})
+
+def run(x, {b}: "{R}"):
+    kern[(1,)](x, {b}.{p}, BLOCK=16)
+"""
+        (arg,) = _launch_args(src)
+        assert arg.provenance == expected and "record-field" in arg.rules, (value, arg.evidence)

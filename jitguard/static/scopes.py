@@ -7,19 +7,46 @@ from collections import deque
 from typing import NamedTuple
 
 from jitguard.static.names import LOCAL, Scope, add_import, dotted, qualified, resolve_relative
-from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo
+from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo, Record
 from jitguard.static.provenance.syntax import int_literal
 
 
-def _record_fields(cls: ast.ClassDef) -> list[str] | None:
-    """The annotated fields, in order, of a dataclass or NamedTuple (what positional arguments of
-    its constructor fill); None for another class."""
-    record = any(dotted(d.func if isinstance(d, ast.Call) else d) and
-                 dotted(d.func if isinstance(d, ast.Call) else d)[-1] == "dataclass" for d in cls.decorator_list) \
-        or any(dotted(b) and dotted(b)[-1] == "NamedTuple" for b in cls.bases)
-    if not record:
+_RECORD_DECORATORS = {"dataclass", "define", "frozen", "mutable", "attrs", "s"}
+_ATTRS_MODULES = {"attr", "attrs"}
+
+
+def _record(cls: ast.ClassDef) -> Record | None:
+    """A dataclass, NamedTuple or attrs class: its fields in the order positional arguments of its
+    constructor fill them (annotated names; ``x = attr.ib()`` for ``@attr.s``), with the defaults
+    written in the body; None for another class."""
+    def is_record_decorator(d) -> bool:
+        parts = dotted(d.func if isinstance(d, ast.Call) else d)
+        if not parts or parts[-1] not in _RECORD_DECORATORS:
+            return False
+        # attr.s / attrs.define / dataclasses.dataclass; a bare `s` or `attrs` is someone else's
+        return parts[-1] in ("dataclass", "define", "frozen", "mutable") or parts[0] in _ATTRS_MODULES
+
+    if not (any(is_record_decorator(d) for d in cls.decorator_list)
+            or any(dotted(b) and dotted(b)[-1] == "NamedTuple" for b in cls.bases)):
         return None
-    return [st.target.id for st in cls.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)]
+    rec = Record(cls.name, [])
+    for st in cls.body:
+        if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+            ann = dotted(st.annotation.value if isinstance(st.annotation, ast.Subscript) else st.annotation)
+            if ann and ann[-1] in ("ClassVar", "InitVar", "KW_ONLY"):
+                continue
+            name, value = st.target.id, st.value
+        elif isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                and isinstance(st.value, ast.Call) and (dotted(st.value.func) or [""])[-1] in ("ib", "attrib", "field"):
+            name, value = st.targets[0].id, st.value
+        else:
+            continue
+        rec.fields.append(name)
+        if isinstance(value, ast.Call) and (dotted(value.func) or [""])[-1] in ("ib", "attrib", "field"):
+            value = next((kw.value for kw in value.keywords if kw.arg == "default"), None)
+        if value is not None:
+            rec.defaults[name] = value
+    return rec
 
 
 class _Layout(NamedTuple):
@@ -76,9 +103,13 @@ class Walker:
         return top
 
     def constructor_fields(self) -> None:
-        """``Meta(step=value)`` (and positionally, for a dataclass or NamedTuple's annotated fields)
-        with ``Meta`` a class of this module: ``value`` is one of the values ``<obj>.step`` reads."""
-        fields: dict[str, list[str] | None] = {}
+        """``Meta(step=value)`` (and positionally, for a dataclass, NamedTuple or attrs class's fields)
+        with ``Meta`` a class of this module: ``value`` is one of the values ``<obj>.step`` reads;
+        a record class's constructor calls are kept with it (``Record.calls``)."""
+        for name, cls in self.classes.items():
+            rec = _record(cls)
+            if rec is not None:
+                self.info.records[name] = rec
         for call, scope, fn in self.calls:
             name = call.func.id if isinstance(call.func, ast.Name) else None
             cls = self.classes.get(name) if name else None
@@ -87,13 +118,13 @@ class Walker:
             for kw in call.keywords:
                 if kw.arg is not None:
                     self.info.attrs.setdefault(kw.arg, []).append((kw.value, fn, call.lineno))
+            rec = self.info.records.get(name)
+            if rec is not None:
+                rec.calls.append((call, fn))
             if call.args:
-                if name not in fields:
-                    fields[name] = _record_fields(cls)
-                order = fields[name]
-                if order is None or any(isinstance(a, ast.Starred) for a in call.args):
+                if rec is None or any(isinstance(a, ast.Starred) for a in call.args):
                     continue
-                for field_name, a in zip(order, call.args):
+                for field_name, a in zip(rec.fields, call.args):
                     self.info.attrs.setdefault(field_name, []).append((a, fn, call.lineno))
 
     def body(self, stmts, scope: Scope, fn: FunctionInfo | None) -> None:

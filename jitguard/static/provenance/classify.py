@@ -4,6 +4,7 @@ class (VARYING, BUCKETED, STABLE, UNKNOWN) with the evidence for it."""
 from __future__ import annotations
 
 import ast
+import builtins
 
 from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef
 from jitguard.static.names import dotted
@@ -18,7 +19,7 @@ from jitguard.static.provenance.tensors import TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
 
 _LITERAL = ("literal",)
-_BUILTIN_VALUES = {"None", "True", "False", "self", "cls"}
+_BUILTINS = frozenset(dir(builtins)) | {"self", "cls"}
 _TO_INT = {"ceil", "floor", "int", "trunc", "round", "cdiv", "ceil_div", "div_up", "ceildiv"}
 _DEPTH = limit("assignment", "depth")
 _FIXED_DEPTH = limit("fixed-loop", "depth")
@@ -367,10 +368,11 @@ class Classifier(TensorLayouts):
             return self.fixed_collection(node.func.value, fn, depth + 1)
         return False
 
-    def returns(self, callee: FunctionInfo, depth: int, item: int | None = None) -> Prov | None:
+    def returns(self, callee: FunctionInfo, depth: int, item: int | None = None, field: str | None = None) -> Prov | None:
         """What a module-level function returns (its params resolved through its callers); with
-        ``item``, element ``item`` of the tuples it returns."""
-        key = (id(callee), f"returns:{item}")
+        ``item``, element ``item`` of the tuples it returns; with ``field``, that field of the
+        records it returns (None unless every return is one whose constructor call is seen)."""
+        key = (id(callee), f"returns:{item}:{field}")
         if key in self._memo:
             return self._memo[key]
         if key in self._busy or depth > _RETURNS_DEPTH:
@@ -400,14 +402,18 @@ class Classifier(TensorLayouts):
                 for attr in ("handlers", "cases"):
                     for h in getattr(st, attr, []) or []:
                         stack.extend(h.body)
-            out = join([self._classify(v, callee, depth + 2) for v in values]) if values else None
+            if field is not None:
+                fields = [self.field_value(v, field, callee, depth + 2) for v in values]
+                out = join(fields) if fields and all(f is not None for f in fields) else None
+            else:
+                out = join([self._classify(v, callee, depth + 2) for v in values]) if values else None
         finally:
             self._busy.discard(key)
         self._memo[key] = out
         return out
 
     def returns_at(self, callee: FunctionInfo, call: ast.Call, fn: FunctionInfo | None, depth: int,
-                   item: int | None = None) -> Prov | None:
+                   item: int | None = None, field: str | None = None) -> Prov | None:
         """What ``callee`` returns at this one call (element ``item`` of the tuple, with ``item``): its
         parameters bound to the classes of the call's arguments, not to the most varying of what
         every caller passes (``_ceil_div(K // 32, 4)`` is fixed though another call passes a token
@@ -429,7 +435,7 @@ class Classifier(TensorLayouts):
             vt = annotation_vtype(self.code(p.annotation) if p.annotation is not None else None)
             got = self._classify(arg, fn, depth + 1).why(f"{p.name} = {self.code(arg)} at line {call.lineno}")
             bound[(id(callee), p.name)] = got.as_type(vt) if vt != "unknown" else got
-        key = (id(callee), item, tuple(sorted((k[1], v) for k, v in bound.items())))
+        key = (id(callee), item, field, tuple(sorted((k[1], v) for k, v in bound.items())))
         if key in self._per_call:
             return self._per_call[key]
         # the helper's locals depend on the binding: classify them afresh, and restore after
@@ -438,12 +444,85 @@ class Classifier(TensorLayouts):
         self._bound = {**self._bound, **bound}
         self._bound_stack.append(id(callee))
         try:
-            got = self.returns(callee, depth, item=item)
+            got = self.returns(callee, depth, item=item, field=field)
         finally:
             self._bound_stack.pop()
             self._memo, self._tensor_memo, self._bound = saved
         self._per_call[key] = got
         return got
+
+    # ---- fields of records (dataclass / NamedTuple / attrs classes of this module) ----
+    def field_value(self, node: ast.AST, field: str, fn: FunctionInfo | None, depth: int) -> Prov | None:
+        """What field ``field`` holds in the record ``node`` evaluates to: the argument its constructor
+        call passes for it (by keyword, or by position in the class body's order) or the default
+        written in the class; through locals bound to such a call, a function of this module that
+        returns one (bound to this call's arguments), or a parameter annotated with the class (every
+        constructor call in the module). None where the record's construction is not seen."""
+        if depth > _RETURNS_DEPTH:
+            return None
+        if isinstance(node, ast.IfExp):
+            both = [self.field_value(x, field, fn, depth + 1) for x in (node.body, node.orelse)]
+            return join(both) if all(b is not None for b in both) else None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            rec = self.info.records.get(node.func.id)
+            if rec is not None and self.lookup(node.func.id, fn)[1] == "free":
+                return self.constructor_field(rec, node, field, fn, depth)
+            callee = self.local_callee(node, fn)
+            if callee is None:
+                return None
+            got = self.returns_at(callee, node, fn, depth, field=field) or self.returns(callee, depth, field=field)
+            return got.why(f"{self.code(node)}: .{field} of the record {callee.name}() returns") if got is not None else None
+        if not isinstance(node, ast.Name):
+            return None
+        owner, where = self.lookup(node.id, fn)
+        if where == "param":
+            p = owner.params[node.id]
+            ann = p.annotation.value if isinstance(p.annotation, ast.Constant) else \
+                (p.annotation.id if isinstance(p.annotation, ast.Name) else None)
+            rec = self.info.records.get(ann) if isinstance(ann, str) else None
+            if rec is None or not rec.calls or field not in rec.fields:
+                return None
+            got = [self.constructor_field(rec, call, field, caller, depth) for call, caller in rec.calls[:_ATTR_VALUES]]
+            if not all(g is not None for g in got):
+                return None
+            # built somewhere else, perhaps once (a plan, a bundle): as for object-attribute, a field
+            # filled from the size of something we know nothing about is not evidence it changes
+            return join([g._replace(cls=UNKNOWN, guess=False) if g.cls == VARYING and g.guess else g for g in got])
+        if where != "assign":
+            return None
+        key = (id(owner), f"field:{node.id}.{field}")
+        if key in self._memo:
+            return self._memo[key]
+        entries = owner.assigns[node.id]
+        if key in self._busy or any(en.kind != "expr" for en in entries):
+            return None
+        self._busy.add(key)
+        try:
+            got = [self.field_value(en.node, field, owner, depth + 1) for en in entries]
+            out = join(got) if all(g is not None for g in got) else None
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = out
+        return out
+
+    def constructor_field(self, rec, call: ast.Call, field: str, fn: FunctionInfo | None, depth: int) -> Prov | None:
+        """The class of the value ``Cls(...)`` passes for ``field`` (its default when left out)."""
+        if field not in rec.fields:
+            return None
+        pos = rec.fields.index(field)
+        args = call.args
+        if any(isinstance(a, ast.Starred) for a in args[:pos + 1]):
+            return None
+        value = args[pos] if pos < len(args) else next((kw.value for kw in call.keywords if kw.arg == field), None)
+        if value is None:
+            if any(kw.arg is None for kw in call.keywords):
+                return None  # Cls(**kw): the field may be in kw
+            if field not in rec.defaults:
+                return None
+            return self._classify(rec.defaults[field], None, depth + 1).why(
+                f"{rec.name}.{field} defaults to {self.code(rec.defaults[field])}", "record-field")
+        return self._classify(value, fn, depth + 1).why(
+            f".{field} = {self.code(value)} in {rec.name}(...) (line {call.lineno})", "record-field")
 
     def binds_only(self, callee: FunctionInfo) -> bool:
         """Every name the helper's returns read, through its own assignments, is one of its parameters,
@@ -455,14 +534,17 @@ class Classifier(TensorLayouts):
         if key in self._binds_only:
             return self._binds_only[key]
         ok = True
-        called = {id(n.func) for n in ast.walk(callee.node) if isinstance(n, ast.Call)}
-        for node in ast.walk(callee.node):
+        nodes = [n for st in callee.node.body for n in ast.walk(st)]
+        skip = {id(n) for a in nodes if isinstance(a, (ast.AnnAssign, ast.arg)) and a.annotation is not None
+                for n in ast.walk(a.annotation)}
+        for node in nodes:
             if isinstance(node, (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom)):
                 ok = False
                 break
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in called \
-                    and self.lookup(node.id, callee)[1] == "free" and node.id not in _BUILTIN_VALUES:
-                ok = False
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in skip \
+                    and self.lookup(node.id, callee)[1] == "free" and node.id not in _BUILTINS \
+                    and node.id not in self.info.functions and node.id not in self.info.records:
+                ok = False  # a module-level name bound other than by a plain assignment (a loop, `global`)
                 break
         self._binds_only[key] = ok
         return ok
@@ -559,6 +641,11 @@ class Classifier(TensorLayouts):
         while isinstance(base, ast.Attribute):
             base = base.value
         root = base.id if isinstance(base, ast.Name) else None
+        if isinstance(e.value, (ast.Name, ast.Call)) and root not in ("self", "cls"):
+            # meta.count with meta a record this module builds: what its constructor passes
+            got = self.field_value(e.value, attr, fn, depth)
+            if got is not None and got.cls != UNKNOWN:
+                return got
         named = self.by_name(attr)
         if root in ("self", "cls") or (root and ("config" in root.lower() or "cfg" in root.lower())):
             return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of {root} (fixed for the model)",),

@@ -121,6 +121,11 @@ _ALL = (
     _rule("object-attribute", "carries", CONVENTIONAL, "`meta.count` holds the values this module gives `.count` "
           "(assignments, constructor calls of its classes): bound by the attribute's name",
           values=(20, "an attribute assigned in more than 20 places is a generic name (`.size`), not one field")),
+    _rule("record-field", "carries", STRUCTURAL, "`meta.count` with `meta` a dataclass / NamedTuple / attrs record of "
+          "this module whose construction is seen (`meta = Meta(...)`, a function of the module returning one, a "
+          "parameter annotated `Meta`) holds what the constructor call passes for `count`, by keyword or by position "
+          "in the class body's order, or the default written in the class",
+          ),
     _rule("local-caller", "carries", STRUCTURAL, "a parameter has the class of what the callers in its module pass, the "
           "most varying winning",
           callers=(50, "a function called from more than 50 places is a utility; the first 50 decide"),
