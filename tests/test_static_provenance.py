@@ -84,6 +84,8 @@ CASES = [
     ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3, 5))\n*_, {b} = {u}.shape[:-1]\nARG = {b}", STABLE),
     ("{t} = x.shape[0]\n{u} = torch.empty((7, 3, {t}))\n*_, {a}, {b} = {u}.shape\nARG = {b}", VARYING),
     ("{t} = x.shape[0]\n{u} = torch.empty((7, 3, {t}))\n*_, {a}, {b} = {u}.shape\nARG = {a}", STABLE),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3))\n{d} = {u}.stride()\nARG = {d}[0]", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3))\n{d} = {u}.stride()\nARG = {d}[1]", STABLE),
 ]
 
 

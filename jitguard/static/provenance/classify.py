@@ -468,7 +468,7 @@ class Classifier(TensorLayouts):
             if rec is not None and self.lookup(node.func.id, fn)[1] == "free":
                 return self.constructor_field(rec, node, field, fn, depth)
             callee = self.local_callee(node, fn)
-            if callee is None:
+            if callee is None or not self.may_return_record(callee):
                 return None
             got = self.returns_at(callee, node, fn, depth, field=field) or self.returns(callee, depth, field=field)
             return got.why(f"{self.code(node)}: .{field} of the record {callee.name}() returns") if got is not None else None
@@ -504,6 +504,18 @@ class Classifier(TensorLayouts):
             self._busy.discard(key)
         self._memo[key] = out
         return out
+
+    def may_return_record(self, callee: FunctionInfo) -> bool:
+        """A return of ``callee`` builds a record of this module or hands on a local (a cheap look
+        before the arguments of a call are classified for ``field_value``)."""
+        if not self.info.records:
+            return False
+        for st in ast.walk(callee.node):
+            if isinstance(st, ast.Return) and (isinstance(st.value, ast.Name) or (
+                    isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Name)
+                    and (st.value.func.id in self.info.records or st.value.func.id in self.info.functions))):
+                return True
+        return False
 
     def constructor_field(self, rec, call: ast.Call, field: str, fn: FunctionInfo | None, depth: int) -> Prov | None:
         """The class of the value ``Cls(...)`` passes for ``field`` (its default when left out)."""
@@ -679,6 +691,12 @@ class Classifier(TensorLayouts):
                 en = owner.assigns[v.id][0]
                 if en.kind == "expr" and isinstance(en.node, ast.Attribute) and en.node.attr == "shape":
                     return self.dim(en.node.value, idx, owner, depth, line=e.lineno)
+                if en.kind == "expr" and isinstance(en.node, ast.Call) and isinstance(en.node.func, ast.Attribute) \
+                        and en.node.func.attr in ("stride", "size") and not en.node.args and not en.node.keywords:
+                    # st = x.stride(); st[0]
+                    t = en.node.func.value
+                    return self.stride(t, idx, owner, depth) if en.node.func.attr == "stride" else \
+                        self.dim(t, idx, owner, depth, line=e.lineno)
                 if en.kind == "expr" and isinstance(en.node, (ast.Tuple, ast.List)) and idx is not None:
                     els = en.node.elts
                     if -len(els) <= idx < len(els) and not any(isinstance(x, ast.Starred) for x in els):
