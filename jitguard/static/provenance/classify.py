@@ -438,16 +438,28 @@ class Classifier(TensorLayouts):
         key = (id(callee), item, field, tuple(sorted((k[1], v) for k, v in bound.items())))
         if key in self._per_call:
             return self._per_call[key]
-        # the helper's locals depend on the binding: classify them afresh, and restore after
-        saved = self._memo, self._tensor_memo, self._bound
-        self._memo, self._tensor_memo = {}, {}
+        # the helper's locals depend on the binding: hide what is known of them, classify them afresh,
+        # and keep nothing learnt under the binding (another function's parameter summarized over a
+        # call inside the helper would hold the bound value)
+        inner = self.nested_in(callee)
+        memo, tensors = self._memo, self._tensor_memo
+        hidden = {k: memo.pop(k) for k in [k for k in memo if k[0] in inner]}
+        saved_t = {k: tensors.pop(k) for k in [k for k in tensors if k[0] in inner]}
+        before, before_t = set(memo), set(tensors)
+        saved_bound = self._bound
         self._bound = {**self._bound, **bound}
         self._bound_stack.append(id(callee))
         try:
             got = self.returns(callee, depth, item=item, field=field)
         finally:
             self._bound_stack.pop()
-            self._memo, self._tensor_memo, self._bound = saved
+            self._bound = saved_bound
+            for k in [k for k in memo if k not in before]:
+                del memo[k]
+            for k in [k for k in tensors if k not in before_t]:
+                del tensors[k]
+            memo.update(hidden)
+            tensors.update(saved_t)
         self._per_call[key] = got
         return got
 
@@ -535,6 +547,18 @@ class Classifier(TensorLayouts):
                 f"{rec.name}.{field} defaults to {self.code(rec.defaults[field])}", "record-field")
         return self._classify(value, fn, depth + 1).why(
             f".{field} = {self.code(value)} in {rec.name}(...) (line {call.lineno})", "record-field")
+
+    def nested_in(self, callee: FunctionInfo) -> set[int]:
+        """ids of ``callee`` and the functions defined inside it (the memo keys of their locals)."""
+        out = {id(callee)}
+        for f in self.info.functions.values():
+            p = f.parent
+            while p is not None:
+                if p is callee:
+                    out.add(id(f))
+                    break
+                p = p.parent
+        return out
 
     def binds_only(self, callee: FunctionInfo) -> bool:
         """Every name the helper's returns read, through its own assignments, is one of its parameters,
