@@ -330,3 +330,20 @@ def run(x, {b}: "{R}"):
 """
         (arg,) = _launch_args(src)
         assert arg.provenance == expected and "record-field" in arg.rules, (value, arg.evidence)
+
+
+def test_a_record_field_is_structural_evidence():
+    # a field filled from data read off the device, reached through the record's constructor: every
+    # step follows from the code, so the chain is high; the same attribute on an object whose
+    # construction is not seen is left to the conventions
+    from jitguard.static.provenance.rules import confidence
+
+    rng = random.Random()
+    R, p, q, o = rand_ident(rng, "R").capitalize(), rand_ident(rng, "p"), rand_ident(rng, "q"), rand_ident(rng, "o")
+    rec = RECORDS["namedtuple"].format(R=R, p=p, q=q)
+    src = KERNEL + rec + f"\ndef go(x):\n    {o} = {R}(int(x.max().item()))\n    kern[(1,)](x, {o}.{p}, BLOCK=16)\n"
+    (arg,) = _launch_args(src)
+    assert arg.provenance == VARYING and confidence(arg.rules, arg.by_name) == "high", arg.rules
+    unseen = KERNEL + rec + f"\ndef go(x, {o}):\n    kern[(1,)](x, {o}.{p}, BLOCK=16)\n"
+    (arg,) = _launch_args(unseen)
+    assert "record-field" not in arg.rules
