@@ -71,6 +71,21 @@ CASES = [
     ("{t} = x.shape[0] * 4\n{u} = torch.empty(64 * {t}).as_strided((2, x.shape[0], 64), (64 * {t}, 1, {t}))\nARG = {u}.stride(2)", VARYING),
     ("{t} = x.shape[0] * 4\n{u} = torch.empty(64 * {t}).as_strided((2, x.shape[0], 64), (64 * {t}, 1, {t}))\nARG = {u}.stride(1)", STABLE),
     ("{u} = torch.empty_strided((x.shape[0], 8), (1, x.shape[0]))\nARG = {u}.stride(1)", VARYING),
+    # tuple unpacking of strides and of shape slices: each name is one stride / dim of the tensor
+    ("{a}, {b} = x.stride()\nARG = {a}", STABLE),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3))\n{a}, {b}, {c} = {u}.stride()\nARG = {a}", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3))\n{a}, {b}, {c} = {u}.stride()\nARG = {b}", STABLE),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3))\n{d} = {u}.stride()\n{a}, {b}, {c} = {d}\nARG = {a}", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, 3, {t}))\n{a}, {b} = {u}.shape[-2:]\nARG = {b}", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, 3, {t}))\n{a}, {b} = {u}.shape[-2:]\nARG = {a}", STABLE),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3, 5))\n{a}, {b} = {u}.shape[-3:-1]\nARG = {a}", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3, 5))\n{a}, {b} = {u}.shape[-3:-1]\nARG = {b}", STABLE),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3, 5))\n*_, {b} = {u}.shape[:2]\nARG = {b}", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3, 5))\n*_, {b} = {u}.shape[:-1]\nARG = {b}", STABLE),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, 3, {t}))\n*_, {a}, {b} = {u}.shape\nARG = {b}", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, 3, {t}))\n*_, {a}, {b} = {u}.shape\nARG = {a}", STABLE),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3))\n{d} = {u}.stride()\nARG = {d}[0]", VARYING),
+    ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3))\n{d} = {u}.stride()\nARG = {d}[1]", STABLE),
 ]
 
 
@@ -191,3 +206,144 @@ def go(x):
     first, second = extract_file("m.py", src, "m").launches
     assert first.args[1].provenance == STABLE
     assert second.args[1].provenance == VARYING
+
+
+def _launch_args(src: str) -> list:
+    return [la.args[1] for la in extract_file("m.py", src, "m").launches]
+
+
+def test_a_helper_returns_per_call_what_that_call_passes():
+    # the same helper, called with a model dim at one site and a token count at another: each call
+    # takes the class of its own arguments, not the most varying over all calls
+    rng = random.Random()
+    helper, a, b, m, k, r, c = (rand_ident(rng, p) for p in "habmkrc")
+    src = KERNEL + f"""
+def {helper}({a}, {b}):
+    return ({a} + {b} - 1) // {b}
+
+def go(x):
+    {m}, {k} = x.shape
+    {r} = {helper}({m}, 128)
+    {c} = {helper}({k} // 32, 4)
+    kern[(1,)](x, {c}, BLOCK=16)
+    kern[(1,)](x, {r}, BLOCK=16)
+"""
+    fixed, varying = _launch_args(src)
+    assert fixed.provenance == STABLE, fixed.evidence
+    assert varying.provenance == VARYING and "returns-per-call" in varying.rules
+
+
+def test_a_tuple_returned_per_call_and_a_default_bound():
+    rng = random.Random()
+    helper, a, b, p, q = (rand_ident(rng, s) for s in "habpq")
+    src = KERNEL + f"""
+def {helper}({a}, {b}=64):
+    return {a} * 2, {b}
+
+def go(x):
+    {p}, {q} = {helper}(x.shape[-1])
+    kern[(1,)](x, {p}, BLOCK=16)
+    kern[(1,)](x, {q}, BLOCK=16)
+
+def other(x):
+    {helper}(x.shape[0], x.shape[0])
+"""
+    first, second = _launch_args(src)
+    assert first.provenance == STABLE and second.provenance == STABLE
+
+
+def test_a_call_that_cannot_be_bound_keeps_the_summary_over_callers():
+    # *args at the call: the parameters can't be bound, so the callers' most varying value decides
+    rng = random.Random()
+    helper, a, b = (rand_ident(rng, s) for s in "hab")
+    src = KERNEL + f"""
+def {helper}({a}, {b}):
+    return ({a} + {b} - 1) // {b}
+
+def go(x, *rest):
+    kern[(1,)](x, {helper}(*rest), BLOCK=16)
+
+def other(x):
+    {helper}(x.shape[0], 4)
+"""
+    (arg,) = _launch_args(src)
+    assert arg.provenance == VARYING and "returns-per-call" not in arg.rules
+
+
+RECORDS = {
+    "namedtuple": "from typing import NamedTuple\n\nclass {R}(NamedTuple):\n    {p}: int\n    {q}: int = 8\n",
+    "dataclass": "from dataclasses import dataclass\n\n@dataclass(frozen=True)\nclass {R}:\n    {p}: int\n    {q}: int = 8\n",
+    "attrs": "import attr\n\n@attr.s\nclass {R}:\n    {p} = attr.ib()\n    {q} = attr.ib(default=8)\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RECORDS))
+def test_a_record_field_holds_what_its_constructor_passes(kind):
+    # the field names and the object's name are random: the class body's order and the
+    # constructor call decide, positionally, by keyword, or through the default
+    rng = random.Random()
+    R, p, q, o = rand_ident(rng, "R").capitalize(), rand_ident(rng, "p"), rand_ident(rng, "q"), rand_ident(rng, "o")
+    rec = RECORDS[kind].format(R=R, p=p, q=q)
+    cases = [(f"{R}(x.shape[0], 64)", p, VARYING), (f"{R}(x.shape[0], 64)", q, STABLE),
+             (f"{R}(64, x.shape[0])", q, VARYING), (f"{R}(64, x.shape[0])", p, STABLE),
+             (f"{R}({q}=x.shape[0], {p}=64)", q, VARYING), (f"{R}(x.shape[0])", q, STABLE)]
+    for ctor, fld, expected in cases:
+        src = KERNEL + rec + f"\ndef go(x):\n    {o} = {ctor}\n    kern[(1,)](x, {o}.{fld}, BLOCK=16)\n"
+        (arg,) = _launch_args(src)
+        assert arg.provenance == expected, (kind, ctor, fld, arg.evidence)
+        assert "record-field" in arg.rules, (ctor, fld)
+
+
+def test_a_record_returned_by_a_helper_takes_that_call_s_arguments():
+    rng = random.Random()
+    R, p, q, o, mk, n = (rand_ident(rng, s) for s in "Rpqomn")
+    R = R.capitalize()
+    src = KERNEL + RECORDS["namedtuple"].format(R=R, p=p, q=q) + f"""
+def {mk}({n}):
+    return {R}({p}={n} * 2, {q}=4)
+
+def go(x):
+    {o} = {mk}(x.shape[-1])
+    kern[(1,)](x, {o}.{p}, BLOCK=16)
+    kern[(1,)](x, {mk}(x.shape[0]).{p}, BLOCK=16)
+
+def other(x):
+    return {mk}(x.numel())
+"""
+    fixed, varying = _launch_args(src)
+    assert fixed.provenance == STABLE, fixed.evidence
+    assert varying.provenance == VARYING and "record-field" in varying.rules
+
+
+def test_a_parameter_annotated_with_a_record_takes_every_constructor_call():
+    rng = random.Random()
+    R, p, q, b = (rand_ident(rng, s) for s in "Rpqb")
+    R = R.capitalize()
+    rec = RECORDS["dataclass"].format(R=R, p=p, q=q)
+    for value, expected in (("int(t.max().item())", VARYING), ("64", STABLE)):
+        src = KERNEL + rec + f"""
+def build(t):
+    return {R}({value})
+
+def run(x, {b}: "{R}"):
+    kern[(1,)](x, {b}.{p}, BLOCK=16)
+"""
+        (arg,) = _launch_args(src)
+        assert arg.provenance == expected and "record-field" in arg.rules, (value, arg.evidence)
+
+
+def test_a_record_field_is_structural_evidence():
+    # a field filled from data read off the device, reached through the record's constructor: every
+    # step follows from the code, so the chain is high; the same attribute on an object whose
+    # construction is not seen is left to the conventions
+    from jitguard.static.provenance.rules import confidence
+
+    rng = random.Random()
+    R, p, q, o = rand_ident(rng, "R").capitalize(), rand_ident(rng, "p"), rand_ident(rng, "q"), rand_ident(rng, "o")
+    rec = RECORDS["namedtuple"].format(R=R, p=p, q=q)
+    src = KERNEL + rec + f"\ndef go(x):\n    {o} = {R}(int(x.max().item()))\n    kern[(1,)](x, {o}.{p}, BLOCK=16)\n"
+    (arg,) = _launch_args(src)
+    assert arg.provenance == VARYING and confidence(arg.rules, arg.by_name) == "high", arg.rules
+    unseen = KERNEL + rec + f"\ndef go(x, {o}):\n    kern[(1,)](x, {o}.{p}, BLOCK=16)\n"
+    (arg,) = _launch_args(unseen)
+    assert "record-field" not in arg.rules

@@ -4,39 +4,78 @@ from __future__ import annotations
 
 import ast
 from collections import deque
+from typing import NamedTuple
 
 from jitguard.static.names import LOCAL, Scope, add_import, dotted, qualified, resolve_relative
-from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo
+from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo, Record
+from jitguard.static.provenance.syntax import int_literal
 
 
-def _record_fields(cls: ast.ClassDef) -> list[str] | None:
-    """The annotated fields, in order, of a dataclass or NamedTuple (what positional arguments of
-    its constructor fill); None for another class."""
-    record = any(dotted(d.func if isinstance(d, ast.Call) else d) and
-                 dotted(d.func if isinstance(d, ast.Call) else d)[-1] == "dataclass" for d in cls.decorator_list) \
-        or any(dotted(b) and dotted(b)[-1] == "NamedTuple" for b in cls.bases)
-    if not record:
+_RECORD_DECORATORS = {"dataclass", "define", "frozen", "mutable", "attrs", "s"}
+_ATTRS_MODULES = {"attr", "attrs"}
+
+
+def _record(cls: ast.ClassDef) -> Record | None:
+    """A dataclass, NamedTuple or attrs class: its fields in the order positional arguments of its
+    constructor fill them (annotated names; ``x = attr.ib()`` for ``@attr.s``), with the defaults
+    written in the body; None for another class."""
+    def is_record_decorator(d) -> bool:
+        parts = dotted(d.func if isinstance(d, ast.Call) else d)
+        if not parts or parts[-1] not in _RECORD_DECORATORS:
+            return False
+        # attr.s / attrs.define / dataclasses.dataclass; a bare `s` or `attrs` is someone else's
+        return parts[-1] in ("dataclass", "define", "frozen", "mutable") or parts[0] in _ATTRS_MODULES
+
+    if not (any(is_record_decorator(d) for d in cls.decorator_list)
+            or any(dotted(b) and dotted(b)[-1] == "NamedTuple" for b in cls.bases)):
         return None
-    return [st.target.id for st in cls.body if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)]
+    rec = Record(cls.name, [])
+    for st in cls.body:
+        if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+            ann = dotted(st.annotation.value if isinstance(st.annotation, ast.Subscript) else st.annotation)
+            if ann and ann[-1] in ("ClassVar", "InitVar", "KW_ONLY"):
+                continue
+            name, value = st.target.id, st.value
+        elif isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                and isinstance(st.value, ast.Call) and (dotted(st.value.func) or [""])[-1] in ("ib", "attrib", "field"):
+            name, value = st.targets[0].id, st.value
+        else:
+            continue
+        rec.fields.append(name)
+        if isinstance(value, ast.Call) and (dotted(value.func) or [""])[-1] in ("ib", "attrib", "field"):
+            value = next((kw.value for kw in value.keywords if kw.arg == "default"), None)
+        if value is not None:
+            rec.defaults[name] = value
+    return rec
 
 
-def _shape_source(value) -> tuple[ast.AST, int] | None:
-    """``x.shape`` / ``x.size()`` / ``x.shape[:k]`` / ``x.shape[a:]`` -> (x, index offset)."""
+class _Layout(NamedTuple):
+    """What a tuple unpacking reads: the dims (``x.shape``, ``x.size()``) or strides (``x.stride()``)
+    of ``tensor`` from index ``start`` (negative: counted from the end) up to ``stop`` (None: the end)."""
+
+    tensor: ast.AST
+    kind: str  # "dim" | "stride"
+    start: int = 0
+    stop: int | None = None
+
+
+def _shape_source(value) -> _Layout | None:
+    """``x.shape`` / ``x.size()`` / ``x.stride()``, whole or sliced by literals (``x.shape[:k]``,
+    ``x.shape[a:]``, ``x.shape[-2:]``, ``x.stride()[-3:-1]``)."""
     if isinstance(value, ast.Attribute) and value.attr == "shape":
-        return value.value, 0
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "size" \
+        return _Layout(value.value, "dim")
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("size", "stride") \
             and not value.args and not value.keywords:
-        return value.func.value, 0
+        return _Layout(value.func.value, "dim" if value.func.attr == "size" else "stride")
     if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice) and value.slice.step is None:
         inner = _shape_source(value.value)
-        lower = value.slice.lower
-        if inner is not None:
-            if lower is None:
-                return inner
-            if isinstance(lower, ast.Constant) and isinstance(lower.value, int):
-                return inner[0], inner[1] + lower.value
+        lower, upper = value.slice.lower, value.slice.upper
+        start = 0 if lower is None else int_literal(lower)
+        stop = None if upper is None else int_literal(upper)
+        if inner is None or inner.start or inner.stop is not None or start is None or (upper is not None and stop is None):
+            return None  # a slice of a slice, or bounds the code computes
+        return inner._replace(start=start, stop=stop)
     return None
-
 
 
 _AST = ast.AST
@@ -64,9 +103,13 @@ class Walker:
         return top
 
     def constructor_fields(self) -> None:
-        """``Meta(step=value)`` (and positionally, for a dataclass or NamedTuple's annotated fields)
-        with ``Meta`` a class of this module: ``value`` is one of the values ``<obj>.step`` reads."""
-        fields: dict[str, list[str] | None] = {}
+        """``Meta(step=value)`` (and positionally, for a dataclass, NamedTuple or attrs class's fields)
+        with ``Meta`` a class of this module: ``value`` is one of the values ``<obj>.step`` reads;
+        a record class's constructor calls are kept with it (``Record.calls``)."""
+        for name, cls in self.classes.items():
+            rec = _record(cls)
+            if rec is not None:
+                self.info.records[name] = rec
         for call, scope, fn in self.calls:
             name = call.func.id if isinstance(call.func, ast.Name) else None
             cls = self.classes.get(name) if name else None
@@ -75,13 +118,13 @@ class Walker:
             for kw in call.keywords:
                 if kw.arg is not None:
                     self.info.attrs.setdefault(kw.arg, []).append((kw.value, fn, call.lineno))
+            rec = self.info.records.get(name)
+            if rec is not None:
+                rec.calls.append((call, fn))
             if call.args:
-                if name not in fields:
-                    fields[name] = _record_fields(cls)
-                order = fields[name]
-                if order is None or any(isinstance(a, ast.Starred) for a in call.args):
+                if rec is None or any(isinstance(a, ast.Starred) for a in call.args):
                     continue
-                for field_name, a in zip(order, call.args):
+                for field_name, a in zip(rec.fields, call.args):
                     self.info.attrs.setdefault(field_name, []).append((a, fn, call.lineno))
 
     def body(self, stmts, scope: Scope, fn: FunctionInfo | None) -> None:
@@ -246,21 +289,7 @@ class Walker:
                 return
             shape_of = _shape_source(self.shape_alias(value, fn)) if value is not None else None
             if shape_of is not None:
-                tensor, offset = shape_of
-                star = [i for i, el in enumerate(els) if isinstance(el, ast.Starred)]
-                n = len(els)
-                for i, el in enumerate(els):
-                    if isinstance(el, ast.Starred):
-                        self.opaque(el.value, scope, fn)
-                        continue
-                    if not isinstance(el, ast.Name):
-                        self.opaque(el, scope, fn)
-                        continue
-                    if star and i > star[0]:
-                        idx, ndim = -(n - i), None
-                    else:
-                        idx, ndim = i + offset, (None if star or offset else n)
-                    fn.assigns.setdefault(el.id, []).append(Entry("dim", tensor, idx, line, ndim))
+                self.unpack_layout(els, shape_of, scope, fn, line)
                 return
             starred = any(isinstance(el, ast.Starred) for el in els)
             for i, el in enumerate(els):
@@ -285,6 +314,30 @@ class Walker:
             if isinstance(root, ast.Name) and root.id not in ("self", "cls"):
                 # metadata.step = value: what `<obj>.step` reads elsewhere in this module
                 self.info.attrs.setdefault(target.attr, []).append((value, fn, line))
+
+    def unpack_layout(self, els: list, src: _Layout, scope: Scope, fn: FunctionInfo, line: int) -> None:
+        """``a, b = x.shape`` / ``*_, t, d = x.shape`` / ``m, n = x.shape[-2:]`` / ``s0, s1 = x.stride()``:
+        each name is one dim (or stride) of ``x``, its index counted from the start of the slice, or
+        (after a starred target) back from its end."""
+        star = [i for i, el in enumerate(els) if isinstance(el, ast.Starred)]
+        n = len(els)
+        whole = src.start == 0 and src.stop is None
+        for i, el in enumerate(els):
+            if isinstance(el, ast.Starred) or not isinstance(el, ast.Name):
+                self.opaque(el.value if isinstance(el, ast.Starred) else el, scope, fn)
+                continue
+            if star and i > star[0]:
+                if src.stop == 0:
+                    self.opaque(el, scope, fn)
+                    continue
+                # *_, t = x.shape: t is the last dim; *_, t = x.shape[:3]: the last of the first three
+                idx, ndim = -(n - i) + (src.stop or 0), None
+            else:
+                idx, ndim = i + src.start, (n if whole and not star else None)
+            if src.kind == "stride":
+                fn.assigns.setdefault(el.id, []).append(Entry("stride", src.tensor, idx, line))
+            else:
+                fn.assigns.setdefault(el.id, []).append(Entry("dim", src.tensor, idx, line, ndim))
 
     @staticmethod
     def shape_alias(value: ast.AST, fn: FunctionInfo) -> ast.AST:

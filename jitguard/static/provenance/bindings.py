@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 class Entry:
     """One way a local gets its value."""
 
-    kind: str  # "expr" | "dim" | "item" | "loop" | "opaque" | "aug"
-    node: ast.AST | None = None  # value expression (expr/aug/item), tensor expression (dim)
-    index: int | None = None  # dim index
+    kind: str  # "expr" | "dim" | "stride" | "item" | "loop" | "opaque" | "aug"
+    node: ast.AST | None = None  # value expression (expr/aug/item), tensor expression (dim/stride)
+    index: int | None = None  # dim / stride index
     line: int = 0
     ndim: int | None = None
 
@@ -42,6 +42,17 @@ class FunctionInfo:
 
 
 @dataclass
+class Record:
+    """A dataclass / NamedTuple / attrs class of the module: its fields in constructor order, the
+    defaults written in its body, and the calls of its constructor in the module."""
+
+    name: str
+    fields: list[str]
+    defaults: dict[str, ast.AST] = field(default_factory=dict)
+    calls: list[tuple[ast.Call, "FunctionInfo | None"]] = field(default_factory=list)
+
+
+@dataclass
 class ModuleInfo:
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
     constants: dict[str, ast.AST] = field(default_factory=dict)
@@ -51,3 +62,4 @@ class ModuleInfo:
     # attribute name -> [(value, function it is assigned in, line)]: `obj.attr = value` on objects other
     # than self/cls, and `Cls(attr=value)` for the dataclasses / NamedTuples / classes of this module
     attrs: dict[str, list[tuple[ast.AST, FunctionInfo | None, int]]] = field(default_factory=dict)
+    records: dict[str, Record] = field(default_factory=dict)  # module-level record classes by name

@@ -4,6 +4,7 @@ class (VARYING, BUCKETED, STABLE, UNKNOWN) with the evidence for it."""
 from __future__ import annotations
 
 import ast
+import builtins
 
 from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef
 from jitguard.static.names import dotted
@@ -18,6 +19,7 @@ from jitguard.static.provenance.tensors import TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
 
 _LITERAL = ("literal",)
+_BUILTINS = frozenset(dir(builtins)) | {"self", "cls"}
 _TO_INT = {"ceil", "floor", "int", "trunc", "round", "cdiv", "ceil_div", "div_up", "ceildiv"}
 _DEPTH = limit("assignment", "depth")
 _FIXED_DEPTH = limit("fixed-loop", "depth")
@@ -25,6 +27,7 @@ _RETURNS_DEPTH = limit("returns", "depth")
 _CALLER_DEPTH = limit("local-caller", "depth")
 _CALLERS = limit("local-caller", "callers")
 _ATTR_VALUES = limit("object-attribute", "values")
+_PER_CALL_NESTING = limit("returns-per-call", "nesting")
 
 
 class Classifier(TensorLayouts):
@@ -36,6 +39,11 @@ class Classifier(TensorLayouts):
         self._busy: set[tuple[int, str]] = set()
         self._memo: dict[tuple[int, str], Prov] = {}
         self._tensor_memo: dict[int, tuple] = {}
+        # returns-per-call: the parameters bound to one call's arguments, (id(function), name) -> class
+        self._bound: dict[tuple[int, str], Prov] = {}
+        self._per_call: dict[tuple, Prov | None] = {}
+        self._bound_stack: list[int] = []
+        self._binds_only: dict[int, bool] = {}
 
     # ---- helpers ----
     def code(self, node: ast.AST) -> str:
@@ -214,12 +222,19 @@ class Classifier(TensorLayouts):
             return Prov(VARYING, "int", (f"{name}: loop variable ({where})",), rules=("loop-counter",))
         if en.kind == "opaque":
             return Prov(UNKNOWN)
+        if en.kind == "stride":
+            return self.stride(en.node, en.index, fn, depth).why(
+                f"{name} = {self.code(en.node)}.stride()[{en.index}] (unpacked, {where})")
         if en.kind == "dim":
             return self.name_overrides_guess(name, self.dim(en.node, en.index, fn, depth, target=name, ndim=en.ndim, line=en.line))
         if en.kind == "item":
             # a, b = f(...) with f a function of this module returning a tuple: take element i
             call = en.node
             if en.index is not None and isinstance(call, ast.Call) and (callee := self.local_callee(call, fn)) is not None:
+                got = self.returns_at(callee, call, fn, depth, item=en.index)
+                if got is not None and got.cls != UNKNOWN:
+                    return got.why(f"{name} = element {en.index} of what {callee.name}() returns with the arguments "
+                                   f"of line {en.line}", "returns-per-call")
                 got = self.returns(callee, depth, item=en.index)
                 if got is not None and got.cls != UNKNOWN:
                     return got.why(f"{name} = element {en.index} of what {callee.name}() returns (line {en.line})", "returns")
@@ -353,10 +368,11 @@ class Classifier(TensorLayouts):
             return self.fixed_collection(node.func.value, fn, depth + 1)
         return False
 
-    def returns(self, callee: FunctionInfo, depth: int, item: int | None = None) -> Prov | None:
+    def returns(self, callee: FunctionInfo, depth: int, item: int | None = None, field: str | None = None) -> Prov | None:
         """What a module-level function returns (its params resolved through its callers); with
-        ``item``, element ``item`` of the tuples it returns."""
-        key = (id(callee), f"returns:{item}")
+        ``item``, element ``item`` of the tuples it returns; with ``field``, that field of the
+        records it returns (None unless every return is one whose constructor call is seen)."""
+        key = (id(callee), f"returns:{item}:{field}")
         if key in self._memo:
             return self._memo[key]
         if key in self._busy or depth > _RETURNS_DEPTH:
@@ -386,11 +402,188 @@ class Classifier(TensorLayouts):
                 for attr in ("handlers", "cases"):
                     for h in getattr(st, attr, []) or []:
                         stack.extend(h.body)
-            out = join([self._classify(v, callee, depth + 2) for v in values]) if values else None
+            if field is not None:
+                fields = [self.field_value(v, field, callee, depth + 2) for v in values]
+                out = join(fields) if fields and all(f is not None for f in fields) else None
+            else:
+                out = join([self._classify(v, callee, depth + 2) for v in values]) if values else None
         finally:
             self._busy.discard(key)
         self._memo[key] = out
         return out
+
+    def returns_at(self, callee: FunctionInfo, call: ast.Call, fn: FunctionInfo | None, depth: int,
+                   item: int | None = None, field: str | None = None) -> Prov | None:
+        """What ``callee`` returns at this one call (element ``item`` of the tuple, with ``item``): its
+        parameters bound to the classes of the call's arguments, not to the most varying of what
+        every caller passes (``_ceil_div(K // 32, 4)`` is fixed though another call passes a token
+        count). None where the call can't be bound, or the return reads more than the parameters,
+        the helper's own locals and constants: the summary over the callers (``returns``) decides."""
+        if len(self._bound_stack) >= _PER_CALL_NESTING or depth > _RETURNS_DEPTH or not self.binds_only(callee):
+            return None
+        bound: dict[tuple[int, str], Prov] = {}
+        for p in callee.params.values():
+            arg = self.arg_for(call, p)
+            if isinstance(arg, str) or p.kind == "star":
+                return None
+            if arg is None:
+                if p.default is None:
+                    return None
+                bound[(id(callee), p.name)] = self._classify(p.default, None, depth + 1).why(
+                    f"{p.name} defaults to {self.code(p.default)}", "default")
+                continue
+            vt = annotation_vtype(self.code(p.annotation) if p.annotation is not None else None)
+            got = self._classify(arg, fn, depth + 1).why(f"{p.name} = {self.code(arg)} at line {call.lineno}")
+            bound[(id(callee), p.name)] = got.as_type(vt) if vt != "unknown" else got
+        key = (id(callee), item, field, tuple(sorted((k[1], v) for k, v in bound.items())))
+        if key in self._per_call:
+            return self._per_call[key]
+        # the helper's locals depend on the binding: hide what is known of them, classify them afresh,
+        # and keep nothing learnt under the binding (another function's parameter summarized over a
+        # call inside the helper would hold the bound value)
+        inner = self.nested_in(callee)
+        memo, tensors = self._memo, self._tensor_memo
+        hidden = {k: memo.pop(k) for k in [k for k in memo if k[0] in inner]}
+        saved_t = {k: tensors.pop(k) for k in [k for k in tensors if k[0] in inner]}
+        before, before_t = set(memo), set(tensors)
+        saved_bound = self._bound
+        self._bound = {**self._bound, **bound}
+        self._bound_stack.append(id(callee))
+        try:
+            got = self.returns(callee, depth, item=item, field=field)
+        finally:
+            self._bound_stack.pop()
+            self._bound = saved_bound
+            for k in [k for k in memo if k not in before]:
+                del memo[k]
+            for k in [k for k in tensors if k not in before_t]:
+                del tensors[k]
+            memo.update(hidden)
+            tensors.update(saved_t)
+        self._per_call[key] = got
+        return got
+
+    # ---- fields of records (dataclass / NamedTuple / attrs classes of this module) ----
+    def field_value(self, node: ast.AST, field: str, fn: FunctionInfo | None, depth: int) -> Prov | None:
+        """What field ``field`` holds in the record ``node`` evaluates to: the argument its constructor
+        call passes for it (by keyword, or by position in the class body's order) or the default
+        written in the class; through locals bound to such a call, a function of this module that
+        returns one (bound to this call's arguments), or a parameter annotated with the class (every
+        constructor call in the module). None where the record's construction is not seen."""
+        if depth > _RETURNS_DEPTH:
+            return None
+        if isinstance(node, ast.IfExp):
+            both = [self.field_value(x, field, fn, depth + 1) for x in (node.body, node.orelse)]
+            return join(both) if all(b is not None for b in both) else None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            rec = self.info.records.get(node.func.id)
+            if rec is not None and self.lookup(node.func.id, fn)[1] == "free":
+                return self.constructor_field(rec, node, field, fn, depth)
+            callee = self.local_callee(node, fn)
+            if callee is None or not self.may_return_record(callee):
+                return None
+            got = self.returns_at(callee, node, fn, depth, field=field) or self.returns(callee, depth, field=field)
+            return got.why(f"{self.code(node)}: .{field} of the record {callee.name}() returns") if got is not None else None
+        if not isinstance(node, ast.Name):
+            return None
+        owner, where = self.lookup(node.id, fn)
+        if where == "param":
+            p = owner.params[node.id]
+            ann = p.annotation.value if isinstance(p.annotation, ast.Constant) else \
+                (p.annotation.id if isinstance(p.annotation, ast.Name) else None)
+            rec = self.info.records.get(ann) if isinstance(ann, str) else None
+            if rec is None or not rec.calls or field not in rec.fields:
+                return None
+            got = [self.constructor_field(rec, call, field, caller, depth) for call, caller in rec.calls[:_ATTR_VALUES]]
+            if not all(g is not None for g in got):
+                return None
+            # built somewhere else, perhaps once (a plan, a bundle): as for object-attribute, a field
+            # filled from the size of something we know nothing about is not evidence it changes
+            return join([g._replace(cls=UNKNOWN, guess=False) if g.cls == VARYING and g.guess else g for g in got])
+        if where != "assign":
+            return None
+        key = (id(owner), f"field:{node.id}.{field}")
+        if key in self._memo:
+            return self._memo[key]
+        entries = owner.assigns[node.id]
+        if key in self._busy or any(en.kind != "expr" for en in entries):
+            return None
+        self._busy.add(key)
+        try:
+            got = [self.field_value(en.node, field, owner, depth + 1) for en in entries]
+            out = join(got) if all(g is not None for g in got) else None
+        finally:
+            self._busy.discard(key)
+        self._memo[key] = out
+        return out
+
+    def may_return_record(self, callee: FunctionInfo) -> bool:
+        """A return of ``callee`` builds a record of this module or hands on a local (a cheap look
+        before the arguments of a call are classified for ``field_value``)."""
+        if not self.info.records:
+            return False
+        for st in ast.walk(callee.node):
+            if isinstance(st, ast.Return) and (isinstance(st.value, ast.Name) or (
+                    isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Name)
+                    and (st.value.func.id in self.info.records or st.value.func.id in self.info.functions))):
+                return True
+        return False
+
+    def constructor_field(self, rec, call: ast.Call, field: str, fn: FunctionInfo | None, depth: int) -> Prov | None:
+        """The class of the value ``Cls(...)`` passes for ``field`` (its default when left out)."""
+        if field not in rec.fields:
+            return None
+        pos = rec.fields.index(field)
+        args = call.args
+        if any(isinstance(a, ast.Starred) for a in args[:pos + 1]):
+            return None
+        value = args[pos] if pos < len(args) else next((kw.value for kw in call.keywords if kw.arg == field), None)
+        if value is None:
+            if any(kw.arg is None for kw in call.keywords):
+                return None  # Cls(**kw): the field may be in kw
+            if field not in rec.defaults:
+                return None
+            return self._classify(rec.defaults[field], None, depth + 1).why(
+                f"{rec.name}.{field} defaults to {self.code(rec.defaults[field])}", "record-field")
+        return self._classify(value, fn, depth + 1).why(
+            f".{field} = {self.code(value)} in {rec.name}(...) (line {call.lineno})", "record-field")
+
+    def nested_in(self, callee: FunctionInfo) -> set[int]:
+        """ids of ``callee`` and the functions defined inside it (the memo keys of their locals)."""
+        out = {id(callee)}
+        for f in self.info.functions.values():
+            p = f.parent
+            while p is not None:
+                if p is callee:
+                    out.add(id(f))
+                    break
+                p = p.parent
+        return out
+
+    def binds_only(self, callee: FunctionInfo) -> bool:
+        """Every name the helper's returns read, through its own assignments, is one of its parameters,
+        one of its locals, a module constant, an import or a called function: nothing a binding of
+        the parameters would leave stale (no ``global`` / ``nonlocal``, no free variable, no ``*args``)."""
+        if callee.node is None or any(p.kind == "star" for p in callee.params.values()):
+            return False
+        key = id(callee)
+        if key in self._binds_only:
+            return self._binds_only[key]
+        ok = True
+        nodes = [n for st in callee.node.body for n in ast.walk(st)]
+        skip = {id(n) for a in nodes if isinstance(a, (ast.AnnAssign, ast.arg)) and a.annotation is not None
+                for n in ast.walk(a.annotation)}
+        for node in nodes:
+            if isinstance(node, (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom)):
+                ok = False
+                break
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and id(node) not in skip \
+                    and self.lookup(node.id, callee)[1] == "free" and node.id not in _BUILTINS \
+                    and node.id not in self.info.functions and node.id not in self.info.records:
+                ok = False  # a module-level name bound other than by a plain assignment (a loop, `global`)
+                break
+        self._binds_only[key] = ok
+        return ok
 
     # ---- parameters of the enclosing function: follow the callers in this module ----
     def _callee(self, call: ast.Call, fn: FunctionInfo) -> str:
@@ -402,6 +595,9 @@ class Classifier(TensorLayouts):
 
     def param(self, fn: FunctionInfo, name: str, depth: int) -> Prov:
         p = fn.params[name]
+        bound = self._bound.get((id(fn), name))
+        if bound is not None:
+            return bound
         key = (id(fn), "param:" + name)
         if key in self._memo:
             return self._memo[key]
@@ -481,6 +677,11 @@ class Classifier(TensorLayouts):
         while isinstance(base, ast.Attribute):
             base = base.value
         root = base.id if isinstance(base, ast.Name) else None
+        if isinstance(e.value, (ast.Name, ast.Call)) and root not in ("self", "cls"):
+            # meta.count with meta a record this module builds: what its constructor passes
+            got = self.field_value(e.value, attr, fn, depth)
+            if got is not None and got.cls != UNKNOWN:
+                return got
         named = self.by_name(attr)
         if root in ("self", "cls") or (root and ("config" in root.lower() or "cfg" in root.lower())):
             return Prov(STABLE, "unknown", (f"{self.code(e)}: attribute of {root} (fixed for the model)",),
@@ -514,6 +715,12 @@ class Classifier(TensorLayouts):
                 en = owner.assigns[v.id][0]
                 if en.kind == "expr" and isinstance(en.node, ast.Attribute) and en.node.attr == "shape":
                     return self.dim(en.node.value, idx, owner, depth, line=e.lineno)
+                if en.kind == "expr" and isinstance(en.node, ast.Call) and isinstance(en.node.func, ast.Attribute) \
+                        and en.node.func.attr in ("stride", "size") and not en.node.args and not en.node.keywords:
+                    # st = x.stride(); st[0]
+                    t = en.node.func.value
+                    return self.stride(t, idx, owner, depth) if en.node.func.attr == "stride" else \
+                        self.dim(t, idx, owner, depth, line=e.lineno)
                 if en.kind == "expr" and isinstance(en.node, (ast.Tuple, ast.List)) and idx is not None:
                     els = en.node.elts
                     if -len(els) <= idx < len(els) and not any(isinstance(x, ast.Starred) for x in els):
@@ -601,7 +808,11 @@ class Classifier(TensorLayouts):
         if recv is not None and name == "stride" and args:
             return self.stride(recv, self.known_int(args[0], fn), fn, depth)
         if isinstance(e.func, ast.Name) and name in self.info.functions and not self.info.functions[name].is_method:
-            returned = self.returns(self.info.functions[name], depth)
+            callee = self.info.functions[name]
+            returned = self.returns_at(callee, e, fn, depth)
+            if returned is not None:
+                return returned.why(f"{self.code(e)}: what {name}() returns with this call's arguments", "returns-per-call")
+            returned = self.returns(callee, depth)
             if returned is not None:
                 return returned.why(f"{self.code(e)}: what {name}() returns", "returns")
         if recv is not None and name in ("numel", "nelement") and isinstance(recv, ast.Subscript) \
