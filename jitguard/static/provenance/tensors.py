@@ -15,6 +15,8 @@ _LAYOUT_DEPTH = limit("allocated-layout", "depth")
 _BRANCHES = limit("assignment", "branches")
 _CALLER_DEPTH = limit("local-caller", "depth")
 _LAYOUT_CALLERS = limit("caller-layout", "callers")
+_INNER_USE_DEPTH = limit("conflicting-layout", "depth")
+_TRANSPOSES = {"t", "T", "mT", "transpose", "permute", "swapaxes", "movedim"}
 
 
 class TensorLayouts:
@@ -30,6 +32,10 @@ class TensorLayouts:
             owner, where = self.lookup(t.id, fn)
             if where == "assign":
                 entries = owner.assigns[t.id]
+                if len(entries) == 1 and entries[0].kind == "item":
+                    got = self._returned_tensor(t.id, entries[0], owner, d)
+                    if got is not None:
+                        return got
                 if 1 <= len(entries) <= _BRANCHES and all(e.kind == "expr" for e in entries):
                     key = (id(owner), "tensor:" + t.id)
                     if key in self._busy:
@@ -257,6 +263,12 @@ class TensorLayouts:
             if target and strong_stable(target, self.varying, self.stable):
                 return Prov(STABLE, "int", (f"{label}{at}: leading dimension, but {target} names a model dimension",),
                             rules=("name-over-guess",))
+            inner_use = self.inner_size_use(target, fn) if target else None
+            if inner_use is not None:
+                # the same value is the innermost size of a tensor the code makes: by the model-dim
+                # convention a model dimension. The two conventions disagree: the guess is no evidence
+                return Prov(VARYING, "int", (f"{label}{at}: leading dimension of {tdesc}, but {inner_use}",),
+                            guess=True, rules=("conflicting-layout", "leading-dim"))
             return Prov(VARYING, "int", (f"{label}{at}: leading (token/batch) dimension of {tdesc}",), guess=True,
                         rules=("leading-dim",))
         if named == VARYING and ndim == 4 and idx in (1, -3):
@@ -281,6 +293,138 @@ class TensorLayouts:
         return Prov(STABLE, "int", (f"{label}: stride of an existing tensor (product of trailing dimensions)",),
                     rules=("existing-stride",),
                     entry=self.layout_entry(t, fn, Accessor("stride", idx)) if idx is not None else None)
+
+    def _returned_tensor(self, name: str, en, fn: FunctionInfo, depth: int):
+        """``a, b = f(...)`` with ``f`` a function of this module: the layout of element ``en.index``
+        of the tuples it returns (the most varying over its returns, as for branches)."""
+        call = en.node
+        if en.index is None or not isinstance(call, ast.Call):
+            return None
+        callee = self.local_callee(call, fn)
+        if callee is None:
+            return None
+        values = _returned_items(callee, en.index)
+        if not values or len(values) > _BRANCHES:
+            return None
+        key = (id(callee), f"rtensor:{en.index}")
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        try:
+            got = [self.tensor(v, callee, depth + 1) for v in values]
+        finally:
+            self._busy.discard(key)
+        w = any(g[2] for g in got)
+        if any(g[0] is None for g in got) or len({len(g[0]) for g in got}) != 1:
+            return None, None, w, name
+        why = f"{name} = element {en.index} of what {callee.name}() returns (line {en.line})"
+        n = len(got[0][0])
+        dims = [join([g[0][i] for g in got], "int").why(why, "returns") for i in range(n)]
+        strides = [join([g[1][i] for g in got], "int").why(why, "returns") for i in range(n)]
+        return dims, strides, w, name
+
+    def inner_size_use(self, name: str, fn: FunctionInfo | None, depth: int = 0) -> str | None:
+        """Where ``fn`` uses its local ``name`` as the innermost size of a tensor of 2 or more dims
+        that it allocates or views (``torch.empty(m, name)``, ``y.view(*x.shape[:-1], name)``), not
+        transposed after, or passes it to a function of this module that does: a description, or
+        None. Layouts keep model dims innermost, so such a value is by that convention a model dim."""
+        if fn is None or depth > _INNER_USE_DEPTH:
+            return None
+        key = (id(fn), "inner:" + name)
+        if key in self._tensor_memo:
+            return self._tensor_memo[key]
+        self._tensor_memo[key] = None  # cycles through mutually calling helpers
+        found = None
+        transposed = _transposed_names(fn.node)
+        parents = {}
+        for node in ast.walk(fn.node):
+            for child in ast.iter_child_nodes(node):
+                parents[child] = node
+        for node in ast.walk(fn.node):
+            if not isinstance(node, ast.Call):
+                continue
+            cname = _call_name(node.func)
+            is_view = isinstance(node.func, ast.Attribute) and cname in ("view", "reshape", "new_empty", "new_zeros",
+                                                                          "new_ones", "expand")
+            if cname in _ALLOC or is_view:
+                shape = node.args[0].elts if len(node.args) == 1 and isinstance(node.args[0], (ast.Tuple, ast.List)) \
+                    else node.args
+                for kw in node.keywords:
+                    if kw.arg == "size" and isinstance(kw.value, (ast.Tuple, ast.List)):
+                        shape = kw.value.elts
+                if len(shape) >= 2 and isinstance(shape[-1], ast.Name) and shape[-1].id == name \
+                        and not _is_transposed(node, parents, transposed):
+                    found = f"it is the innermost size of {self.code(node)} (line {node.lineno})"
+                    break
+                continue
+            callee = self.local_callee(node, fn)
+            if callee is None or callee is fn:
+                continue
+            for p in callee.params.values():
+                arg = self.arg_for(node, p)
+                if isinstance(arg, ast.Name) and arg.id == name:
+                    inner = self.inner_size_use(p.name, callee, depth + 1)
+                    if inner is not None:
+                        found = f"it is passed to {callee.name}({p.name}=...) (line {node.lineno}), where {inner}"
+                        break
+            if found:
+                break
+        self._tensor_memo[key] = found
+        return found
+
+    def copy_multi_dim(self, t: ast.AST, fn) -> bool:
+        """``out = torch.empty_like(x)`` (or ``x.clone()``, ``x.float()``) where the function reads a
+        non-leading dim of ``x``: ``out`` has 2 or more dims too."""
+        src = self._single_value(t, fn)
+        if not isinstance(src, ast.Call):
+            return False
+        name = _call_name(src.func)
+        if name in _LIKE and src.args:
+            base = src.args[0]
+        elif name in _SAME and isinstance(src.func, ast.Attribute):
+            base = src.func.value
+        else:
+            return False
+        owner = self.lookup(t.id, fn)[0]
+        return self.multi_dim(base, owner) or self.copy_multi_dim(base, owner)
+
+    def _single_value(self, t: ast.AST, fn) -> ast.AST | None:
+        """The expression a local name is bound to, when it is bound once."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return None
+        owner, where = self.lookup(t.id, fn)
+        if where != "assign":
+            return None
+        entries = owner.assigns[t.id]
+        return entries[0].node if len(entries) == 1 and entries[0].kind == "expr" else None
+
+    def row_size(self, e: ast.BinOp, fn) -> Prov | None:
+        """``x.numel() // rows`` with ``rows`` the leading dim of the same ``x``: the size of one row,
+        the product of the non-leading dims."""
+        def numel_of(node):
+            node = self._single_value(node, fn) or node
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("numel", "nelement") and not node.args:
+                return self.code(node.func.value)
+            return None
+
+        def leading_of(node):
+            if isinstance(node, ast.Name) and fn is not None:
+                owner, where = self.lookup(node.id, fn)
+                if where == "assign" and len(owner.assigns[node.id]) == 1:
+                    en = owner.assigns[node.id][0]
+                    if en.kind == "dim" and en.index == 0:
+                        return self.code(en.node)
+                    if en.kind == "expr":
+                        node = en.node
+            got = self._shape_dim(node, fn)
+            return self.code(got[0]) if got is not None and got[1] == 0 else None
+
+        t = numel_of(e.left)
+        if t is None or leading_of(e.right) != t:
+            return None
+        return Prov(STABLE, "int", (f"{self.code(e)}: the element count of {t} over its leading dim, the size of one row",),
+                    rules=("row-size",))
 
     def layout_entry(self, t, fn, accessor: Accessor) -> EntryRef | None:
         """``p.shape[i]`` / ``p.stride(i)`` of a tensor parameter of a module-level function that no
@@ -312,3 +456,51 @@ def _contiguous(dims: list[Prov]) -> list[Prov]:
             p = p.by("count-times-dim")  # [.., n, d]: stride n * d, a count times a model dim
         out.append(p)
     return out
+
+
+def _returned_items(callee: FunctionInfo, item: int) -> list[ast.AST] | None:
+    """Element ``item`` of every tuple ``callee`` returns (nested functions left out); None when a
+    return is not a tuple that long."""
+    values = []
+    stack = list(callee.node.body)
+    while stack:
+        st = stack.pop()
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(st, ast.Return):
+            v = st.value
+            if not isinstance(v, (ast.Tuple, ast.List)) or item >= len(v.elts) \
+                    or any(isinstance(x, ast.Starred) for x in v.elts):
+                return None
+            values.append(v.elts[item])
+            continue
+        stack.extend(c for c in ast.iter_child_nodes(st) if isinstance(c, ast.stmt))
+        for attr in ("handlers", "cases"):
+            for h in getattr(st, attr, []) or []:
+                stack.extend(h.body)
+    return values
+
+
+def _transposed_names(fn_node: ast.AST) -> set[str]:
+    """Names the function transposes somewhere (``x.t()``, ``x.T``, ``x.permute(...)``)."""
+    out = set()
+    for node in ast.walk(fn_node):
+        if isinstance(node, ast.Attribute) and node.attr in _TRANSPOSES and isinstance(node.value, ast.Name):
+            out.add(node.value.id)
+    return out
+
+
+def _is_transposed(call: ast.Call, parents: dict, transposed: set[str]) -> bool:
+    """The tensor ``call`` makes is transposed: in the same expression, or the name it is bound to."""
+    node = call
+    while node in parents:
+        up = parents[node]
+        if isinstance(up, ast.Attribute) and up.attr in _TRANSPOSES:
+            return True
+        if isinstance(up, (ast.Assign, ast.AnnAssign)):
+            targets = up.targets if isinstance(up, ast.Assign) else [up.target]
+            return any(isinstance(t, ast.Name) and t.id in transposed for t in targets)
+        if isinstance(up, ast.stmt):
+            return False
+        node = up
+    return False
