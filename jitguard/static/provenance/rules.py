@@ -96,8 +96,9 @@ _ALL = (
     _rule("collection-length", "VARYING", CONVENTIONAL, "`len(x)` of a collection nothing is known of is a per-call "
           "count (a guess)"),
     _rule("conflicting-layout", "VARYING, never above low", CONVENTIONAL, "a leading dim (`n = w.shape[0]`) that the "
-          "function also uses as the innermost size of a tensor of 2 or more dims it allocates or views (`torch.empty(m, "
-          "n)`, `y.view(*x.shape[:-1], n)`, not transposed after), itself or in a function of its module it passes `n` "
+          "function also uses as the innermost size of a tensor of 2 or more dims it allocates or views, after an outer "
+          "size that is a per-call count (`torch.empty(m, n)` with `m` varying, `y.view(*x.shape[:-1], n)`; not "
+          "transposed after; `(3, n)`, `(num_groups, n)` are stacked or column-major layouts of a count), itself or in a function of its module it passes `n` "
           "to: the leading-dim and model-dim conventions disagree, so the guess is no evidence; in a product with a "
           "varying count it may be the model dim (`count-times-dim`)", name_only=True,
           depth=(2, "a size handed down more than 2 helpers before its allocation was not seen in the codebases "

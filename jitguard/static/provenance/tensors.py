@@ -315,13 +315,28 @@ class TensorLayouts:
         finally:
             self._busy.discard(key)
         w = any(g[2] for g in got)
-        if any(g[0] is None for g in got) or len({len(g[0]) for g in got}) != 1:
+        if any(g[0] is None for g in got) or len({len(g[0]) for g in got}) != 1 \
+                or any(x.cls == UNKNOWN for g in got for x in g[0]):
+            # a size the helper was given that nothing here tells of: its layout says no more than
+            # the tensor's own shape would (the leading-dim guess still applies to it)
             return None, None, w, name
         why = f"{name} = element {en.index} of what {callee.name}() returns (line {en.line})"
         n = len(got[0][0])
         dims = [join([g[0][i] for g in got], "int").why(why, "returns") for i in range(n)]
         strides = [join([g[1][i] for g in got], "int").why(why, "returns") for i in range(n)]
         return dims, strides, w, name
+
+    def _counted_before(self, sizes: list[ast.AST], fn: FunctionInfo) -> bool:
+        """One of the outer sizes of a layout is a per-call count (``torch.empty((m, n))`` with ``m``
+        varying, ``y.view(*x.shape[:-1], n)``: the leading dims of another tensor): the count sits
+        there, so the innermost size is not it. ``(3, n)``, ``(num_groups, n)``: stacked or
+        column-major layouts whose count is the innermost size."""
+        for x in sizes:
+            if isinstance(x, ast.Starred):
+                return True
+            if self._classify(x, fn, 0).cls == VARYING:
+                return True
+        return False
 
     def inner_size_use(self, name: str, fn: FunctionInfo | None, depth: int = 0) -> str | None:
         """Where ``fn`` uses its local ``name`` as the innermost size of a tensor of 2 or more dims
@@ -353,8 +368,8 @@ class TensorLayouts:
                     if kw.arg == "size" and isinstance(kw.value, (ast.Tuple, ast.List)):
                         shape = kw.value.elts
                 if len(shape) >= 2 and isinstance(shape[-1], ast.Name) and shape[-1].id == name \
-                        and not _is_transposed(node, parents, transposed):
-                    found = f"it is the innermost size of {self.code(node)} (line {node.lineno})"
+                        and not _is_transposed(node, parents, transposed) and self._counted_before(shape[:-1], fn):
+                    found = f"it is the innermost size of {self.code(node)} (line {node.lineno}), after a per-call count"
                     break
                 continue
             callee = self.local_callee(node, fn)
@@ -372,9 +387,11 @@ class TensorLayouts:
         self._tensor_memo[key] = found
         return found
 
-    def copy_multi_dim(self, t: ast.AST, fn) -> bool:
+    def copy_multi_dim(self, t: ast.AST, fn, seen: frozenset[str] = frozenset()) -> bool:
         """``out = torch.empty_like(x)`` (or ``x.clone()``, ``x.float()``) where the function reads a
         non-leading dim of ``x``: ``out`` has 2 or more dims too."""
+        if not isinstance(t, ast.Name) or t.id in seen or len(seen) > _LAYOUT_DEPTH:
+            return False  # x = x.contiguous(): the copy of itself says nothing more
         src = self._single_value(t, fn)
         if not isinstance(src, ast.Call):
             return False
@@ -386,7 +403,7 @@ class TensorLayouts:
         else:
             return False
         owner = self.lookup(t.id, fn)[0]
-        return self.multi_dim(base, owner) or self.copy_multi_dim(base, owner)
+        return self.multi_dim(base, owner) or self.copy_multi_dim(base, owner, seen | {t.id})
 
     def _single_value(self, t: ast.AST, fn) -> ast.AST | None:
         """The expression a local name is bound to, when it is bound once."""
