@@ -461,3 +461,22 @@ def {f}({x}):
 """
     # (model dim, count): stride 0 is the count (a stride of a tensor of unknown layout would be fixed)
     assert list(_findings(tmp_path, body.format(outer="{x}.shape[1]".format(**nm), **nm)).values()) == ["medium"]
+
+
+def test_a_tensor_built_from_constants_has_fixed_sizes(tmp_path):
+    nm = _names("f", "x", "o")
+    body = """
+import torch
+
+def {f}():
+    {x} = {made}
+    {x} = {x}[torch.isfinite({x})]
+    {o} = torch.empty_like({x})
+    KERNEL[(1,)]({o}, {x}.numel(), BLOCK=64)
+"""
+    for made in ("torch.arange(-(2**15), 2**15, dtype=torch.int32).view(torch.bfloat16)",
+                 "torch.tensor([[1.0, 2.0], [3.0, 4.0]])"):
+        assert _findings(tmp_path, body.format(made=made, **nm)) == {}, made
+    # from a size the code does not fix: the element-count guess as before
+    assert list(_findings(tmp_path, body.replace("():", "(n):").format(made="torch.arange(n)", **nm)).values()) \
+        == ["medium"]

@@ -103,6 +103,8 @@ _ALL = (
           "varying count it may be the model dim (`count-times-dim`)", name_only=True,
           depth=(2, "a size handed down more than 2 helpers before its allocation was not seen in the codebases "
                  "measured")),
+    _rule("constant-tensor", "STABLE", STRUCTURAL, "a tensor built from constants (`torch.arange(<literals>)`, "
+          "`torch.tensor([1, 2])`), and whatever is selected from it or views it, has sizes fixed in the code"),
     _rule("model-dim", "STABLE", CONVENTIONAL, "a non-leading dim of a tensor of unknown origin is a model dimension"),
     _rule("existing-stride", "STABLE", CONVENTIONAL, "a stride of a tensor of unknown layout is a product of trailing "
           "model dims"),

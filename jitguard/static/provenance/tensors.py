@@ -39,12 +39,19 @@ class TensorLayouts:
                 if 1 <= len(entries) <= _BRANCHES and all(e.kind == "expr" for e in entries):
                     key = (id(owner), "tensor:" + t.id)
                     if key in self._busy:
-                        return None, None, weight_like(t), t.id
+                        # x = x[mask] while x's layout is being read: the earlier values, if known
+                        return self._tensor_memo.get(key) or (None, None, weight_like(t), t.id)
                     self._busy.add(key)
                     try:
-                        got = [self.tensor(e.node, owner, d) for e in entries]
+                        own = [e for e in entries
+                               if any(isinstance(n, ast.Name) and n.id == t.id for n in ast.walk(e.node))]
+                        first = [self.tensor(e.node, owner, d) for e in entries if e not in own]
+                        if own and len(first) == 1 and first[0][0] is not None:
+                            self._tensor_memo[key] = first[0]
+                        got = first + [self.tensor(e.node, owner, d) for e in own]
                     finally:
                         self._busy.discard(key)
+                        self._tensor_memo.pop(key, None)
                     w = any(g[2] for g in got) or weight_like(t)
                     if len(got) == 1:
                         return got[0][0], got[0][1], w, t.id
@@ -78,7 +85,13 @@ class TensorLayouts:
                 return self.tensor(t.value, fn, d)
             return None, None, weight_like(t), self.code(t)
         if isinstance(t, ast.Subscript):
-            _, _, w, desc = self.tensor(t.value, fn, d)
+            src, _, w, desc = self.tensor(t.value, fn, d)
+            if src is not None and all("constant-tensor" in x.rules for x in src):
+                # x[mask], x[1:] of a tensor built from constants: its contents are constants too,
+                # so whatever it selects has a fixed size (one dim stands for it)
+                dims = [Prov(STABLE, "int", (f"{self.code(t)}: a selection from a tensor built from constants",),
+                             rules=("constant-tensor",))]
+                return dims, _contiguous(dims), w, desc
             first = t.slice.elts[0] if isinstance(t.slice, ast.Tuple) and t.slice.elts else t.slice
             if isinstance(first, ast.Slice) and (first.upper is not None or first.lower is not None):
                 # buf[:n] of a persistent buffer: its leading dim is n, which may vary
@@ -101,6 +114,11 @@ class TensorLayouts:
                     strides = [self._classify(x, fn, d) for x in stride.elts]
                     return dims, strides, w, self.code(t)
                 return None, None, w, self.code(t)
+            made = _constant_tensor(t, name)
+            if made is not None:
+                dims = [Prov(STABLE, "int", (f"{self.code(t)}: a tensor built from constants",), n != 0 and n % 16 == 0,
+                             rules=("constant-tensor",)) for n in made]
+                return dims, _contiguous(dims), False, self.code(t)
             if name in _ALLOC:
                 shape = self._shape_args(t)
                 if shape is not None:
@@ -134,6 +152,11 @@ class TensorLayouts:
             if recv is not None and name in ("view", "reshape", "expand"):
                 src_dims, _, w, desc = self.tensor(recv, fn, d)
                 shape = self._shape_args(t)
+                if shape is None and name == "view" and len(t.args) == 1 and isinstance(t.args[0], ast.Attribute) \
+                        and src_dims is not None and all("constant-tensor" in x.rules for x in src_dims):
+                    # x.view(torch.bfloat16) of a constant tensor: a reinterpretation, constant sizes still
+                    dims = [x._replace(div16=False) for x in src_dims]
+                    return dims, _contiguous(dims), w, desc
                 if shape is None:
                     return None, None, w, desc
                 dims = []
@@ -521,3 +544,42 @@ def _is_transposed(call: ast.Call, parents: dict, transposed: set[str]) -> bool:
             return False
         node = up
     return False
+
+
+def _constant_tensor(call: ast.Call, name: str | None) -> list[int] | None:
+    """The sizes of ``torch.arange(<constants>)`` or ``torch.tensor(<literal list>)``: a tensor whose
+    size is written in the code."""
+    if name == "arange" and call.args and len(call.args) <= 3:
+        ends = [_const(a) for a in call.args]
+        if None in ends:
+            return None
+        start, stop, step = (0, ends[0], 1) if len(ends) == 1 else (ends[0], ends[1], ends[2] if len(ends) == 3 else 1)
+        return [max(0, -(-(stop - start) // step))] if step else None
+    if name in ("tensor", "as_tensor", "new_tensor") and call.args:
+        sizes, node = [], call.args[0]
+        while isinstance(node, (ast.List, ast.Tuple)):
+            if not node.elts or any(isinstance(x, ast.Starred) for x in node.elts):
+                return None
+            sizes.append(len(node.elts))
+            node = node.elts[0]
+        return sizes if sizes and isinstance(node, ast.Constant) else None
+    return None
+
+
+def _const(node: ast.AST) -> int | None:
+    """An int written as literal arithmetic (``-(2**15)``, ``1 << 10``)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _const(node.operand)
+        return -v if v is not None else None
+    if isinstance(node, ast.BinOp):
+        a, b = _const(node.left), _const(node.right)
+        if a is None or b is None:
+            return None
+        ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+               ast.FloorDiv: lambda: a // b if b else None, ast.LShift: lambda: a << b if 0 <= b < 64 else None,
+               ast.Pow: lambda: a ** b if 0 <= b < 64 else None}
+        f = ops.get(type(node.op))
+        return f() if f is not None else None
+    return None
