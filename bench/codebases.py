@@ -209,8 +209,8 @@ def level_of(f) -> str:
 
 
 def scan(tree: pathlib.Path, keep_facts: bool):
-    # every level: the figures are split by level here
-    config = Config(select=("JG",), root=str(tree), confidence="low")
+    # every level: the figures are split by level here. bench/corpus is git-ignored: not respected
+    config = Config(select=("JG",), root=str(tree), confidence="low", respect_gitignore=False)
     t = time.perf_counter()
     result = scan_paths([str(tree)], config, use_cache=False, keep_facts=keep_facts)
     return result, time.perf_counter() - t

@@ -370,3 +370,113 @@ def w(k, v):
     assert list(_findings(tmp_path, body.format(pick="B")).values()) == ["medium"]
     assert _findings(tmp_path, body.format(pick="K")) == {}
     assert _findings(tmp_path, body.format(pick="V")) == {}
+
+
+def _names(*keys: str) -> dict[str, str]:
+    rng = random.Random()
+    return {key: _ident(rng) for key in keys}
+
+
+def test_a_leading_dim_also_used_as_the_innermost_size_after_a_count_is_low(tmp_path):
+    # n = w.shape[0] is the leading-dim guess; out = empty((m, n)) with m a per-call count puts n
+    # where model dims go: the two conventions disagree, so the guess is no evidence
+    body = """
+import torch
+
+def {f}({x}, {w}):
+    {m} = {x}.shape[0]
+    {n} = {w}.shape[0]
+    {o} = torch.empty({shape})
+    KERNEL[(1,)]({o}, {n}, BLOCK=64)
+"""
+    nm = _names("f", "x", "w", "m", "n", "o")
+    assert list(_findings(tmp_path, body.format(shape="({m}, {n})".format(**nm), **nm)).values()) == ["low"]
+    # the same through a helper of the module that allocates it, and through a view after x's leading dims
+    assert list(_findings(tmp_path, """
+import torch
+
+def {h}({a}, {b}):
+    return torch.empty(({a}, {b}))
+
+def {f}({x}, {w}):
+    {n} = {w}.shape[0]
+    {o} = {h}({x}.shape[0], {n})
+    KERNEL[(1,)]({o}, {n}, BLOCK=64)
+""".format(h=_ident(random.Random()), a="aa" + nm["m"], b="bb" + nm["m"], **nm)).values()) == ["low"]
+    assert list(_findings(tmp_path, """
+def {f}({x}, {w}):
+    {n} = {w}.shape[0]
+    KERNEL[(1,)]({x}, {n}, BLOCK=64)
+    return {x}.view(*{x}.shape[:-1], {n})
+""".format(**nm)).values()) == ["low"]
+    # the leading size a stacked (3, n) or column-major (groups, n) layout: n is the count there
+    for shape in ("(3, {n})", "({n} // 4, 7, {n})", "({n}, 64)"):
+        assert list(_findings(tmp_path, body.format(shape=shape.format(**nm), **nm)).values()) == ["medium"], shape
+    # transposed after: the innermost size of the allocation is not innermost in the tensor used
+    assert list(_findings(tmp_path, body.format(shape="({m}, {n})".format(**nm), **nm)
+                          .replace(")\n    KERNEL", ").t()\n    KERNEL", 1)).values()) == ["medium"]
+
+
+def test_counts_times_model_dims_through_allocated_layouts_and_copies(tmp_path):
+    nm = _names("f", "x", "h", "o", "p", "r", "i", "s")
+    # numel of a *_like copy of a 2-d tensor (whose trailing dim the code reads): a count times a model dim
+    body = """
+import torch
+
+def {f}({x}):
+    {r}, {h} = {x}.shape
+    {o} = torch.empty_like({x})
+    KERNEL[(1,)]({o}, {arg}, BLOCK=64)
+"""
+    assert list(_findings(tmp_path, body.format(arg="{o}.numel()".format(**nm), **nm)).values()) == ["low"]
+    # x = x.contiguous(): a copy of itself, no more known of it than before (the element-count guess)
+    assert list(_findings(tmp_path, """
+def {f}({x}):
+    {x} = {x}.contiguous()
+    KERNEL[(1,)]({x}, {x}.numel(), BLOCK=64)
+""".format(**nm)).values()) == ["medium"]
+    # other arithmetic on it is a count again
+    assert list(_findings(tmp_path, body.format(arg="{o}.numel() - 1".format(**nm), **nm)).values()) == ["medium"]
+    # rows * (numel // rows): the row size is the non-leading dims, so the product is a count times them
+    body = """
+def {f}({x}):
+    {r} = {x}.shape[0]
+    {i} = {x}.numel() // {r}
+    KERNEL[(1,)]({x}, {arg}, BLOCK=64)
+"""
+    assert _findings(tmp_path, body.format(arg="{i}".format(**nm), **nm)) == {}
+    assert list(_findings(tmp_path, body.format(arg="{r} * {i}".format(**nm), **nm)).values()) == ["low"]
+    assert list(_findings(tmp_path, body.format(arg="{r} * {i} + 1".format(**nm), **nm)).values()) == ["medium"]
+    # a layout returned in a tuple by a helper of the module: its strides follow the sizes it was made of
+    body = """
+import torch
+
+def {h}({r}, {i}):
+    {p} = torch.empty(({r}, {i}))
+    return {p}, {p}.stride(0)
+
+def {f}({x}):
+    {o}, {s} = {h}({outer}, {x}.shape[0])
+    KERNEL[(1,)]({o}, {o}.stride(0), BLOCK=64)
+"""
+    # (model dim, count): stride 0 is the count (a stride of a tensor of unknown layout would be fixed)
+    assert list(_findings(tmp_path, body.format(outer="{x}.shape[1]".format(**nm), **nm)).values()) == ["medium"]
+
+
+def test_a_tensor_built_from_constants_has_fixed_sizes(tmp_path):
+    nm = _names("f", "x", "o")
+    body = """
+import torch
+
+def {f}():
+    {x} = {made}
+    {x} = {x}[torch.isfinite({x})]
+    {o} = torch.empty_like({x})
+    KERNEL[(1,)]({o}, {x}.numel(), BLOCK=64)
+"""
+    for made in ("torch.arange(-(2**15), 2**15, dtype=torch.int32).view(torch.bfloat16)",
+                 "torch.tensor([[1.0, 2.0], [3.0, 4.0]])"):
+        assert _findings(tmp_path, body.format(made=made, **nm)) == {}, made
+    # from a size the code does not fix: the element-count guess as before
+    assert list(_findings(tmp_path, body.replace("():", "(n):").format(made="torch.arange(n)", **nm)).values()) \
+        == ["medium"]

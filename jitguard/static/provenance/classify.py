@@ -111,10 +111,17 @@ class Classifier(TensorLayouts):
             inner = self._classify(e.operand, fn, d)
             return inner.as_type("bool") if isinstance(e.op, ast.Not) else inner._replace(div16=inner.div16 and isinstance(e.op, ast.USub))
         if isinstance(e, ast.BinOp):
+            row = self.row_size(e, fn) if isinstance(e.op, ast.FloorDiv) else None
+            if row is not None:
+                return row
             left, right = self._classify(e.left, fn, d), self._classify(e.right, fn, d)
             out = join([left, right], "float" if isinstance(e.op, ast.Div) else None)
             if isinstance(e.op, ast.Mult):
                 out = out._replace(div16=left.div16 or right.div16)
+                if out.cls == VARYING and not out.div16 and any(
+                        "row-size" in f.rules and model_dim(f, c) for f, c in ((right, left), (left, right))):
+                    # rows * (x.numel() // rows): a count times the size of one row (its model dims)
+                    out = out.by("count-times-dim")
             elif isinstance(e.op, ast.LShift):
                 shift = int_literal(e.right)
                 out = out._replace(div16=left.div16 or (shift is not None and shift >= 4))
@@ -828,7 +835,7 @@ class Classifier(TensorLayouts):
                     any(model_dim(x, j) for x in dims) else out
             if w:
                 return Prov(STABLE, "int", (f"{self.code(e)}: size of the weight-like tensor",), rules=("weight-like",))
-            if self.multi_dim(recv, fn):
+            if self.multi_dim(recv, fn) or self.copy_multi_dim(recv, fn):
                 return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation of 2 or more dims "
                                              f"(tokens times model dims, by convention a multiple of 16)",), guess=True,
                             rules=("count-times-dim", "element-count"))

@@ -101,10 +101,21 @@ _ALL = (
           "(a guess)"),
     _rule("collection-length", "VARYING", CONVENTIONAL, "`len(x)` of a collection nothing is known of is a per-call "
           "count (a guess)"),
+    _rule("conflicting-layout", "VARYING, never above low", CONVENTIONAL, "a leading dim (`n = w.shape[0]`) that the "
+          "function also uses as the innermost size of a tensor of 2 or more dims it allocates or views, after an outer "
+          "size that is a per-call count (`torch.empty(m, n)` with `m` varying, `y.view(*x.shape[:-1], n)`; not "
+          "transposed after; `(3, n)`, `(num_groups, n)` are stacked or column-major layouts of a count), itself or in a function of its module it passes `n` "
+          "to: the leading-dim and model-dim conventions disagree, so the guess is no evidence; in a product with a "
+          "varying count it may be the model dim (`count-times-dim`)", name_only=True,
+          depth=(2, "a size handed down more than 2 helpers before its allocation was not seen in the codebases "
+                 "measured")),
+    _rule("constant-tensor", "STABLE", STRUCTURAL, "a tensor built from constants (`torch.arange(<literals>)`, "
+          "`torch.tensor([1, 2])`), and whatever is selected from it or views it, has sizes fixed in the code"),
     _rule("model-dim", "STABLE", CONVENTIONAL, "a non-leading dim of a tensor of unknown origin is a model dimension"),
     _rule("existing-stride", "STABLE", CONVENTIONAL, "a stride of a tensor of unknown layout is a product of trailing "
           "model dims"),
-    _rule("row-size", "STABLE", STRUCTURAL, "`x[0].numel()` is the size of one row: the non-leading dims"),
+    _rule("row-size", "STABLE", STRUCTURAL, "`x[0].numel()`, `x.numel() // x.shape[0]` are the size of one "
+          "row: the non-leading dims"),
     _rule("tensor-metadata", "STABLE", STRUCTURAL, "`ndim`, `dtype`, `element_size()`, device properties do not vary "
           "with the data"),
     _rule("allocated-layout", "carries", STRUCTURAL, "dims and strides of a tensor allocated in the code "
@@ -155,7 +166,8 @@ _ALL = (
           "`round_up(v, 16)`, a count times a 16-aligned dim) is one value class however it varies"),
     _rule("count-times-dim", "div16", CONVENTIONAL, "a varying count times model dims (`x.numel()` of a tensor of "
           "unknown origin whose non-leading dims the code reads, a stride over a varying dim and fixed trailing ones "
-          "that are not literals) is by convention a multiple of 16 whenever those dims are: one value class, so a "
+          "that are not literals, the layout of a tensor allocated or copied with `*_like` from such dims, "
+          "`rows * (x.numel() // rows)`) is by convention a multiple of 16 whenever those dims are: one value class, so a "
           "finding resting on it is never above low (other arithmetic on it, `x.numel() - 1`, is a count again)", name_only=True),
     _rule("aligned-round-up", "div16", CONVENTIONAL, "`round_up(v, a)` is a multiple of `a`; with `a` not a literal, "
           "alignments are by convention multiples of 16: a finding resting on it is never above low", name_only=True),

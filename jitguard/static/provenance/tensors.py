@@ -15,6 +15,8 @@ _LAYOUT_DEPTH = limit("allocated-layout", "depth")
 _BRANCHES = limit("assignment", "branches")
 _CALLER_DEPTH = limit("local-caller", "depth")
 _LAYOUT_CALLERS = limit("caller-layout", "callers")
+_INNER_USE_DEPTH = limit("conflicting-layout", "depth")
+_TRANSPOSES = {"t", "T", "mT", "transpose", "permute", "swapaxes", "movedim"}
 
 
 class TensorLayouts:
@@ -30,15 +32,26 @@ class TensorLayouts:
             owner, where = self.lookup(t.id, fn)
             if where == "assign":
                 entries = owner.assigns[t.id]
+                if len(entries) == 1 and entries[0].kind == "item":
+                    got = self._returned_tensor(t.id, entries[0], owner, d)
+                    if got is not None:
+                        return got
                 if 1 <= len(entries) <= _BRANCHES and all(e.kind == "expr" for e in entries):
                     key = (id(owner), "tensor:" + t.id)
                     if key in self._busy:
-                        return None, None, weight_like(t), t.id
+                        # x = x[mask] while x's layout is being read: the earlier values, if known
+                        return self._tensor_memo.get(key) or (None, None, weight_like(t), t.id)
                     self._busy.add(key)
                     try:
-                        got = [self.tensor(e.node, owner, d) for e in entries]
+                        own = [e for e in entries
+                               if any(isinstance(n, ast.Name) and n.id == t.id for n in ast.walk(e.node))]
+                        first = [self.tensor(e.node, owner, d) for e in entries if e not in own]
+                        if own and len(first) == 1 and first[0][0] is not None:
+                            self._tensor_memo[key] = first[0]
+                        got = first + [self.tensor(e.node, owner, d) for e in own]
                     finally:
                         self._busy.discard(key)
+                        self._tensor_memo.pop(key, None)
                     w = any(g[2] for g in got) or weight_like(t)
                     if len(got) == 1:
                         return got[0][0], got[0][1], w, t.id
@@ -72,7 +85,13 @@ class TensorLayouts:
                 return self.tensor(t.value, fn, d)
             return None, None, weight_like(t), self.code(t)
         if isinstance(t, ast.Subscript):
-            _, _, w, desc = self.tensor(t.value, fn, d)
+            src, _, w, desc = self.tensor(t.value, fn, d)
+            if src is not None and all("constant-tensor" in x.rules for x in src):
+                # x[mask], x[1:] of a tensor built from constants: its contents are constants too,
+                # so whatever it selects has a fixed size (one dim stands for it)
+                dims = [Prov(STABLE, "int", (f"{self.code(t)}: a selection from a tensor built from constants",),
+                             rules=("constant-tensor",))]
+                return dims, _contiguous(dims), w, desc
             first = t.slice.elts[0] if isinstance(t.slice, ast.Tuple) and t.slice.elts else t.slice
             if isinstance(first, ast.Slice) and (first.upper is not None or first.lower is not None):
                 # buf[:n] of a persistent buffer: its leading dim is n, which may vary
@@ -95,6 +114,11 @@ class TensorLayouts:
                     strides = [self._classify(x, fn, d) for x in stride.elts]
                     return dims, strides, w, self.code(t)
                 return None, None, w, self.code(t)
+            made = _constant_tensor(t, name)
+            if made is not None:
+                dims = [Prov(STABLE, "int", (f"{self.code(t)}: a tensor built from constants",), n != 0 and n % 16 == 0,
+                             rules=("constant-tensor",)) for n in made]
+                return dims, _contiguous(dims), False, self.code(t)
             if name in _ALLOC:
                 shape = self._shape_args(t)
                 if shape is not None:
@@ -128,6 +152,11 @@ class TensorLayouts:
             if recv is not None and name in ("view", "reshape", "expand"):
                 src_dims, _, w, desc = self.tensor(recv, fn, d)
                 shape = self._shape_args(t)
+                if shape is None and name == "view" and len(t.args) == 1 and isinstance(t.args[0], ast.Attribute) \
+                        and src_dims is not None and all("constant-tensor" in x.rules for x in src_dims):
+                    # x.view(torch.bfloat16) of a constant tensor: a reinterpretation, constant sizes still
+                    dims = [x._replace(div16=False) for x in src_dims]
+                    return dims, _contiguous(dims), w, desc
                 if shape is None:
                     return None, None, w, desc
                 dims = []
@@ -257,6 +286,12 @@ class TensorLayouts:
             if target and strong_stable(target, self.varying, self.stable):
                 return Prov(STABLE, "int", (f"{label}{at}: leading dimension, but {target} names a model dimension",),
                             rules=("name-over-guess",))
+            inner_use = self.inner_size_use(target, fn) if target else None
+            if inner_use is not None:
+                # the same value is the innermost size of a tensor the code makes: by the model-dim
+                # convention a model dimension. The two conventions disagree: the guess is no evidence
+                return Prov(VARYING, "int", (f"{label}{at}: leading dimension of {tdesc}, but {inner_use}",),
+                            guess=True, rules=("conflicting-layout", "leading-dim"))
             return Prov(VARYING, "int", (f"{label}{at}: leading (token/batch) dimension of {tdesc}",), guess=True,
                         rules=("leading-dim",))
         if named == VARYING and ndim == 4 and idx in (1, -3):
@@ -281,6 +316,155 @@ class TensorLayouts:
         return Prov(STABLE, "int", (f"{label}: stride of an existing tensor (product of trailing dimensions)",),
                     rules=("existing-stride",),
                     entry=self.layout_entry(t, fn, Accessor("stride", idx)) if idx is not None else None)
+
+    def _returned_tensor(self, name: str, en, fn: FunctionInfo, depth: int):
+        """``a, b = f(...)`` with ``f`` a function of this module: the layout of element ``en.index``
+        of the tuples it returns (the most varying over its returns, as for branches)."""
+        call = en.node
+        if en.index is None or not isinstance(call, ast.Call):
+            return None
+        callee = self.local_callee(call, fn)
+        if callee is None:
+            return None
+        values = _returned_items(callee, en.index)
+        if not values or len(values) > _BRANCHES:
+            return None
+        key = (id(callee), f"rtensor:{en.index}")
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        try:
+            got = [self.tensor(v, callee, depth + 1) for v in values]
+        finally:
+            self._busy.discard(key)
+        w = any(g[2] for g in got)
+        if any(g[0] is None for g in got) or len({len(g[0]) for g in got}) != 1 \
+                or any(x.cls == UNKNOWN for g in got for x in g[0]):
+            # a size the helper was given that nothing here tells of: its layout says no more than
+            # the tensor's own shape would (the leading-dim guess still applies to it)
+            return None, None, w, name
+        why = f"{name} = element {en.index} of what {callee.name}() returns (line {en.line})"
+        n = len(got[0][0])
+        dims = [join([g[0][i] for g in got], "int").why(why, "returns") for i in range(n)]
+        strides = [join([g[1][i] for g in got], "int").why(why, "returns") for i in range(n)]
+        return dims, strides, w, name
+
+    def _counted_before(self, sizes: list[ast.AST], fn: FunctionInfo) -> bool:
+        """One of the outer sizes of a layout is a per-call count (``torch.empty((m, n))`` with ``m``
+        varying, ``y.view(*x.shape[:-1], n)``: the leading dims of another tensor): the count sits
+        there, so the innermost size is not it. ``(3, n)``, ``(num_groups, n)``: stacked or
+        column-major layouts whose count is the innermost size."""
+        for x in sizes:
+            if isinstance(x, ast.Starred):
+                return True
+            if self._classify(x, fn, 0).cls == VARYING:
+                return True
+        return False
+
+    def inner_size_use(self, name: str, fn: FunctionInfo | None, depth: int = 0) -> str | None:
+        """Where ``fn`` uses its local ``name`` as the innermost size of a tensor of 2 or more dims
+        that it allocates or views (``torch.empty(m, name)``, ``y.view(*x.shape[:-1], name)``), not
+        transposed after, or passes it to a function of this module that does: a description, or
+        None. Layouts keep model dims innermost, so such a value is by that convention a model dim."""
+        if fn is None or depth > _INNER_USE_DEPTH:
+            return None
+        key = (id(fn), "inner:" + name)
+        if key in self._tensor_memo:
+            return self._tensor_memo[key]
+        self._tensor_memo[key] = None  # cycles through mutually calling helpers
+        found = None
+        transposed = _transposed_names(fn.node)
+        parents = {}
+        for node in ast.walk(fn.node):
+            for child in ast.iter_child_nodes(node):
+                parents[child] = node
+        for node in ast.walk(fn.node):
+            if not isinstance(node, ast.Call):
+                continue
+            cname = _call_name(node.func)
+            is_view = isinstance(node.func, ast.Attribute) and cname in ("view", "reshape", "new_empty", "new_zeros",
+                                                                          "new_ones", "expand")
+            if cname in _ALLOC or is_view:
+                shape = node.args[0].elts if len(node.args) == 1 and isinstance(node.args[0], (ast.Tuple, ast.List)) \
+                    else node.args
+                for kw in node.keywords:
+                    if kw.arg == "size" and isinstance(kw.value, (ast.Tuple, ast.List)):
+                        shape = kw.value.elts
+                if len(shape) >= 2 and isinstance(shape[-1], ast.Name) and shape[-1].id == name \
+                        and not _is_transposed(node, parents, transposed) and self._counted_before(shape[:-1], fn):
+                    found = f"it is the innermost size of {self.code(node)} (line {node.lineno}), after a per-call count"
+                    break
+                continue
+            callee = self.local_callee(node, fn)
+            if callee is None or callee is fn:
+                continue
+            for p in callee.params.values():
+                arg = self.arg_for(node, p)
+                if isinstance(arg, ast.Name) and arg.id == name:
+                    inner = self.inner_size_use(p.name, callee, depth + 1)
+                    if inner is not None:
+                        found = f"it is passed to {callee.name}({p.name}=...) (line {node.lineno}), where {inner}"
+                        break
+            if found:
+                break
+        self._tensor_memo[key] = found
+        return found
+
+    def copy_multi_dim(self, t: ast.AST, fn, seen: frozenset[str] = frozenset()) -> bool:
+        """``out = torch.empty_like(x)`` (or ``x.clone()``, ``x.float()``) where the function reads a
+        non-leading dim of ``x``: ``out`` has 2 or more dims too."""
+        if not isinstance(t, ast.Name) or t.id in seen or len(seen) > _LAYOUT_DEPTH:
+            return False  # x = x.contiguous(): the copy of itself says nothing more
+        src = self._single_value(t, fn)
+        if not isinstance(src, ast.Call):
+            return False
+        name = _call_name(src.func)
+        if name in _LIKE and src.args:
+            base = src.args[0]
+        elif name in _SAME and isinstance(src.func, ast.Attribute):
+            base = src.func.value
+        else:
+            return False
+        owner = self.lookup(t.id, fn)[0]
+        return self.multi_dim(base, owner) or self.copy_multi_dim(base, owner, seen | {t.id})
+
+    def _single_value(self, t: ast.AST, fn) -> ast.AST | None:
+        """The expression a local name is bound to, when it is bound once."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return None
+        owner, where = self.lookup(t.id, fn)
+        if where != "assign":
+            return None
+        entries = owner.assigns[t.id]
+        return entries[0].node if len(entries) == 1 and entries[0].kind == "expr" else None
+
+    def row_size(self, e: ast.BinOp, fn) -> Prov | None:
+        """``x.numel() // rows`` with ``rows`` the leading dim of the same ``x``: the size of one row,
+        the product of the non-leading dims."""
+        def numel_of(node):
+            node = self._single_value(node, fn) or node
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("numel", "nelement") and not node.args:
+                return self.code(node.func.value)
+            return None
+
+        def leading_of(node):
+            if isinstance(node, ast.Name) and fn is not None:
+                owner, where = self.lookup(node.id, fn)
+                if where == "assign" and len(owner.assigns[node.id]) == 1:
+                    en = owner.assigns[node.id][0]
+                    if en.kind == "dim" and en.index == 0:
+                        return self.code(en.node)
+                    if en.kind == "expr":
+                        node = en.node
+            got = self._shape_dim(node, fn)
+            return self.code(got[0]) if got is not None and got[1] == 0 else None
+
+        t = numel_of(e.left)
+        if t is None or leading_of(e.right) != t:
+            return None
+        return Prov(STABLE, "int", (f"{self.code(e)}: the element count of {t} over its leading dim, the size of one row",),
+                    rules=("row-size",))
 
     def layout_entry(self, t, fn, accessor: Accessor) -> EntryRef | None:
         """``p.shape[i]`` / ``p.stride(i)`` of a tensor parameter of a module-level function that no
@@ -312,3 +496,90 @@ def _contiguous(dims: list[Prov]) -> list[Prov]:
             p = p.by("count-times-dim")  # [.., n, d]: stride n * d, a count times a model dim
         out.append(p)
     return out
+
+
+def _returned_items(callee: FunctionInfo, item: int) -> list[ast.AST] | None:
+    """Element ``item`` of every tuple ``callee`` returns (nested functions left out); None when a
+    return is not a tuple that long."""
+    values = []
+    stack = list(callee.node.body)
+    while stack:
+        st = stack.pop()
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(st, ast.Return):
+            v = st.value
+            if not isinstance(v, (ast.Tuple, ast.List)) or item >= len(v.elts) \
+                    or any(isinstance(x, ast.Starred) for x in v.elts):
+                return None
+            values.append(v.elts[item])
+            continue
+        stack.extend(c for c in ast.iter_child_nodes(st) if isinstance(c, ast.stmt))
+        for attr in ("handlers", "cases"):
+            for h in getattr(st, attr, []) or []:
+                stack.extend(h.body)
+    return values
+
+
+def _transposed_names(fn_node: ast.AST) -> set[str]:
+    """Names the function transposes somewhere (``x.t()``, ``x.T``, ``x.permute(...)``)."""
+    out = set()
+    for node in ast.walk(fn_node):
+        if isinstance(node, ast.Attribute) and node.attr in _TRANSPOSES and isinstance(node.value, ast.Name):
+            out.add(node.value.id)
+    return out
+
+
+def _is_transposed(call: ast.Call, parents: dict, transposed: set[str]) -> bool:
+    """The tensor ``call`` makes is transposed: in the same expression, or the name it is bound to."""
+    node = call
+    while node in parents:
+        up = parents[node]
+        if isinstance(up, ast.Attribute) and up.attr in _TRANSPOSES:
+            return True
+        if isinstance(up, (ast.Assign, ast.AnnAssign)):
+            targets = up.targets if isinstance(up, ast.Assign) else [up.target]
+            return any(isinstance(t, ast.Name) and t.id in transposed for t in targets)
+        if isinstance(up, ast.stmt):
+            return False
+        node = up
+    return False
+
+
+def _constant_tensor(call: ast.Call, name: str | None) -> list[int] | None:
+    """The sizes of ``torch.arange(<constants>)`` or ``torch.tensor(<literal list>)``: a tensor whose
+    size is written in the code."""
+    if name == "arange" and call.args and len(call.args) <= 3:
+        ends = [_const(a) for a in call.args]
+        if None in ends:
+            return None
+        start, stop, step = (0, ends[0], 1) if len(ends) == 1 else (ends[0], ends[1], ends[2] if len(ends) == 3 else 1)
+        return [max(0, -(-(stop - start) // step))] if step else None
+    if name in ("tensor", "as_tensor", "new_tensor") and call.args:
+        sizes, node = [], call.args[0]
+        while isinstance(node, (ast.List, ast.Tuple)):
+            if not node.elts or any(isinstance(x, ast.Starred) for x in node.elts):
+                return None
+            sizes.append(len(node.elts))
+            node = node.elts[0]
+        return sizes if sizes and isinstance(node, ast.Constant) else None
+    return None
+
+
+def _const(node: ast.AST) -> int | None:
+    """An int written as literal arithmetic (``-(2**15)``, ``1 << 10``)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _const(node.operand)
+        return -v if v is not None else None
+    if isinstance(node, ast.BinOp):
+        a, b = _const(node.left), _const(node.right)
+        if a is None or b is None:
+            return None
+        ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
+               ast.FloorDiv: lambda: a // b if b else None, ast.LShift: lambda: a << b if 0 <= b < 64 else None,
+               ast.Pow: lambda: a ** b if 0 <= b < 64 else None}
+        f = ops.get(type(node.op))
+        return f() if f is not None else None
+    return None

@@ -63,11 +63,16 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
 
 # the rules by which a fixed value is a model dimension or configured size (not a literal)
 _MODEL_DIM_RULES = frozenset({"model-dim", "weight-like", "self-attribute", "existing-stride", "shape-product",
-                              "configured-name", "name-stable", "name-over-guess", "module-attribute"})
+                              "configured-name", "name-stable", "name-over-guess", "module-attribute",
+                              "row-size"})
 
 
 def model_dim(fixed: Prov, count: Prov) -> bool:
     """``count * fixed`` is a varying count times a model dim: ``fixed`` is fixed for the model by one
     of the model-dim rules (never a literal, whose divisibility is known) and ``count`` varies."""
-    return fixed.cls == STABLE and not fixed.div16 and count.cls == VARYING and "literal" not in fixed.rules \
-        and any(r in _MODEL_DIM_RULES for r in fixed.rules)
+    if count.cls != VARYING or fixed.div16 or fixed is count:
+        return False
+    if fixed.cls == VARYING:
+        # a leading dim that the code also uses as an innermost size: possibly a model dim
+        return "conflicting-layout" in fixed.rules
+    return fixed.cls == STABLE and "literal" not in fixed.rules and any(r in _MODEL_DIM_RULES for r in fixed.rules)
