@@ -12,6 +12,7 @@ from jitguard.static.provenance.conventions import (
     _ALLOC, _ARITH_FUNCS, _ARRAY_MODULES, _BUCKET, _DATA_DEP, _LIKE, _REDUCE, _ROUND_UP, _STABLE_CALLS, _WARMUP,
     annotation_vtype, name_class, strong_stable, weight_like,
 )
+from jitguard.static.provenance.guards import GuardedValues
 from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.tensors import TensorLayouts
@@ -27,7 +28,7 @@ _CALLERS = limit("local-caller", "callers")
 _ATTR_VALUES = limit("object-attribute", "values")
 
 
-class Classifier(TensorLayouts):
+class Classifier(TensorLayouts, GuardedValues):
     def __init__(self, info: ModuleInfo, segment, varying: frozenset[str], stable: frozenset[str]):
         self.info = info
         self.segment = segment
@@ -36,6 +37,7 @@ class Classifier(TensorLayouts):
         self._busy: set[tuple[int, str]] = set()
         self._memo: dict[tuple[int, str], Prov] = {}
         self._tensor_memo: dict[int, tuple] = {}
+        self._guards_init()
 
     # ---- helpers ----
     def code(self, node: ast.AST) -> str:
@@ -83,6 +85,12 @@ class Classifier(TensorLayouts):
             return Prov(UNKNOWN)
 
     def _classify(self, e: ast.AST, fn: FunctionInfo | None, depth: int) -> Prov:
+        out = self._classify_node(e, fn, depth)
+        if self._gfacts and fn is self._gfn:
+            out = self.guarded(e, fn, out)  # guards before the launch in force (guards.py)
+        return out
+
+    def _classify_node(self, e: ast.AST, fn: FunctionInfo | None, depth: int) -> Prov:
         if depth > _DEPTH:
             return Prov(UNKNOWN)
         d = depth + 1
@@ -422,7 +430,8 @@ class Classifier(TensorLayouts):
                     continue
                 if isinstance(arg, str):  # *args / **kwargs at the call: can't map
                     continue
-                r = self._classify(arg, caller, depth + 4)
+                with self.guarded_at(caller, call):
+                    r = self._classify(arg, caller, depth + 4)
                 cname = caller.qual if caller is not None else "module level"
                 results.append(r.why(f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})",
                                      "local-caller"))
