@@ -26,6 +26,8 @@ _RETURNS_DEPTH = limit("returns", "depth")
 _CALLER_DEPTH = limit("local-caller", "depth")
 _CALLERS = limit("local-caller", "callers")
 _ATTR_VALUES = limit("object-attribute", "values")
+# conventions that a value is a multiple of 16: arithmetic other than `*` makes it a count again
+_ALIGNED_BY_CONVENTION = frozenset({"count-times-dim", "alignment-guard-convention"})
 
 
 class Classifier(TensorLayouts, GuardedValues):
@@ -130,9 +132,9 @@ class Classifier(TensorLayouts, GuardedValues):
                 out = out._replace(bucket=True)
             elif not isinstance(e.op, (ast.Add, ast.Sub)):
                 out = out._replace(div16=False)
-            if not isinstance(e.op, ast.Mult) and "count-times-dim" in out.rules:
+            if not isinstance(e.op, ast.Mult) and _ALIGNED_BY_CONVENTION & set(out.rules):
                 # x.numel() // x.size(-1), x.numel() - 1: a count again, which the convention says nothing of
-                out = out._replace(rules=tuple(r for r in out.rules if r != "count-times-dim"))
+                out = out._replace(rules=tuple(r for r in out.rules if r not in _ALIGNED_BY_CONVENTION))
             if isinstance(e.op, (ast.FloorDiv, ast.Div)) and right.cls == VARYING and self.written_int(e.left, fn):
                 # 512 // n: a budget written in the code shared out over a count is no longer that
                 # count: a name saying "model dimension" does not describe the count the guess is about
@@ -679,8 +681,8 @@ class Classifier(TensorLayouts, GuardedValues):
                 out = out._replace(div16=all(p.div16 for p in (moving or parts)))
             else:
                 out = out._replace(div16=False)
-            if name not in _ROUND_UP and name not in ("min", "max") and "count-times-dim" in out.rules:
-                out = out._replace(rules=tuple(r for r in out.rules if r != "count-times-dim"))  # cdiv(numel, b)
+            if name not in _ROUND_UP and name not in ("min", "max") and _ALIGNED_BY_CONVENTION & set(out.rules):
+                out = out._replace(rules=tuple(r for r in out.rules if r not in _ALIGNED_BY_CONVENTION))  # cdiv(numel, b)
             if out.cls == VARYING:
                 return out.why(f"{self.code(e)}: arithmetic on a varying value", "arithmetic")
             return out.as_type(out.vtype if out.vtype != "unknown" else "int")

@@ -116,6 +116,10 @@ def facts_of(test: ast.AST, holds: bool, line: int) -> list[Fact]:
     if isinstance(test, ast.BinOp) and isinstance(test.op, ast.Mod):
         # `if E % K: raise` / `assert not E % K`: E % K is 0 where it is false
         return [] if holds else [Fact(test.left, "mod0", test.right, line)]
+    if isinstance(test, (ast.Name, ast.Attribute, ast.Call)):
+        # `if n: ... else: <here>`: n is 0 (what that says of a non-int is never used: only ints are refined)
+        zero = ast.copy_location(ast.Constant(0), test)
+        return [Fact(test, "ne" if holds else "eq", zero, line)]
     if not isinstance(test, ast.Compare):
         return []
     out = []
@@ -208,8 +212,8 @@ class GuardedValues:
             owner, where = self.lookup(e.id, fn)
             if where == "assign":
                 entries = owner.assigns[e.id]
-                if len(entries) != 1:
-                    return None
+                if len(entries) != 1 or e.id in owner.params:
+                    return None  # bound twice (a parameter rebound counts)
                 en = entries[0]
                 inner = None
                 if en.kind == "dim" and en.index is not None:
@@ -270,6 +274,39 @@ class GuardedValues:
                 return None
         return None
 
+    def alignment_like(self, k: ast.AST, fn, depth: int = 0) -> bool:
+        """A K the code does not fix that reads as a configured alignment: a function's result
+        (``get_alignment()``, ``mod.align(dtype)``, not a method of a local like ``x.size(1)``), an
+        imported name or a module attribute, a parameter whose default is a multiple of 16, or a local
+        bound once to one of those. A parameter without such a default (``n % topk``, ``T % H`` with
+        ``H=1``) or a tensor dim is a count, not an alignment."""
+        if depth > 4:
+            return False
+        if isinstance(k, ast.Call):
+            func = k.func
+            if isinstance(func, ast.Name):
+                return self.lookup(func.id, fn)[1] in ("import", "free", "module")
+            base = func
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            return isinstance(base, ast.Name) and self.lookup(base.id, fn)[1] in ("import", "free")
+        if isinstance(k, ast.Attribute):
+            base = k
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            return isinstance(base, ast.Name) and self.lookup(base.id, fn)[1] == "import"
+        if isinstance(k, ast.Name):
+            owner, where = self.lookup(k.id, fn)
+            if where in ("import", "module"):
+                return True
+            if where == "param":
+                d = owner.params[k.id].default
+                v = self.const_int(d, None) if d is not None else None
+                return bool(v) and v % 16 == 0
+            if where == "assign" and len(owner.assigns[k.id]) == 1 and owner.assigns[k.id][0].kind == "expr":
+                return self.alignment_like(owner.assigns[k.id][0].node, owner, depth + 1)
+        return False
+
     # ---- refinement ----
     def multiple(self, e: ast.AST, fn, depth: int = 0) -> tuple[int, list, object]:
         """(m, guards, unresolved): ``e`` is a multiple of ``m`` by the alignment guards in force
@@ -286,7 +323,7 @@ class GuardedValues:
             k = self.const_int(f.bound, fn)
             if k:
                 m, used = math.lcm(m, abs(k)), used + [f]
-            elif unresolved is None:
+            elif unresolved is None and self.alignment_like(f.bound, fn):
                 unresolved = f
         if isinstance(e, ast.BinOp) and depth < 6:
             lm, lu, lk = self.multiple(e.left, fn, depth + 1)

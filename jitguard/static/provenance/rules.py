@@ -157,9 +157,11 @@ _ALL = (
           "the launch, K fixed in the code and a multiple of 16, makes E and what flows from it (`E * c`, `E // c` "
           "with c dividing K, strides of tensors allocated from it) one value class; only guards in the function body "
           "on the way to the launch (or to the call of the wrapper) count, on a value bound once"),
-    _rule("alignment-guard-convention", "div16", CONVENTIONAL, "the same guard with K not fixed in the code (a call, "
-          "a parameter, an imported name): alignments are by convention multiples of 16, so a finding resting on "
-          "it is never above low", name_only=True),
+    _rule("alignment-guard-convention", "div16", CONVENTIONAL, "the same guard with K not fixed in the code but read "
+          "as a configured alignment (a function's result, an imported name, a parameter whose default is a multiple "
+          "of 16): alignments are by convention multiples of 16, so a finding resting on it is never above low; a "
+          "parameter without such a default (`n % topk`) or a tensor dim is a count and proves nothing; arithmetic "
+          "other than `*` on the value drops it", name_only=True),
     _rule("range-guard", "STABLE / few variants", STRUCTURAL, "an early exit or assert that dominates the launch "
           "(`if E > C: return`, `assert E <= C`, `if E == 0: return`), C fixed in the code, bounds E: one value "
           "class is STABLE; a few values are a few variants each compiled on first use, reported at the low level "
