@@ -12,7 +12,7 @@ from jitguard.static.extract import extract_file
 from jitguard.static.facts import BUCKETED, STABLE, VARYING
 from jitguard.static.provenance.guards import dominating_facts, value_class
 from jitguard.static.provenance.rules import confidence
-from tests._static_util import rand_ident, scan_one
+from tests._static_util import rand_ident, scan, scan_one
 
 KERNEL = """
 import torch
@@ -206,7 +206,7 @@ def {c}({x}):
     # the gemv path: M == 0 returns, M > LIMIT (= 1) goes elsewhere: always 1
     ("if {m} == 0:\n        return\n    if {m} > {const} or not {c}:\n        return {x}", "1", STABLE),
     ("if {m} > 1:\n        raise ValueError\n    if {m} < 1:\n        return", "1", STABLE),
-    ("assert 2 <= {m} <= 15", "1", STABLE),                 # one value class: "other"
+    ("assert 2 <= {m} <= 15", "1", BUCKETED),               # one value class ("other"), 14 values
     ("if {m} >= 9:\n        return", "1", BUCKETED),        # 0..8: %16, ==1, other: a few variants
     ("if {m} > {const}:\n        raise ValueError", "16", BUCKETED),
     ("if {m} > {const}:\n        raise ValueError", "4096", VARYING),  # no bound worth using
@@ -222,7 +222,7 @@ def {{f}}({{x}}, {{c}}, {{p}}):
 """, const_value)
     assert arg.provenance == expected, arg
     if expected != VARYING:
-        assert arg.rules[0] == "range-guard"
+        assert arg.rules[0] in ("range-guard", "range-one-class")
     if expected == BUCKETED:
         assert confidence(arg.rules, arg.by_name) == "low"
 
@@ -241,8 +241,10 @@ def {f}({x}, {c}):
 """
     for const_value, levels in (("1", []), ("8", ["low"]), ("100000", ["medium"])):
         src = KERNEL.format(const_value=const_value, **names) + body.format(**names)
-        got = [f.confidence for f in scan_one(src) if f.code == "JG001"]
-        assert got == levels, (const_value, got)
+        found = [f for f in scan_one(src) if f.code == "JG001"]
+        assert [f.confidence for f in found] == levels, (const_value, found)
+        if const_value == "8":
+            assert "takes a few values (bounded by a guard" in found[0].message
 
 
 def test_facts_of_compound_guards():
@@ -271,3 +273,42 @@ def f(a, b, n):
 
 def test_value_classes():
     assert [value_class(v) for v in (0, 1, 2, 16, 17, -16)] == ["%16", "==1", "other", "%16", "other", "%16"]
+
+
+def test_a_guard_before_a_call_of_a_launcher_in_another_module():
+    rng = random.Random()
+    names = _names(rng)
+    lib = KERNEL.format(const_value="1", **names) + """
+def {g}({x}, {p}):
+    kern[(1,)]({x}, {p}, BLOCK=16)
+""".format(**names)
+    user = """
+from lib import {g}
+
+def {f}({x}):
+    {guard}
+    {g}({x}, {x}.shape[0])
+"""
+    for guard, expected in (("assert {x}.shape[0] % 64 == 0", set()), ("pass", {"medium"})):
+        src = user.format(guard=guard.format(**names), **names)
+        got = {f.confidence for f in scan({"lib": lib, "app": src}) if f.code == "JG001"}
+        assert got == expected, (guard, got)
+
+
+def test_several_values_of_one_class_are_one_compile_as_an_int():
+    rng = random.Random()
+    names = _names(rng)
+    src = KERNEL.format(const_value="1", **names) + """
+@triton.jit
+def {g}(x_ptr, w, C: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, C), 0.0, mask=tl.arange(0, C) < w)
+
+def {f}({x}):
+    {m} = {x}.shape[0]
+    assert 2 <= {m} <= 8
+    kern[(1,)]({x}, {m}, BLOCK=16)
+    {g}[(1,)]({x}, {m} * 2, C={m})
+""".format(**names)
+    got = {(f.code, f.param): f.confidence for f in scan_one(src) if f.code in ("JG001", "JG002")}
+    # v: 2..8, all "other": no finding; w = 2 * m spans other and %16: low; C: a few values, like a bucket
+    assert got == {("JG001", "w"): "low"}, got

@@ -379,12 +379,18 @@ class GuardedValues:
                 classes = sorted({value_class(v) for v in range(lo, hi + 1)})
                 lines = ", ".join(str(f.line) for f in used)
                 text = f"{self.code(e)}: between {lo} and {hi} by the guards at line {lines}"
+                if lo == hi:
+                    return Prov(STABLE, "int", (f"{text}: one value",), classes == ["%16"], rules=("range-guard",))
                 if len(classes) == 1:
-                    return Prov(STABLE, "int", (f"{text}: one value class ({classes[0]})",), classes == ["%16"],
-                                rules=("range-guard",))
+                    # one compile as a plain int, one per value as a tl.constexpr (JG001 reads the rule)
+                    return Prov(BUCKETED, "int", (f"{text}: {hi - lo + 1} values in one value class ({classes[0]})",)
+                                + prov.evidence, classes == ["%16"], rules=("range-one-class",) + prov.rules)
                 return Prov(BUCKETED, "int", (f"{text}: at most {hi - lo + 1} values, "
                                               f"{len(classes)} value classes ({' / '.join(classes)})",) + prov.evidence,
                             rules=("range-guard",) + prov.rules)
+        if prov.rules and prov.rules[0] == "range-one-class" and not isinstance(e, ast.Name):
+            # arithmetic on a value bounded to one class may span classes again (2..8 times 2)
+            prov = prov.why(f"{self.code(e)}: arithmetic on a bounded value", "range-guard")
         if prov.div16:
             return prov
         m, used, unresolved = self.multiple(e, fn)

@@ -168,6 +168,10 @@ _ALL = (
           "for warm-up to cover (values are taken for counts, >= 0)", few_variants=True,
           bound=(16, "an upper bound of 16 or less leaves at most 17 values, few enough to warm up; a bound like "
                  "`if n > MAX_TOKENS: raise` (thousands) leaves every value class and is no bound worth using")),
+    _rule("range-one-class", "few variants", STRUCTURAL, "the same bounds leaving several values of one value class "
+          "(`assert 2 <= m <= 8`): one compile as a plain int (JG001 does not report the value itself); a few values "
+          "like a bucket for a `tl.constexpr`; arithmetic on it may span classes again and is reported at the low level",
+          few_variants=True),
     # ---- names (conventions)
     _rule("name-varying", "VARYING", CONVENTIONAL, "with nothing else known, a name like `num_tokens`, `batch_size`, "
           "`seq_len`, `M` says per-call", name_only=True),
