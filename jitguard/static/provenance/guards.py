@@ -40,17 +40,17 @@ def dominating_facts(fn_node: ast.AST, target: ast.AST) -> list[Fact]:
     """The facts that hold at ``target`` (a node inside ``fn_node``'s body, not in a nested def)."""
     out: list[Fact] = []
     body = getattr(fn_node, "body", None)
-    if not isinstance(body, list) or not hasattr(target, "lineno"):
+    if not isinstance(body, list) or getattr(target, "end_lineno", None) is None:
         return out
     _walk_block(body, target, out)
     return out
 
 
 def _contains(stmt: ast.stmt, target: ast.AST) -> bool:
-    end = getattr(stmt, "end_lineno", stmt.lineno)
-    if not stmt.lineno <= target.lineno <= end:
-        return False
-    return any(n is target for n in ast.walk(stmt))
+    """``target`` lies inside ``stmt``, by source positions (the statements of one block never
+    overlap, ``a; b`` included)."""
+    start, end = (stmt.lineno, stmt.col_offset), (stmt.end_lineno, stmt.end_col_offset)
+    return start <= (target.lineno, target.col_offset) and (target.end_lineno, target.end_col_offset) <= end
 
 
 def _walk_block(block: list, target: ast.AST, out: list[Fact]) -> bool:
@@ -180,16 +180,47 @@ class GuardedValues:
         return _Context(self, fn, node)
 
     def _facts_at(self, fn, node) -> dict:
+        """{canon key: facts} of the guards dominating ``node`` that can refine a value: each set of
+        facts gets its own memo, so facts that cannot change a class (``assert x.is_contiguous()``,
+        ``assert w.shape[1] == 4096``, a bound on a fixed value) are left out."""
         key = (id(fn.node), id(node))
         got = self._dominating.get(key)
-        if got is None:
-            got = {}
-            for f in dominating_facts(fn.node, node):
-                k = self.canon(f.expr, fn)
-                if k is not None:
-                    got.setdefault(k, []).append(f)
-            self._dominating[key] = got
+        if got is not None:
+            return got
+        got = {}
+        upper: set = set()
+        for f in dominating_facts(fn.node, node):
+            if f.op == "mod0":
+                k = self.const_int(f.bound, fn)
+                if not (k and k % 16 == 0) and not (k is None and self.alignment_like(f.bound, fn)):
+                    continue
+            else:
+                c = self.const_int(f.bound, fn)
+                if c is None or (f.op in ("le", "lt", "eq") and c > _RANGE_MAX + 1):
+                    continue
+            ck = self.canon(f.expr, fn)
+            if ck is None:
+                continue
+            if f.op in ("le", "lt", "eq"):
+                upper.add(ck)
+            got.setdefault(ck, []).append(f)
+        for ck in list(got):
+            if ck not in upper and all(f.op != "mod0" for f in got[ck]):
+                del got[ck]  # lower bounds alone bound nothing
+            elif ck in upper and all(f.op != "mod0" for f in got[ck]) and self._fixed(got[ck][0].expr, fn):
+                del got[ck]  # a bound on a value fixed anyway (`assert x.dim() == 2`)
+        self._dominating[key] = got
         return got
+
+    def _fixed(self, e: ast.AST, fn) -> bool:
+        """``e`` is STABLE without guards (classified with the memo of no guards)."""
+        saved = (self._gfn, self._gfacts, self._memo, self._tensor_memo)
+        self._gfn, self._gfacts = None, {}
+        self._memo, self._tensor_memo = self._memos[None]
+        try:
+            return self._classify(e, fn, 0).cls == STABLE
+        finally:
+            self._gfn, self._gfacts, self._memo, self._tensor_memo = saved
 
     # ---- the same value, whatever it is spelled as ----
     def canon(self, e: ast.AST, fn, depth: int = 0):
