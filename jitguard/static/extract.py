@@ -172,14 +172,18 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
         if launches or specs or imported or handed:
             classifier = Classifier(info, self.src.segment, self.varying, self.stable)
             for call, fn, target in imported:
+                classifier.at(fn, call)  # the guards before each call or launch hold for its arguments
                 facts.calls.append(self.imported_call(call, fn, target, classifier))
             for call, scope, fn, kind in launches:
+                classifier.at(fn, call)
                 la = self.launch(call, scope, fn, kind, classifier)
                 if la is not None:
                     facts.launches.append(la)
             for st, fn, ret, spec, targets in specs:
+                classifier.at(fn, ret)
                 facts.launches.append(self.spec_launch(st, fn, ret, spec, targets, classifier))
             for call, fn, kernel_fq, via in handed:
+                classifier.at(fn, call)
                 facts.launches.append(self.handed_launch(call, fn, kernel_fq, via, classifier))
         facts.imports = dict(w.imports)
         for qual, value, scope in w.alias_values:

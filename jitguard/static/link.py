@@ -32,6 +32,7 @@ class CallerValue(NamedTuple):
     guess: bool
     value_type: str
     rules: tuple[str, ...] = ()  # the inference rules it rests on, outermost first
+    div16: bool = False  # every caller passes a multiple of 16 (a guard, a factor of 16): one value class
 
 
 class _Index:
@@ -179,7 +180,7 @@ class _Callers:
         self.memo[key] = None  # a cycle resolves to nothing
         fq, base, index, acc = ref.function, ref.param, ref.position, ref.accessor
         short = fq.rsplit(".", 1)[-1]
-        best = None
+        best, aligned = None, True
         sites = self.sites.get(fq)
         if sites is None:  # module names computed from another root ("ops.f" vs "pkg.ops.f")
             sites = [x for k in self.by_leaf.get(short, ()) if k.endswith("." + fq) or fq.endswith("." + k)
@@ -210,7 +211,8 @@ class _Callers:
                 if got is None:
                     continue
             else:
-                got = CallerValue(a.provenance, tuple(a.evidence), a.by_name, a.guess, a.value_type, tuple(a.rules))
+                got = CallerValue(a.provenance, tuple(a.evidence), a.by_name, a.guess, a.value_type, tuple(a.rules),
+                                  a.div16)
             if acc is None and a.entry and a.provenance != VARYING:
                 deeper = self.resolve(a.entry, depth + 1)
                 if deeper is not None and deeper.provenance != UNKNOWN:
@@ -231,8 +233,11 @@ class _Callers:
             where = f"{callee}({base}={a.text}) called in {c.function or f.module} ({f.path}:{c.line})"
             got = got._replace(evidence=(where,) + tuple(got.evidence),
                                rules=bound + tuple(r for r in got.rules if r not in bound))
+            aligned = aligned and got.div16
             if best is None or (_RANK[got.provenance], not got.by_name) > (_RANK[best.provenance], not best.by_name):
                 best = got
+        if best is not None:
+            best = best._replace(div16=aligned)
         self.memo[key] = best
         return best
 
@@ -306,7 +311,7 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
             got = callers.resolve(arg.entry)
             if got is None or got.provenance == UNKNOWN:
                 continue
-            cls, evidence, by_name, guess, vtype, rules = got
+            cls, evidence, by_name, guess, vtype, rules, div16 = got
             if cls == VARYING and (arg.provenance == BUCKETED or arg.bucketed):
                 cls = BUCKETED  # bucketed here (next_power_of_2 of the parameter): still a few values
             if cls == STABLE and (by_name or not (arg.by_name or arg.provenance == UNKNOWN)):
@@ -315,6 +320,7 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
                 continue
             b.args[name] = replace(
                 arg, provenance=cls, evidence=list(evidence)[:_CHAIN], by_name=by_name, guess=guess, rules=list(rules),
+                div16=arg.div16 or div16,
                 value_type=arg.value_type if arg.value_type not in ("unknown", "none") else vtype,
             )
 

@@ -13,6 +13,7 @@ from jitguard.static.provenance.conventions import (
     _ALLOC, _ARITH_FUNCS, _ARRAY_MODULES, _BUCKET, _DATA_DEP, _LIKE, _REDUCE, _ROUND_UP, _STABLE_CALLS, _WARMUP,
     annotation_vtype, name_class, strong_stable, weight_like,
 )
+from jitguard.static.provenance.guards import GuardedValues
 from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.tensors import TensorLayouts
@@ -28,9 +29,11 @@ _CALLER_DEPTH = limit("local-caller", "depth")
 _CALLERS = limit("local-caller", "callers")
 _ATTR_VALUES = limit("object-attribute", "values")
 _PER_CALL_NESTING = limit("returns-per-call", "nesting")
+# conventions that a value is a multiple of 16: arithmetic other than `*` makes it a count again
+_ALIGNED_BY_CONVENTION = frozenset({"count-times-dim", "alignment-guard-convention"})
 
 
-class Classifier(TensorLayouts):
+class Classifier(TensorLayouts, GuardedValues):
     def __init__(self, info: ModuleInfo, segment, varying: frozenset[str], stable: frozenset[str]):
         self.info = info
         self.segment = segment
@@ -44,6 +47,7 @@ class Classifier(TensorLayouts):
         self._per_call: dict[tuple, Prov | None] = {}
         self._bound_stack: list[int] = []
         self._binds_only: dict[int, bool] = {}
+        self._guards_init()
 
     # ---- helpers ----
     def code(self, node: ast.AST) -> str:
@@ -91,6 +95,12 @@ class Classifier(TensorLayouts):
             return Prov(UNKNOWN)
 
     def _classify(self, e: ast.AST, fn: FunctionInfo | None, depth: int) -> Prov:
+        out = self._classify_node(e, fn, depth)
+        if self._gfacts and fn is self._gfn:
+            out = self.guarded(e, fn, out)  # guards before the launch in force (guards.py)
+        return out
+
+    def _classify_node(self, e: ast.AST, fn: FunctionInfo | None, depth: int) -> Prov:
         if depth > _DEPTH:
             return Prov(UNKNOWN)
         d = depth + 1
@@ -137,9 +147,9 @@ class Classifier(TensorLayouts):
                 out = out._replace(bucket=True)
             elif not isinstance(e.op, (ast.Add, ast.Sub)):
                 out = out._replace(div16=False)
-            if not isinstance(e.op, ast.Mult) and "count-times-dim" in out.rules:
+            if not isinstance(e.op, ast.Mult) and _ALIGNED_BY_CONVENTION & set(out.rules):
                 # x.numel() // x.size(-1), x.numel() - 1: a count again, which the convention says nothing of
-                out = out._replace(rules=tuple(r for r in out.rules if r != "count-times-dim"))
+                out = out._replace(rules=tuple(r for r in out.rules if r not in _ALIGNED_BY_CONVENTION))
             if isinstance(e.op, (ast.FloorDiv, ast.Div)) and right.cls == VARYING and self.written_int(e.left, fn):
                 # 512 // n: a budget written in the code shared out over a count is no longer that
                 # count: a name saying "model dimension" does not describe the count the guess is about
@@ -625,7 +635,8 @@ class Classifier(TensorLayouts):
                     continue
                 if isinstance(arg, str):  # *args / **kwargs at the call: can't map
                     continue
-                r = self._classify(arg, caller, depth + 4)
+                with self.guarded_at(caller, call):
+                    r = self._classify(arg, caller, depth + 4)
                 cname = caller.qual if caller is not None else "module level"
                 results.append(r.why(f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})",
                                      "local-caller"))
@@ -888,8 +899,8 @@ class Classifier(TensorLayouts):
                 out = out._replace(div16=all(p.div16 for p in (moving or parts)))
             else:
                 out = out._replace(div16=False)
-            if name not in _ROUND_UP and name not in ("min", "max") and "count-times-dim" in out.rules:
-                out = out._replace(rules=tuple(r for r in out.rules if r != "count-times-dim"))  # cdiv(numel, b)
+            if name not in _ROUND_UP and name not in ("min", "max") and _ALIGNED_BY_CONVENTION & set(out.rules):
+                out = out._replace(rules=tuple(r for r in out.rules if r not in _ALIGNED_BY_CONVENTION))  # cdiv(numel, b)
             if out.cls == VARYING:
                 return out.why(f"{self.code(e)}: arithmetic on a varying value", "arithmetic")
             return out.as_type(out.vtype if out.vtype != "unknown" else "int")

@@ -42,11 +42,15 @@ class InferenceRule:
     # to carry a finding by itself
     name_only: bool = False
     limits: dict[str, Limit] = field(default_factory=dict)
+    # a finding citing it is never above "low" though the step is structural: what it gives is a few
+    # variants per process, which warm-up covers, not a value that varies per call
+    few_variants: bool = False
 
 
-def _rule(id: str, gives: str, evidence: Evidence, reason: str, name_only: bool = False,
+def _rule(id: str, gives: str, evidence: Evidence, reason: str, name_only: bool = False, few_variants: bool = False,
           **limits: tuple[int, str]) -> InferenceRule:
-    return InferenceRule(id, gives, evidence, reason, name_only, {k: Limit(*v) for k, v in limits.items()})
+    return InferenceRule(id, gives, evidence, reason, name_only, {k: Limit(*v) for k, v in limits.items()},
+                         few_variants)
 
 
 _ALL = (
@@ -171,6 +175,26 @@ _ALL = (
           "finding resting on it is never above low (other arithmetic on it, `x.numel() - 1`, is a count again)", name_only=True),
     _rule("aligned-round-up", "div16", CONVENTIONAL, "`round_up(v, a)` is a multiple of `a`; with `a` not a literal, "
           "alignments are by convention multiples of 16: a finding resting on it is never above low", name_only=True),
+    # ---- guards before the launch
+    _rule("alignment-guard", "div16", STRUCTURAL, "an `assert E % K == 0` (or `if E % K: raise/return`) that dominates "
+          "the launch, K fixed in the code and a multiple of 16, makes E and what flows from it (`E * c`, `E // c` "
+          "with c dividing K, strides of tensors allocated from it) one value class; only guards in the function body "
+          "on the way to the launch (or to the call of the wrapper) count, on a value bound once"),
+    _rule("alignment-guard-convention", "div16", CONVENTIONAL, "the same guard with K not fixed in the code but read "
+          "as a configured alignment (a function's result, an imported name, a parameter whose default is a multiple "
+          "of 16): alignments are by convention multiples of 16, so a finding resting on it is never above low; a "
+          "parameter without such a default (`n % topk`) or a tensor dim is a count and proves nothing; arithmetic "
+          "other than `*` on the value drops it", name_only=True),
+    _rule("range-guard", "STABLE / few variants", STRUCTURAL, "an early exit or assert that dominates the launch "
+          "(`if E > C: return`, `assert E <= C`, `if E == 0: return`), C fixed in the code, bounds E: one value "
+          "class is STABLE; a few values are a few variants each compiled on first use, reported at the low level "
+          "for warm-up to cover (values are taken for counts, >= 0)", few_variants=True,
+          bound=(16, "an upper bound of 16 or less leaves at most 17 values, few enough to warm up; a bound like "
+                 "`if n > MAX_TOKENS: raise` (thousands) leaves every value class and is no bound worth using")),
+    _rule("range-one-class", "few variants", STRUCTURAL, "the same bounds leaving several values of one value class "
+          "(`assert 2 <= m <= 8`): one compile as a plain int (JG001 does not report the value itself); a few values "
+          "like a bucket for a `tl.constexpr`; arithmetic on it may span classes again and is reported at the low level",
+          few_variants=True),
     # ---- names (conventions)
     _rule("name-varying", "VARYING", CONVENTIONAL, "with nothing else known, a name like `num_tokens`, `batch_size`, "
           "`seq_len`, `M` says per-call", name_only=True),
@@ -208,7 +232,7 @@ def confidence(rule_ids: Iterable[str], by_name: bool = False) -> str:
     rules = [RULES[r] for r in rule_ids if r in RULES]
     if "configured-name" in rule_ids:
         by_name = False  # the project's own list of names: a convention it declared
-    if by_name or any(r.name_only for r in rules):
+    if by_name or any(r.name_only or r.few_variants for r in rules):
         return "low"
     if any(r.evidence == CONVENTIONAL for r in rules):
         return "medium"
@@ -225,7 +249,7 @@ def markdown() -> str:
     lines = ["| rule | gives | evidence | why | limits |", "|---|---|---|---|---|"]
     for r in _ALL:
         limits = "; ".join(f"{name} {lim.value}: {lim.why}" for name, lim in r.limits.items())
-        kind = r.evidence + (", never above low" if r.name_only else "")
+        kind = r.evidence + (", never above low" if r.name_only or r.few_variants else "")
         lines.append(f"| `{r.id}` | {r.gives} | {kind} | {r.reason} | {limits} |")
     return "\n".join(lines)
 

@@ -39,6 +39,8 @@ def _accept(k, p, arg) -> bool:
         and p.name not in k.heuristics
         and arg.value_type in ("int", "unknown")
         and not arg.div16
+        # bounded by guards to several values of one value class: one compile as a plain int
+        and not (arg.rules and arg.rules[0] == "range-one-class")
         # a bucketed autotune key is the fix JG003 suggests: its few values re-tune anyway
         and not (arg.provenance != VARYING and p.name in (k.autotune_key or ()))
     )
@@ -58,7 +60,9 @@ def check(program: Program):
             note = " (it feeds address arithmetic: check that loads stay vectorized)"
         elif USE_CALL in kinds:
             note = " (it is passed to another function: check its uses)"
-        varies = "varies per call" if arg.provenance == VARYING else "takes bucketed per-call values"
+        varies = "varies per call" if arg.provenance == VARYING else \
+            "takes a few values (bounded by a guard before the launch)" if "range-guard" in arg.rules else \
+            "takes bucketed per-call values"
         msg = (
             f"{CODE} {name} {varies} ({source_of(arg, b, kfile.path)}) and is specialized "
             f'(==1 / %16): add do_not_specialize=["{name}"]{note}'
