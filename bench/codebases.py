@@ -158,8 +158,9 @@ def _children_cpu() -> float:
 
 def cli_scan(tree: pathlib.Path, cache_dir: str, out_json: str, code: str) -> tuple[float, float, dict]:
     """(wall s, CPU s of the whole process tree, workers included, JSON report) of one scan."""
+    # bench/corpus is git-ignored here (and may be a link): the tree is scanned as its own project
     cmd = [sys.executable, "-m", "jitguard", "scan", str(tree), "--format", "json", "-o", out_json,
-           "--cache-dir", cache_dir]
+           "--cache-dir", cache_dir, "--no-respect-gitignore"]
     env = dict(os.environ, CI="1", PYTHONPATH=code)
     t0, c0 = time.perf_counter(), _children_cpu()
     proc = subprocess.run(cmd, cwd=str(tree.parent), env=env, capture_output=True, text=True)
@@ -186,6 +187,8 @@ def timing(tree: pathlib.Path, files: list[pathlib.Path], code: str, repeat: int
         wall, cpu, warm_doc = cli_scan(tree, cache, os.path.join(tmp, "warm.json"), code)
         runs["warm_wall"].append(wall)
         runs["warm_cpu"].append(cpu)
+        if doc["summary"]["files_scanned"] != len(files):
+            raise SystemExit(f"{tree}: the timed scan read {doc['summary']['files_scanned']} of {len(files)} files")
         if warm_doc["summary"]["by_code"] != doc["summary"]["by_code"]:
             raise SystemExit(f"{tree}: the warm scan reports other findings than the cold one")
         shutil.rmtree(cache, ignore_errors=True)

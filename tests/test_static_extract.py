@@ -143,7 +143,20 @@ def test_facts_round_trip_through_json():
     assert [x.to_dict() for x in link(again)] == [x.to_dict() for x in link(facts)]
 
 
-def test_suppression_comments():
+def test_facts_to_dict_keeps_every_field_as_asdict_does():
+    # to_dict skips asdict's deep copies; what it writes must be what asdict would
+    import dataclasses
+
+    seen = 0
+    for path in sorted((ROOT / "fixtures" / "lint").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        f = extract_file(rel, path.read_bytes(), rel[:-3].replace("/", "."), calls_of=None)
+        data = f.to_dict()
+        for key in ("kernels", "launches", "calls"):
+            assert data[key] == [dataclasses.asdict(x) for x in getattr(f, key)]
+            seen += len(data[key])
+    assert seen > 50
+
     rng = random.Random()
     line = rng.randint(1, 5)
     text = "\n" * (line - 1) + "x = 1  # jitguard: ignore[jg001, JG002]\ny = 2  # jitguard: ignore\ns = '# jitguard: ignore'\n"

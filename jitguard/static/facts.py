@@ -6,7 +6,8 @@ Data flows one way: source -> ``FileFacts`` -> findings.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+import copy
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 # Provenance classes of a launch argument (docs/provenance.md documents the rules).
@@ -24,6 +25,39 @@ USE_CONSTEXPR = "constexpr"  # needs a compile-time constant: tl.arange bounds, 
 USE_CALL = "call"  # passed on to another function (a @triton.jit helper): effect unknown
 USE_OTHER = "other"  # arithmetic that reaches neither an address nor a constant position
 SAFE_USES = frozenset({USE_COMPARE, USE_LOOP_BOUND, USE_OTHER})
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _plain(value: Any) -> Any:
+    """``dataclasses.asdict``'s result for these facts (dataclasses, lists, tuples, dicts of str,
+    int, float, bool and None), without its deep copies: the cache writes every extracted file
+    through it, and ``asdict`` cost more than parsing the file."""
+    cls = value.__class__
+    if cls in _ATOMS:
+        return value
+    if cls is list:
+        return [_plain(v) for v in value]
+    if cls is tuple:
+        return tuple(_plain(v) for v in value)
+    if cls is dict:
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if not is_dataclass(cls):
+        return copy.deepcopy(value)  # what asdict does with anything else
+    return _fields_dict(value)
+
+
+def _fields_dict(obj: Any, **given: Any) -> dict[str, Any]:
+    """``obj``'s fields in order, as plain data; ``given``: fields already converted."""
+    names = _FIELD_NAMES.get(obj.__class__)
+    if names is None:
+        names = _FIELD_NAMES[obj.__class__] = tuple(f.name for f in fields(obj))
+    return {n: given[n] if n in given else _plain(getattr(obj, n)) for n in names}
+
+
+asdict = _plain
 
 
 def _load(cls, data):
@@ -133,9 +167,7 @@ class KernelFacts:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["params"] = [p.to_dict() for p in self.params]
-        return data
+        return _fields_dict(self, params=[p.to_dict() for p in self.params])
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "KernelFacts":
@@ -282,9 +314,7 @@ class LaunchFacts:
     via: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["args"] = [a.to_dict() for a in self.args]
-        return data
+        return _fields_dict(self, args=[a.to_dict() for a in self.args])
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LaunchFacts":
@@ -310,9 +340,7 @@ class CallFacts:
     star_kwargs: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["args"] = [a.to_dict() for a in self.args]
-        return data
+        return _fields_dict(self, args=[a.to_dict() for a in self.args])
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CallFacts":

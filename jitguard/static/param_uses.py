@@ -286,39 +286,49 @@ def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
         reads.block(fn.body)
     except RecursionError:
         return {p: [] for p in params}, set()
-    derived: dict[str, set[str]] = {p: {p} for p in params}
-    for p in params:
-        changed = True
-        rounds = 0
-        while changed and rounds < 50:
-            changed = False
-            rounds += 1
-            for local, srcs in reads.deps.items():
-                if local not in derived[p] and srcs & derived[p]:
-                    derived[p].add(local)
-                    changed = True
+    # the locals each name flows into (reads.deps inverted): what a parameter reaches, transitively
+    flows_into: dict[str, list[str]] = {}
+    for local, srcs in reads.deps.items():
+        for src in srcs:
+            flows_into.setdefault(src, []).append(local)
+    by_name: dict[str, list[int]] = {}  # name -> indices of its (non-flow) reads, in order
+    for i, (name, kind, _, _) in enumerate(reads.reads):
+        if kind != FLOW:
+            by_name.setdefault(name, []).append(i)
+    texts: dict[int, str] = {}  # id(context node) -> its short text
+    memory = _MEMORY | {"make_block_ptr"}
     out: dict[str, list[ParamUse]] = {}
     pointers: set[str] = set()
     for p in params:
-        names = derived[p]
+        names = {p}
+        todo = [p]
+        while todo:
+            for local in flows_into.get(todo.pop(), ()):
+                if local not in names:
+                    names.add(local)
+                    todo.append(local)
+        picked = sorted(i for n in names for i in by_name.get(n, ()))
         uses: list[ParamUse] = []
         seen = set()
-        for name, kind, node, ctx in reads.reads:
-            if kind == FLOW or name not in names:
-                continue
+        for i in picked:
+            name, kind, node, ctx = reads.reads[i]
             key = (kind, node.lineno, node.col_offset)
             if key in seen:
                 continue
             seen.add(key)
-            uses.append(ParamUse(kind=kind, line=node.lineno, column=node.col_offset + 1, context=reads.code(ctx),
+            text = texts.get(id(ctx))
+            if text is None:
+                text = texts[id(ctx)] = reads.code(ctx)
+            uses.append(ParamUse(kind=kind, line=node.lineno, column=node.col_offset + 1, context=text,
                                  branch=id(node) in reads.branch))
         out[p] = uses
         low = p.lower()
         if low.endswith(("ptr", "ptrs", "_p", "pointer", "_desc", "descriptor")) or low.startswith("ptr_"):
             pointers.add(p)
             continue
-        for name, kind, node, ctx in reads.reads:
-            if (name == p and kind == USE_ADDRESS and isinstance(ctx, ast.Call) and _call_name(ctx.func) in _MEMORY | {"make_block_ptr"}
+        for i in by_name.get(p, ()):
+            _, kind, node, ctx = reads.reads[i]
+            if (kind == USE_ADDRESS and isinstance(ctx, ast.Call) and _call_name(ctx.func) in memory
                     and ctx.args and _is_pointer_base(ctx.args[0], p)):
                 pointers.add(p)
                 break

@@ -7,6 +7,7 @@ linking raises ``InternalError``.
 """
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sys
@@ -114,6 +115,47 @@ def _extract_job(job: tuple) -> tuple:
     if cache_path and entry is not None:
         write_entry(cache_path, key, entry)
     return out
+
+
+class _Workers:
+    """The worker processes of one scan, started on the first batch large enough to share and
+    kept for the later phases (a pool per phase forked the workers five times on vLLM)."""
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self._pool: ProcessPoolExecutor | None = None
+        self._failed = jobs <= 1
+
+    def pool(self) -> ProcessPoolExecutor | None:
+        if self._pool is None and not self._failed:
+            try:
+                self._pool = ProcessPoolExecutor(
+                    max_workers=self.jobs, mp_context=_mp_context(), initializer=_ignore_sigint,
+                )  # fmt: skip
+            except OSError:
+                self._failed = True  # no processes available: work in-process
+        return self._pool
+
+    def submit(self, fn, args: dict) -> dict:
+        """{future: key} of ``fn(args[key])`` for every key. The workers are forked on the first
+        submit: the parent's objects (the loaded engine) are frozen then, so that the workers'
+        garbage collections neither traverse them nor copy their pages on write."""
+        assert self._pool is not None
+        gc.freeze()
+        try:
+            return {self._pool.submit(fn, a): key for key, a in args.items()}
+        finally:
+            gc.unfreeze()
+
+    def broken(self) -> None:
+        self.close()
+        self._failed = True
+
+    def close(self) -> None:
+        """Workers (which ignore SIGINT) finish the file they are on; queued work is dropped."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 # --- progress on a terminal ------------------------------------------------------------------
@@ -253,26 +295,19 @@ def scan_paths(
             show.update(phase, done, total)
 
         remaining = list(jobs_args)
-        if jobs > 1 and total >= 4:
+        pool = workers.pool() if total >= 4 else None
+        if pool is not None:
             try:
-                pool = ProcessPoolExecutor(
-                    max_workers=min(jobs, total), mp_context=_mp_context(),
-                    initializer=_ignore_sigint,
-                )  # fmt: skip
-                try:
-                    futures = {pool.submit(_extract_job, jobs_args[d]): d for d in remaining}
-                    for fut in as_completed(futures):
-                        d = futures[fut]
-                        finish(d, fut.result())
-                        remaining.remove(d)
-                finally:
-                    # On Ctrl-C or a dead worker: drop queued work; workers (which ignore SIGINT)
-                    # finish the file they are on.
-                    pool.shutdown(wait=True, cancel_futures=True)
+                futures = workers.submit(_extract_job, {d: jobs_args[d] for d in remaining})
+                for fut in as_completed(futures):
+                    d = futures[fut]
+                    finish(d, fut.result())
+                    remaining.remove(d)
             except BrokenProcessPool:
-                pass  # a worker died (killed, or a crash in native code): finish in-process
-            except OSError:
-                pass  # no processes available: finish in-process
+                workers.broken()  # a worker died (killed, or a crash in native code): finish in-process
+            except BaseException:
+                workers.close()  # Ctrl-C: drop queued work
+                raise
         for d in list(remaining):
             finish(d, _extract_job(jobs_args[d]))
 
@@ -292,127 +327,131 @@ def scan_paths(
         facts_by_path[d] = facts
         return True
 
-    # Phase 1: files that may define kernels.
-    phase1 = [d for d, (_, data, _) in contents.items() if prefilter.may_define_kernels(data)]
-    extract(phase1, "analyzing", calls_of=frozenset())
-    phase1_set = set(phase1)
+    workers = _Workers(min(jobs, len(contents)))  # one pool of worker processes for every phase (forked once)
+    try:
+        # Phase 1: files that may define kernels.
+        phase1 = [d for d, (_, data, _) in contents.items() if prefilter.may_define_kernels(data)]
+        extract(phase1, "analyzing", calls_of=frozenset())
+        phase1_set = set(phase1)
 
-    # Phase 2: other files that launch a kernel found in phase 1 (cross-module launches).
-    names = set()
-    for facts in facts_by_path.values():
-        names.update(_kernel_names(facts))
-    matcher = prefilter.NameMatcher(names)
-    done_set = set(phase1)
-    rest = [d for d in contents if d not in done_set]
-    memo = cache.load_memo(matcher.digest) if cache and rest else {}
-    memo_changed = False
-    phase2 = []
-    for d in rest:
-        digest = contents[d][2]
-        hit = memo.get(digest)
-        if hit is None:
-            hit = matcher.launches_named_kernel(contents[d][1])
-            memo[digest] = hit
-            memo_changed = True
-        if hit:
-            phase2.append(d)
-    if cache and memo_changed:
-        cache.save_memo(matcher.digest, memo)
-    extract(phase2, "analyzing launches in", calls_of=frozenset())
-    done_set.update(phase2)
+        # Phase 2: other files that launch a kernel found in phase 1 (cross-module launches).
+        names = set()
+        for facts in facts_by_path.values():
+            names.update(_kernel_names(facts))
+        matcher = prefilter.NameMatcher(names)
+        done_set = set(phase1)
+        rest = [d for d in contents if d not in done_set]
+        memo = cache.load_memo(matcher.digest) if cache and rest else {}
+        memo_changed = False
+        phase2 = []
+        for d in rest:
+            digest = contents[d][2]
+            hit = memo.get(digest)
+            if hit is None:
+                hit = matcher.launches_named_kernel(contents[d][1])
+                memo[digest] = hit
+                memo_changed = True
+            if hit:
+                phase2.append(d)
+        if cache and memo_changed:
+            cache.save_memo(matcher.digest, memo)
+        extract(phase2, "analyzing launches in", calls_of=frozenset())
+        done_set.update(phase2)
 
-    # Phase 3: modules that unresolved launch targets go through (re-exports, aliases), until
-    # nothing new: "pkg.k" with pkg/__init__.py doing "from .ops import k".
-    by_module: dict[str, str] = {}
-    for d, (sf, _, _) in contents.items():
-        by_module.setdefault(sf.module, d)
-    for _ in range(8):
-        known = {k.qualname for f in facts_by_path.values() for k in f.kernels}
-        wanted: list[str] = []
-        for f in list(facts_by_path.values()):
-            for launch in f.launches:
-                for target in launch.targets:
-                    if target in known:
-                        continue
-                    for prefix in module_prefixes(target):
-                        d = by_module.get(prefix)
-                        if d is not None and d not in done_set and d not in wanted:
-                            # it must at least name a kernel (an import or alias of one)
-                            if matcher(contents[d][1]):
-                                wanted.append(d)
-        if not wanted:
-            break
-        extract(wanted, "analyzing re-exports in", calls_of=frozenset())
-        done_set.update(wanted)
+        # Phase 3: modules that unresolved launch targets go through (re-exports, aliases), until
+        # nothing new: "pkg.k" with pkg/__init__.py doing "from .ops import k".
+        by_module: dict[str, str] = {}
+        for d, (sf, _, _) in contents.items():
+            by_module.setdefault(sf.module, d)
+        for _ in range(8):
+            known = {k.qualname for f in facts_by_path.values() for k in f.kernels}
+            wanted: list[str] = []
+            for f in list(facts_by_path.values()):
+                for launch in f.launches:
+                    for target in launch.targets:
+                        if target in known:
+                            continue
+                        for prefix in module_prefixes(target):
+                            d = by_module.get(prefix)
+                            if d is not None and d not in done_set and d not in wanted:
+                                # it must at least name a kernel (an import or alias of one)
+                                if matcher(contents[d][1]):
+                                    wanted.append(d)
+            if not wanted:
+                break
+            extract(wanted, "analyzing re-exports in", calls_of=frozenset())
+            done_set.update(wanted)
 
-    # Phase 4: callers of entry functions, i.e. wrappers whose launch arguments rest on a parameter
-    # no caller in their own module passes (pkg/layer.py calling pkg/ops.py's wrapper with
-    # x.shape[0]); then their callers, up to three levels. Files not analyzed yet that call such a
-    # function (and packages' __init__.py that re-export one) are read, recording the calls of
-    # those names (FileFacts.calls): what the parameter gets there. Phases 1-3 record no calls
-    # (recording every imported call there doubled the cold scan on vLLM for no finding). A method
-    # of a class is followed the same way through its calls obj.name(...) on objects of unknown
-    # class, when few files define and call that name (_Methods).
-    from jitguard.static import link as _link
+        # Phase 4: callers of entry functions, i.e. wrappers whose launch arguments rest on a parameter
+        # no caller in their own module passes (pkg/layer.py calling pkg/ops.py's wrapper with
+        # x.shape[0]); then their callers, up to three levels. Files not analyzed yet that call such a
+        # function (and packages' __init__.py that re-export one) are read, recording the calls of
+        # those names (FileFacts.calls): what the parameter gets there. Phases 1-3 record no calls
+        # (recording every imported call there doubled the cold scan on vLLM for no finding). A method
+        # of a class is followed the same way through its calls obj.name(...) on objects of unknown
+        # class, when few files define and call that name (_Methods).
+        from jitguard.static import link as _link
 
-    methods = None
-    recorded: dict[str, frozenset[str]] = {}  # file -> the names whose calls its facts record
-    asked: set[tuple] = set()
-    refs = None
-    fresh: list = list(facts_by_path.values())
-    for _ in range(3):
-        try:
-            registry = _link.op_registry(facts_by_path.values())
-            refs = _link.launch_entry_refs(fresh) if refs is None else _link.caller_entry_refs(fresh, refs, registry)
-        except Exception as exc:  # a jitguard bug: said as one, the scan goes on without phase 4
-            result.internal_errors.append(FileError(
-                "<callers in other modules>", f"internal error (please report): {type(exc).__name__}: {exc}"))
-            result.internal_tracebacks.append(("<callers in other modules>", traceback.format_exc(limit=-6)))
-            break
-        refs -= asked
-        asked |= refs
-        names = frozenset(r.function.rsplit(".", 1)[-1] for r in refs)
-        if not names:
-            break
-        methods = methods or _Methods(contents, by_module)
-        # a layout asked of callers (p.shape[i] / p.stride(i)) is read from the files read anyway for
-        # values (their calls of these names are recorded): reading more files for layouts cost ~20% of
-        # the cold scan on vLLM for one finding
-        plain = [r for r in refs if not methods.is_method(r) and r.accessor is None]
-        # a call of f is "f(" (f imported) or "<its module's name>.f(" (ops.f), no object's method
-        quals = frozenset(r.function.split(".")[-2].encode() for r in plain if r.function.count(".") >= 1)
-        matcher = prefilter.NameMatcher(r.function.rsplit(".", 1)[-1] for r in plain)
-        # functions registered as PyTorch custom ops are called as torch.ops.<ns>.<op>(...)
-        ops = prefilter.NameMatcher(op for r in refs if r.accessor is None
-                                    for _, op in registry.get(r.function, ()))
-        # files that call them: not parsed yet, or parsed in phases 2-3 (for launches of kernels of
-        # other files, recording no calls then: such a file is parsed again, recording these calls
-        # and those asked of it before). Files that define kernels (phase 1) are parsed again only for
-        # calls of methods (below): re-reading them all for plain calls cost more than it found.
-        wanted = []
-        if plain or ops.names:
-            wanted = [d for d, (_, data, _) in contents.items()
-                      if d not in phase1_set and d not in recorded and b"import" in data
-                      and (matcher.calls_named(data, quals) or (d.endswith("__init__.py") and matcher(data))
-                           or (b"ops." in data and ops(data)))]
-        # methods called through objects of unknown class (obj.meth(...)): the files calling a method
-        # of that name
-        chosen = set(wanted)
-        for meth in sorted(methods.follow(refs)):
-            for d in methods.callers[meth]:
-                if d not in chosen and not names <= recorded.get(d, frozenset()):
-                    chosen.add(d)
-                    wanted.append(d)
-        if not wanted:
-            break
-        groups: dict[frozenset, list[str]] = {}
-        for d in wanted:
-            recorded[d] = recorded.get(d, frozenset()) | names
-            groups.setdefault(recorded[d], []).append(d)
-        for calls_of, group in groups.items():
-            extract(group, "analyzing callers in", calls_of=calls_of)
-        done_set.update(wanted)
-        fresh = [facts_by_path[d] for d in wanted if d in facts_by_path]
+        methods = None
+        recorded: dict[str, frozenset[str]] = {}  # file -> the names whose calls its facts record
+        asked: set[tuple] = set()
+        refs = None
+        fresh: list = list(facts_by_path.values())
+        for _ in range(3):
+            try:
+                registry = _link.op_registry(facts_by_path.values())
+                refs = _link.launch_entry_refs(fresh) if refs is None else _link.caller_entry_refs(fresh, refs, registry)
+            except Exception as exc:  # a jitguard bug: said as one, the scan goes on without phase 4
+                result.internal_errors.append(FileError(
+                    "<callers in other modules>", f"internal error (please report): {type(exc).__name__}: {exc}"))
+                result.internal_tracebacks.append(("<callers in other modules>", traceback.format_exc(limit=-6)))
+                break
+            refs -= asked
+            asked |= refs
+            names = frozenset(r.function.rsplit(".", 1)[-1] for r in refs)
+            if not names:
+                break
+            methods = methods or _Methods(contents, by_module)
+            # a layout asked of callers (p.shape[i] / p.stride(i)) is read from the files read anyway for
+            # values (their calls of these names are recorded): reading more files for layouts cost ~20% of
+            # the cold scan on vLLM for one finding
+            plain = [r for r in refs if not methods.is_method(r) and r.accessor is None]
+            # a call of f is "f(" (f imported) or "<its module's name>.f(" (ops.f), no object's method
+            quals = frozenset(r.function.split(".")[-2].encode() for r in plain if r.function.count(".") >= 1)
+            matcher = prefilter.NameMatcher(r.function.rsplit(".", 1)[-1] for r in plain)
+            # functions registered as PyTorch custom ops are called as torch.ops.<ns>.<op>(...)
+            ops = prefilter.NameMatcher(op for r in refs if r.accessor is None
+                                        for _, op in registry.get(r.function, ()))
+            # files that call them: not parsed yet, or parsed in phases 2-3 (for launches of kernels of
+            # other files, recording no calls then: such a file is parsed again, recording these calls
+            # and those asked of it before). Files that define kernels (phase 1) are parsed again only for
+            # calls of methods (below): re-reading them all for plain calls cost more than it found.
+            wanted = []
+            if plain or ops.names:
+                wanted = [d for d, (_, data, _) in contents.items()
+                          if d not in phase1_set and d not in recorded and b"import" in data
+                          and (matcher.calls_named(data, quals) or (d.endswith("__init__.py") and matcher(data))
+                               or (b"ops." in data and ops(data)))]
+            # methods called through objects of unknown class (obj.meth(...)): the files calling a method
+            # of that name
+            chosen = set(wanted)
+            for meth in sorted(methods.follow(refs)):
+                for d in methods.callers[meth]:
+                    if d not in chosen and not names <= recorded.get(d, frozenset()):
+                        chosen.add(d)
+                        wanted.append(d)
+            if not wanted:
+                break
+            groups: dict[frozenset, list[str]] = {}
+            for d in wanted:
+                recorded[d] = recorded.get(d, frozenset()) | names
+                groups.setdefault(recorded[d], []).append(d)
+            for calls_of, group in groups.items():
+                extract(group, "analyzing callers in", calls_of=calls_of)
+            done_set.update(wanted)
+            fresh = [facts_by_path[d] for d in wanted if d in facts_by_path]
+    finally:
+        workers.close()
     show.clear()
 
     result.files_skipped = len(contents) - len(done_set)
