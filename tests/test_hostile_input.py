@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from click.testing import CliRunner
 
 from jitguard.cli import main
 from jitguard.static.prefilter import NameMatcher
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 KERNEL = """\
 import triton
@@ -258,6 +261,25 @@ def test_fix_diff_applies_with_git_for_every_line_break_python_knows(tmp_path):
         (tmp_path / name).write_bytes(data)
     assert run(tmp_path, "fix", "--no-cache", "-q", "--write", ".").exit_code == 0
     assert {n: (tmp_path / n).read_bytes() for n in files} == applied
+
+
+@pytest.mark.parametrize("separator", ["\x0c", "\x0b", "\x1c", "\x85", "\u2028"])
+def test_characters_str_splitlines_breaks_at_are_not_line_breaks(tmp_path, separator):
+    """Python counts lines at \\n, \\r\\n and \\r only; a form feed at the start of the file or a
+    separator in a comment must not shift the source text read for each node (the annotation that
+    makes a parameter a constexpr, the evidence in messages)."""
+    fixture = (ROOT / "fixtures" / "lint" / "classes.py").read_text()
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "clean" / "m.py").write_text(fixture)
+    odd = fixture.replace("import triton\n", f"import triton  # a{separator}b\n", 1)
+    odd = "\x0c" + odd if separator == "\x0c" else odd  # a form feed may also start a line
+    (tmp_path / "odd" / "m.py").write_bytes(odd.encode("utf-8"))
+    _, clean = scan_doc(tmp_path / "clean")
+    _, got = scan_doc(tmp_path / "odd")
+    assert {f["code"] for f in clean["findings"]} == {"JG001", "JG002"}
+    keep = lambda doc: sorted((f["code"], f["param"], f["line"], f["message"]) for f in doc["findings"])  # noqa: E731
+    assert keep(got) == keep(clean)
 
 
 # --- item: temp files of a killed atomic write ------------------------------------------------

@@ -36,7 +36,8 @@ def suppressions(text: str) -> dict[int, list[str]]:
         comments = [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(text).readline)
                     if t.type == tokenize.COMMENT]
     except (tokenize.TokenError, SyntaxError):
-        comments = [(i + 1, line[line.index("#"):]) for i, line in enumerate(text.splitlines()) if "#" in line]
+        rows = (r.decode("utf-8", "replace") for r in text.encode("utf-8", "surrogatepass").splitlines())
+        comments = [(i + 1, line[line.index("#"):]) for i, line in enumerate(rows) if "#" in line]  # Python's lines
     for line, comment in comments:
         m = _IGNORE.search(comment)
         if not m:
@@ -56,7 +57,9 @@ class Source:
     def segment(self, node: ast.AST) -> str:
         try:
             if self._lines is None:
-                self._lines = [line.encode("utf-8") for line in self.text.splitlines(keepends=True)]
+                # bytes.splitlines breaks at \n, \r\n and \r only, as Python counts lines (ast's
+                # lineno); str.splitlines would also break at \f, \v, \x1c-\x1e, \x85, U+2028/9
+                self._lines = self.text.encode("utf-8", "surrogatepass").splitlines(keepends=True)
             l0, l1 = node.lineno - 1, node.end_lineno - 1
             c0, c1 = node.col_offset, node.end_col_offset
             if l0 == l1:
