@@ -373,14 +373,8 @@ class TensorLayouts:
             return self._tensor_memo[key]
         self._tensor_memo[key] = None  # cycles through mutually calling helpers
         found = None
-        transposed = _transposed_names(fn.node)
-        parents = {}
-        for node in ast.walk(fn.node):
-            for child in ast.iter_child_nodes(node):
-                parents[child] = node
-        for node in ast.walk(fn.node):
-            if not isinstance(node, ast.Call):
-                continue
+        index = self._call_index(fn)
+        for node in index["calls"]:
             cname = _call_name(node.func)
             is_view = isinstance(node.func, ast.Attribute) and cname in ("view", "reshape", "new_empty", "new_zeros",
                                                                           "new_ones", "expand")
@@ -391,7 +385,8 @@ class TensorLayouts:
                     if kw.arg == "size" and isinstance(kw.value, (ast.Tuple, ast.List)):
                         shape = kw.value.elts
                 if len(shape) >= 2 and isinstance(shape[-1], ast.Name) and shape[-1].id == name \
-                        and not _is_transposed(node, parents, transposed) and self._counted_before(shape[:-1], fn):
+                        and not _is_transposed(node, *self._parents_and_transposed(fn, index)) \
+                        and self._counted_before(shape[:-1], fn):
                     found = f"it is the innermost size of {self.code(node)} (line {node.lineno}), after a per-call count"
                     break
                 continue
@@ -409,6 +404,28 @@ class TensorLayouts:
                 break
         self._tensor_memo[key] = found
         return found
+
+    def _call_index(self, fn: FunctionInfo) -> dict:
+        """The calls of ``fn``'s body in ``ast.walk`` order, made once per function (every local that
+        ``inner_size_use`` asks about walks the same calls)."""
+        key = (id(fn), "call-index")
+        index = self._tensor_memo.get(key)
+        if index is None:
+            index = {"calls": [n for n in ast.walk(fn.node) if isinstance(n, ast.Call)]}
+            self._tensor_memo[key] = index
+        return index
+
+    @staticmethod
+    def _parents_and_transposed(fn: FunctionInfo, index: dict) -> tuple[dict, set]:
+        """Each node's parent and the names transposed in ``fn``, made on first need."""
+        if "parents" not in index:
+            parents = {}
+            for node in ast.walk(fn.node):
+                for child in ast.iter_child_nodes(node):
+                    parents[child] = node
+            index["parents"] = parents
+            index["transposed"] = _transposed_names(fn.node)
+        return index["parents"], index["transposed"]
 
     def copy_multi_dim(self, t: ast.AST, fn, seen: frozenset[str] = frozenset()) -> bool:
         """``out = torch.empty_like(x)`` (or ``x.clone()``, ``x.float()``) where the function reads a
