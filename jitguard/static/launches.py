@@ -10,6 +10,7 @@ from typing import NamedTuple
 from jitguard.static.facts import ArgFacts, EntryRef, KernelFacts, LaunchFacts
 from jitguard.static.names import LOCAL, Scope, qualified
 from jitguard.static.provenance import Classifier, FunctionInfo, int_literal
+from jitguard.static.provenance.syntax import own_returns
 
 
 def _unwrap_alias(value: ast.AST) -> ast.AST | None:
@@ -320,21 +321,11 @@ class LaunchExtraction:
     def _spec_returns(self, st) -> list[tuple[ast.Return, ast.AST]]:
         """``return grid, dict(...)`` / ``return grid, {...}, extra`` in a function's own body."""
         out = []
-        stack = list(st.body)
-        while stack:
-            node = stack.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            if isinstance(node, ast.Return):
-                v = node.value
-                if isinstance(v, ast.Tuple) and 2 <= len(v.elts) <= 3 and self._spec_dict(v.elts[1]) \
-                        and not self._spec_dict(v.elts[0]):
-                    out.append((node, v.elts[1]))
-                continue
-            stack.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt))
-            for attr in ("handlers", "cases"):
-                for h in getattr(node, attr, []) or []:
-                    stack.extend(h.body)
+        for node in own_returns(st):
+            v = node.value
+            if isinstance(v, ast.Tuple) and 2 <= len(v.elts) <= 3 and self._spec_dict(v.elts[1]) \
+                    and not self._spec_dict(v.elts[0]):
+                out.append((node, v.elts[1]))
         return out
 
     def launchers(self, kernels: list[KernelFacts]) -> list[LauncherReturn]:

@@ -14,7 +14,7 @@ from jitguard.static.provenance.conventions import (
     annotation_vtype, name_class, strong_stable, weight_like,
 )
 from jitguard.static.provenance.guards import GuardedValues
-from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal
+from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, own_returns
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.tensors import TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
@@ -397,28 +397,18 @@ class Classifier(TensorLayouts, GuardedValues):
         self._busy.add(key)
         try:
             values = []
-            stack = list(callee.node.body)
-            while stack:
-                st = stack.pop()
-                if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                    continue
-                if isinstance(st, ast.Return):
-                    value = st.value
-                    if item is not None:
-                        if value is None or (isinstance(value, ast.Constant) and value.value is None):
-                            continue  # `return None`: nothing to unpack (the caller checks for it)
-                        if not isinstance(value, (ast.Tuple, ast.List)) or item >= len(value.elts) \
-                                or any(isinstance(e, ast.Starred) for e in value.elts):
-                            return None
-                        value = value.elts[item]
-                    elif value is None or isinstance(value, (ast.Tuple, ast.List, ast.Dict)):
+            for st in own_returns(callee.node):
+                value = st.value
+                if item is not None:
+                    if value is None or (isinstance(value, ast.Constant) and value.value is None):
+                        continue  # `return None`: nothing to unpack (the caller checks for it)
+                    if not isinstance(value, (ast.Tuple, ast.List)) or item >= len(value.elts) \
+                            or any(isinstance(e, ast.Starred) for e in value.elts):
                         return None
-                    values.append(value)
-                    continue
-                stack.extend(c for c in ast.iter_child_nodes(st) if isinstance(c, ast.stmt))
-                for attr in ("handlers", "cases"):
-                    for h in getattr(st, attr, []) or []:
-                        stack.extend(h.body)
+                    value = value.elts[item]
+                elif value is None or isinstance(value, (ast.Tuple, ast.List, ast.Dict)):
+                    return None
+                values.append(value)
             if field is not None:
                 fields = [self.field_value(v, field, callee, depth + 2) for v in values]
                 out = join(fields) if fields and all(f is not None for f in fields) else None

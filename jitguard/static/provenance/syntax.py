@@ -1,4 +1,5 @@
-"""Small readers of ``ast`` nodes the classifier shares: integer literals, a call's short name."""
+"""Small readers of ``ast`` nodes the classifier shares: integer literals, a call's short name, the
+return statements of a function's own body."""
 from __future__ import annotations
 
 import ast
@@ -25,3 +26,22 @@ def _call_name(func: ast.AST) -> str | None:
     if isinstance(func, ast.Name):
         return func.id
     return None
+
+
+def own_returns(fn_node: ast.AST) -> list[ast.Return]:
+    """The ``return`` statements of a function's own body (those of nested functions and classes
+    left out), through every compound statement, ``except`` handlers and ``match`` cases."""
+    out = []
+    stack = list(fn_node.body)
+    while stack:
+        st = stack.pop()
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(st, ast.Return):
+            out.append(st)
+            continue
+        stack.extend(c for c in ast.iter_child_nodes(st) if isinstance(c, ast.stmt))
+        for attr in ("handlers", "cases"):
+            for h in getattr(st, attr, []) or []:
+                stack.extend(h.body)
+    return out

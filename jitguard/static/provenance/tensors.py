@@ -7,7 +7,7 @@ import ast
 from jitguard.static.facts import STABLE, UNKNOWN, VARYING, Accessor, EntryRef
 from jitguard.static.provenance.bindings import FunctionInfo
 from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, strong_stable, weight_like
-from jitguard.static.provenance.syntax import _call_name, int_literal
+from jitguard.static.provenance.syntax import _call_name, int_literal, own_returns
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import Prov, join, model_dim
 
@@ -519,22 +519,12 @@ def _returned_items(callee: FunctionInfo, item: int) -> list[ast.AST] | None:
     """Element ``item`` of every tuple ``callee`` returns (nested functions left out); None when a
     return is not a tuple that long."""
     values = []
-    stack = list(callee.node.body)
-    while stack:
-        st = stack.pop()
-        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        if isinstance(st, ast.Return):
-            v = st.value
-            if not isinstance(v, (ast.Tuple, ast.List)) or item >= len(v.elts) \
-                    or any(isinstance(x, ast.Starred) for x in v.elts):
-                return None
-            values.append(v.elts[item])
-            continue
-        stack.extend(c for c in ast.iter_child_nodes(st) if isinstance(c, ast.stmt))
-        for attr in ("handlers", "cases"):
-            for h in getattr(st, attr, []) or []:
-                stack.extend(h.body)
+    for st in own_returns(callee.node):
+        v = st.value
+        if not isinstance(v, (ast.Tuple, ast.List)) or item >= len(v.elts) \
+                or any(isinstance(x, ast.Starred) for x in v.elts):
+            return None
+        values.append(v.elts[item])
     return values
 
 
