@@ -33,7 +33,6 @@ summary.md (the tables) and NAME.json (misses, likely false positives, unannotat
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime as dt
 import hashlib
 import json
@@ -48,7 +47,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 import zipfile
 from dataclasses import dataclass
 
@@ -63,6 +61,7 @@ from jitguard.static.link import build_program  # noqa: E402
 from jitguard.static.runner import scan_paths  # noqa: E402
 
 import strip_do_not_specialize as strip  # noqa: E402
+from parse_ceiling import ast_parse_all, compile_ahead  # noqa: E402
 from scan_speed import _machine, snapshot_jitguard  # noqa: E402
 from vllm_recall import _miss_detail, explain_miss, key_of  # noqa: E402
 
@@ -139,16 +138,8 @@ def fetch(cb: Codebase) -> pathlib.Path:
 
 def ast_pass(files: list[pathlib.Path]) -> tuple[float, float]:
     """(wall s, CPU s) of reading and ``ast.parse`` of every file, in this process."""
-    t0, c0 = time.perf_counter(), time.process_time()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for f in files:
-            data = f.read_bytes()
-            try:
-                ast.parse(data, filename=str(f))
-            except (SyntaxError, ValueError):
-                pass
-    return time.perf_counter() - t0, time.process_time() - c0
+    got = ast_parse_all(files)
+    return got["seconds"], got["cpu_seconds"]
 
 
 def _children_cpu() -> float:
@@ -156,26 +147,12 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _scan_env(code: str) -> dict:
-    """The timed scans' environment: jitguard from ``code``, and Python's bytecode cache as a user
-    has it (a PYTHONDONTWRITEBYTECODE set here would recompile jitguard in every timed process)."""
-    env = dict(os.environ, CI="1", PYTHONPATH=code)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
-
-
-def compile_once(code: str) -> None:
-    """Import the scan's modules once, untimed, so that their bytecode is written before timing."""
-    subprocess.run([sys.executable, "-c", "import jitguard.cli.scan, jitguard.static.runner, "
-                    "jitguard.static.extract, jitguard.report.json"], env=_scan_env(code), check=True)
-
-
 def cli_scan(tree: pathlib.Path, cache_dir: str, out_json: str, code: str) -> tuple[float, float, dict]:
     """(wall s, CPU s of the whole process tree, workers included, JSON report) of one scan."""
     # bench/corpus is git-ignored here (and may be a link): the tree is scanned as its own project
     cmd = [sys.executable, "-m", "jitguard", "scan", str(tree), "--format", "json", "-o", out_json,
            "--cache-dir", cache_dir, "--no-respect-gitignore"]
-    env = _scan_env(code)
+    env = dict(os.environ, CI="1", PYTHONPATH=code)
     t0, c0 = time.perf_counter(), _children_cpu()
     proc = subprocess.run(cmd, cwd=str(tree.parent), env=env, capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
@@ -191,7 +168,7 @@ def timing(tree: pathlib.Path, files: list[pathlib.Path], code: str, repeat: int
     runs: dict[str, list[float]] = {k: [] for k in ("ast_wall", "ast_cpu", "cold_wall", "cold_cpu",
                                                     "warm_wall", "warm_cpu")}
     doc = None
-    compile_once(code)
+    compile_ahead(code)
     for i in range(repeat):
         for k, v in zip(("ast_wall", "ast_cpu"), ast_pass(files)):
             runs[k].append(v)

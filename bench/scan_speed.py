@@ -16,7 +16,6 @@ Targets (issue 3): cold <= 2x ceiling, warm <= 1 s, 0 internal errors, memory < 
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime as dt
 import json
 import os
@@ -27,27 +26,13 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 
 BENCH = pathlib.Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 from fetch_vllm import ensure_corpus  # noqa: E402
-
-
-def ast_ceiling(files: list[pathlib.Path]) -> dict:
-    errors = 0
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for f in files:
-            data = f.read_bytes()
-            try:
-                ast.parse(data, filename=str(f))
-            except (SyntaxError, ValueError):
-                errors += 1
-    return {"seconds": time.perf_counter() - t0, "syntax_errors": errors}
+from parse_ceiling import ast_parse_all, compile_ahead  # noqa: E402
 
 
 def _tree_pids(root: int) -> list[int]:
@@ -89,11 +74,7 @@ def snapshot_jitguard(dest: str) -> str:
     src = pathlib.Path(jitguard.__file__).resolve().parent
     shutil.copytree(src, os.path.join(dest, "jitguard"),
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    # bytecode compiled ahead, as pip does when it installs a package: otherwise every timed process
-    # (PYTHONDONTWRITEBYTECODE set, or a read-only tree) compiles jitguard's modules again
-    import compileall
-
-    compileall.compile_dir(os.path.join(dest, "jitguard"), quiet=1)
+    compile_ahead(dest)
     return dest
 
 
@@ -203,7 +184,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="jitguard-bench-") as tmp:
         code = snapshot_jitguard(os.path.join(tmp, "code"))
         for i in range(args.repeat):
-            ceilings.append(ast_ceiling(files))
+            ceilings.append(ast_parse_all(files))
             cache = os.path.join(tmp, f"cache{i}")  # empty: a cold scan
             colds.append(timed_scan(corpus, cache, args.jobs, os.path.join(tmp, "c.json"), code))
             warms.append(timed_scan(corpus, cache, args.jobs, os.path.join(tmp, "w.json"), code))
