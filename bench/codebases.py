@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import json
 import math
 import os
@@ -47,7 +46,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from dataclasses import dataclass
 
 BENCH = pathlib.Path(__file__).resolve().parent
@@ -64,6 +62,8 @@ import strip_do_not_specialize as strip  # noqa: E402
 from parse_ceiling import ast_parse_all, compile_ahead  # noqa: E402
 from scan_speed import _machine, snapshot_jitguard  # noqa: E402
 from vllm_recall import _miss_detail, explain_miss, key_of  # noqa: E402
+import wheel_files  # noqa: E402
+from wheel_files import sha256_file  # noqa: E402
 
 CORPUS = BENCH / "corpus"
 RESULTS = BENCH / "results" / "codebases"
@@ -93,14 +93,6 @@ CODEBASES = (
 )
 
 
-def _sha256(path: pathlib.Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _wheel_of(cb: Codebase) -> pathlib.Path | None:
     dist, version = cb.spec.split("==")
     prefix = f"{dist.replace('-', '_').lower()}-{version}-"
@@ -120,15 +112,7 @@ def fetch(cb: Codebase) -> pathlib.Path:
         print("+", " ".join(cmd), file=sys.stderr)
         subprocess.run(cmd, check=True)
     wheel = _wheel_of(cb)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=".unpack-", dir=tree.parent if tree.parent.is_dir() else None))
-    with zipfile.ZipFile(wheel) as z:
-        for info in z.infolist():
-            if info.filename.endswith(".py") and not info.filename.startswith("/") and ".." not in info.filename.split("/"):
-                out = tmp / info.filename
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_bytes(z.read(info))
-    tree.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(tmp, tree)
+    wheel_files.unpack(wheel, tree, lambda name: name.endswith(".py"))
     return tree
 
 
@@ -497,7 +481,7 @@ def run_one(cb: Codebase, args, code: str, tmp: str) -> tuple[dict, dict]:
     wheel = _wheel_of(cb)
     entry: dict = {"codebase": cb.name, "spec": cb.spec, "pip_download": " ".join(
         ["pip download --no-deps --only-binary=:all:", *cb.pip_args, cb.spec]),
-        "wheel": wheel.name if wheel else None, "sha256": _sha256(wheel) if wheel else None,
+        "wheel": wheel.name if wheel else None, "sha256": sha256_file(wheel) if wheel else None,
         "py_files": len(files), "bytes": sum(p.stat().st_size for p in files)}
     t0 = time.perf_counter()
     entry["timing"] = None if args.no_timing else timing(tree, files, code, args.repeat, tmp)

