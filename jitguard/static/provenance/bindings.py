@@ -16,6 +16,7 @@ class Entry:
     index: int | None = None  # dim / stride index
     line: int = 0
     ndim: int | None = None
+    stmt: ast.AST | None = None  # the ``for`` statement of a loop entry
 
 
 @dataclass
@@ -63,3 +64,6 @@ class ModuleInfo:
     # than self/cls, and `Cls(attr=value)` for the dataclasses / NamedTuples / classes of this module
     attrs: dict[str, list[tuple[ast.AST, FunctionInfo | None, int]]] = field(default_factory=dict)
     records: dict[str, Record] = field(default_factory=dict)  # module-level record classes by name
+    # names that may change after import: declared ``global`` in a function, or mutated in place
+    # (``X.append(v)``, ``X[k] = v``) anywhere in the module (locals of the same name included)
+    rebound: set[str] = field(default_factory=set)
