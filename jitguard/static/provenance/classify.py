@@ -447,15 +447,23 @@ class Classifier(TensorLayouts, GuardedValues):
             owner, where = self.lookup(base.id, fn)
             if where == "import":
                 return f"{self.code(node)}, held by an imported module"
-            if base.id not in ("self", "cls"):
-                if node.attr in self.info.attrs:
-                    got = self.assigned_attr(node.attr, depth)
-                    if got is not None and got.cls == VARYING:
-                        return None  # this module stores a per-call value there
-                if where == "assign" and any(en.kind == "loop" and self.held_collection(en.node, owner, depth, level + 1) is None
-                                             for en in owner.assigns[base.id]):
-                    return None  # for req in per_call: for n in req.lens -- the object is per call
-            return f"{self.code(node)}, a collection held by an object"
+            if base.id in ("self", "cls"):
+                return f"{self.code(node)}, a collection held by the object"
+            if where == "module" and base.id not in self.info.rebound:
+                return f"{self.code(node)}, held by the module-level {base.id}"
+            # another object (metadata, a plan): held when every value this module gives `.attr` is
+            # fixed (`Meta(ratios=self.ratios)`, `meta.ratios = (1, 2)`); not an object that is itself
+            # a per-call loop variable (for req in per_call: for n in req.lens)
+            values = self.info.attrs.get(node.attr, [])[:_ATTR_VALUES]
+            if not values or (where == "assign" and any(
+                    en.kind == "loop" and self.held_collection(en.node, owner, depth, level + 1) is None
+                    for en in owner.assigns[base.id])):
+                return None
+            for value, vfn, _ in values:
+                if not (self.fixed_collection(value, vfn) or self.held_collection(value, vfn, depth, level + 1) is not None
+                        or self._classify(value, vfn, depth + 2).cls == STABLE):
+                    return None
+            return f"{self.code(node)}, a collection this module fills with fixed values only"
         if isinstance(node, ast.Name):
             owner, where = self.lookup(node.id, fn)
             if where == "module":

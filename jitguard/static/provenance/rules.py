@@ -74,14 +74,15 @@ _ALL = (
           "goes through) takes the candidates up to the first that fits, the same ones each call: a few variants "
           "per process, each compiled at most once, reported at the low level; not when the candidates themselves "
           "vary per call", few_variants=True),
-    _rule("held-collection-loop", "few variants", CONVENTIONAL, "a loop over a collection an object or module holds "
-          "(`self.x`, `obj.x`, an imported module's attribute, a module-level name bound once at import and never "
-          "mutated, `.items()`/`zip`/`enumerate` of those) or over `range()` of bounds fixed that way takes the same "
-          "few values each call, as fixed as the object (the `self-attribute` convention): a few variants per process, "
-          "reported at the low level; not when this module assigns the attribute a per-call value, when the object "
-          "is itself a per-call loop variable, or when a bound is a tensor dim or rests on a name alone (a dim guessed "
-          "fixed walks a per-step axis as often as a model axis: vLLM 0.33.0's spec-decode draft steps)",
-          few_variants=True),
+    _rule("held-collection-loop", "few variants", CONVENTIONAL, "a loop over a collection the object or module holds "
+          "(`self.x`, an imported module's attribute, a module-level name bound at import and never rebound nor "
+          "mutated, an attribute of another object that this module fills with fixed values only, "
+          "`Meta(ratios=self.ratios)`; `.items()`/`zip`/`enumerate` of those) or over `range()` of bounds fixed that "
+          "way takes the same few values each call, as fixed as the object (the `self-attribute` convention): a few "
+          "variants per process, reported at the low level; not an attribute this module never fills or fills with "
+          "a per-call value, not an object that is itself a per-call loop variable, not a bound that is a tensor dim "
+          "or rests on a name alone (a dim guessed fixed walks a per-step axis as often as a model axis: vLLM "
+          "0.33.0's spec-decode draft steps)", few_variants=True),
     # ---- values computed per call
     _rule("device-data", "VARYING", STRUCTURAL, "`.item()` / `.tolist()` read a value off the device: it changes with "
           "the data"),
