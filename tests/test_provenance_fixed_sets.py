@@ -219,6 +219,29 @@ def {a}({b}):
     assert got["BLOCK"] == ("low", ("held-collection-loop",))
     got = findings(tmp_path, body.replace("{count}", "4096").replace("{mutate}", "{e}.append(int({b}.sum()))"))
     assert got["BLOCK"] == ("high", ("loop-counter",))
+    # a local of the same name, mutated, is another list
+    got = findings(tmp_path, body.replace("{count}", "4096").replace(
+        "{mutate}", "{e} = []\n    {e}.append(int({b}.sum()))\n    return {e}"))
+    assert got["BLOCK"] == ("low", ("held-collection-loop",))
+
+
+def test_a_module_level_literal_list_mutated_in_place_is_no_fixed_set(tmp_path):
+    body = """
+{e} = [16, 32]
+
+def {c}(x):
+    for {d} in {e}:
+        {k}[(1,)](x, {d}, BLOCK={d})
+
+def {a}({b}):
+    {mutate}
+"""
+    assert findings(tmp_path, body.replace("{mutate}", "pass")) == {}
+    got = findings(tmp_path, body.replace("{mutate}", "{e}[0] = int({b}.sum())"))
+    assert got["BLOCK"] == ("high", ("loop-counter",))
+    # filled at import: fixed for the process, though not the literal alone
+    filled = body.replace("{mutate}", "pass") + "\nfor {f} in (64, 128):\n    {e}.append({f} * 3)\n"
+    assert findings(tmp_path, filled)["BLOCK"] == ("low", ("held-collection-loop",))
 
 
 # ---- import-time -----------------------------------------------------------------------------------

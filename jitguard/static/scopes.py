@@ -158,7 +158,7 @@ class Walker:
                 self.bind(st.target, st.value, scope, fn, st.lineno)
         elif isinstance(st, ast.AugAssign):
             self.exprs(st.value, scope, fn)
-            self.mutated(st.target)
+            self.mutated(st.target, fn)
             if isinstance(st.target, ast.Name) and fn is not None and scope.kind == "function":
                 fn.assigns.setdefault(st.target.id, []).append(Entry("aug", st.value, line=st.lineno))
         elif isinstance(st, (ast.For, ast.AsyncFor)):
@@ -202,7 +202,7 @@ class Walker:
             self.info.rebound.update(st.names)  # rebinds a module-level name after import
         elif isinstance(st, ast.Delete):
             for t in st.targets:
-                self.mutated(t)
+                self.mutated(t, fn)
                 self.exprs(t, scope, fn)
         elif type(st).__name__ == "Match":
             self.exprs(st.subject, scope, fn)
@@ -313,7 +313,7 @@ class Walker:
         if isinstance(target, ast.Starred):
             self.opaque(target.value, scope, fn)
             return
-        self.mutated(target)
+        self.mutated(target, fn)
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self" \
                 and value is not None and fn is not None and fn.class_name:
             cls_qual = fn.qual.rsplit(".", 1)[0]
@@ -326,10 +326,23 @@ class Walker:
                 # metadata.step = value: what `<obj>.step` reads elsewhere in this module
                 self.info.attrs.setdefault(target.attr, []).append((value, fn, line))
 
-    def mutated(self, target: ast.AST) -> None:
+    def mutated(self, target: ast.AST, fn: FunctionInfo | None) -> None:
         """``X[k] = v`` / ``X[k] += v`` / ``del X[k]``: the object ``X`` names changes in place."""
         if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-            self.info.rebound.add(target.value.id)
+            self.mutated_name(target.value.id, fn)
+
+    def mutated_name(self, name: str, fn: FunctionInfo | None) -> None:
+        """``name`` changes in place here: a module-level one, unless a local or parameter of the
+        function shadows it (``sizes = []; sizes.append(n)``)."""
+        if fn is None:
+            self.info.filled.add(name)  # at import: fixed for the process, but not its literal alone
+            return
+        f = fn
+        while f is not None:
+            if name in f.assigns or name in f.params:
+                return
+            f = f.parent
+        self.info.rebound.add(name)
 
     def unpack_layout(self, els: list, src: _Layout, scope: Scope, fn: FunctionInfo, line: int) -> None:
         """``a, b = x.shape`` / ``*_, t, d = x.shape`` / ``m, n = x.shape[-2:]`` / ``s0, s1 = x.stride()``:
@@ -422,7 +435,7 @@ class Walker:
                 f = sub.func
                 # lst.append(v): v is one of the values lst holds (cu = [0]; cu.append(cu[-1] + n))
                 if f.__class__ is ast.Attribute and f.attr in _MUTATORS and f.value.__class__ is ast.Name:
-                    self.info.rebound.add(f.value.id)  # X.append(v): X changes in place
+                    self.mutated_name(f.value.id, fn)  # X.append(v): X changes in place
                     if f.attr in ("append", "insert") and sub.args and fn is not None and scope.kind == "function" \
                             and f.value.id in fn.assigns:
                         fn.assigns[f.value.id].append(Entry("aug", sub.args[-1], line=sub.lineno))

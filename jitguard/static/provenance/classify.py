@@ -383,7 +383,8 @@ class Classifier(TensorLayouts, GuardedValues):
         if isinstance(node, ast.Name):
             owner, where = self.lookup(node.id, fn)
             if where == "module":
-                return node.id not in self.info.rebound and self.fixed_collection(self.info.constants[node.id], None, depth + 1)
+                return node.id not in self.info.rebound and node.id not in self.info.filled \
+                    and self.fixed_collection(self.info.constants[node.id], None, depth + 1)
             if where == "assign" and len(owner.assigns[node.id]) == 1 and owner.assigns[node.id][0].kind == "expr":
                 return self.fixed_collection(owner.assigns[node.id][0].node, owner, depth + 1)
             return False

@@ -62,10 +62,12 @@ _ALL = (
     _rule("imported-name", "STABLE", CONVENTIONAL, "a name imported from another module is taken for a constant (its "
           "value is not followed)"),
     _rule("import-time", "STABLE", STRUCTURAL, "a module-level name bound at import and neither declared `global` in "
-          "a function nor mutated in place (`X.append`, `X[k] = v`) anywhere in the module is fixed for the process "
-          "whatever its right-hand side computes (`.item()`, a reduction, a call): module code runs once"),
+          "a function nor mutated in place by one (`X.append`, `X[k] = v`; a local of the same name is another object) is "
+          "fixed for the process whatever its right-hand side computes (`.item()`, a reduction, a call): module code "
+          "runs once"),
     _rule("fixed-loop", "STABLE", STRUCTURAL, "a loop over a set of values written in the code (a literal tuple, a "
-          "module constant, `range()` of ints the code fixes, zip/enumerate of those) takes few, fixed values",
+          "module constant not filled or mutated after its literal, `range()` of ints the code fixes, zip/enumerate of "
+          "those) takes few, fixed values",
           depth=(4, "a constant built from constants more than 4 levels deep was not seen in the codebases measured"),
           range=(16, "`range(k)` with k fixed in the code is a literal tuple of k values; past 16 (the bound "
                  "`range-guard` takes for few) it is a few variants per process, not a handful (`held-collection-loop`)")),
