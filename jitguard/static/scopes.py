@@ -79,6 +79,9 @@ def _shape_source(value) -> _Layout | None:
 
 
 _AST = ast.AST
+# methods that change a list, dict or set in place
+_MUTATORS = frozenset({"append", "insert", "extend", "pop", "remove", "clear", "update", "setdefault", "add",
+                       "discard", "popitem", "sort", "reverse"})
 _LEAVES = (ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop, ast.Constant)
 
 class Walker:
@@ -155,11 +158,12 @@ class Walker:
                 self.bind(st.target, st.value, scope, fn, st.lineno)
         elif isinstance(st, ast.AugAssign):
             self.exprs(st.value, scope, fn)
+            self.mutated(st.target, fn)
             if isinstance(st.target, ast.Name) and fn is not None and scope.kind == "function":
                 fn.assigns.setdefault(st.target.id, []).append(Entry("aug", st.value, line=st.lineno))
         elif isinstance(st, (ast.For, ast.AsyncFor)):
             self.exprs(st.iter, scope, fn)
-            self.loop_target(st.target, scope, fn, st.lineno, st.iter)
+            self.loop_target(st.target, scope, fn, st.lineno, st.iter, st)
             self.body(st.body, scope, fn)
             self.body(st.orelse, scope, fn)
         elif isinstance(st, ast.While):
@@ -194,6 +198,12 @@ class Walker:
                     self.imports[local] = resolve_relative(scope.imports[local], self.module, self.is_package)
             elif fn is not None and scope.kind == "function":
                 fn.imported.update(names)
+        elif isinstance(st, ast.Global):
+            self.info.rebound.update(st.names)  # rebinds a module-level name after import
+        elif isinstance(st, ast.Delete):
+            for t in st.targets:
+                self.mutated(t, fn)
+                self.exprs(t, scope, fn)
         elif type(st).__name__ == "Match":
             self.exprs(st.subject, scope, fn)
             for case in st.cases:
@@ -303,6 +313,7 @@ class Walker:
         if isinstance(target, ast.Starred):
             self.opaque(target.value, scope, fn)
             return
+        self.mutated(target, fn)
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self" \
                 and value is not None and fn is not None and fn.class_name:
             cls_qual = fn.qual.rsplit(".", 1)[0]
@@ -314,6 +325,24 @@ class Walker:
             if isinstance(root, ast.Name) and root.id not in ("self", "cls"):
                 # metadata.step = value: what `<obj>.step` reads elsewhere in this module
                 self.info.attrs.setdefault(target.attr, []).append((value, fn, line))
+
+    def mutated(self, target: ast.AST, fn: FunctionInfo | None) -> None:
+        """``X[k] = v`` / ``X[k] += v`` / ``del X[k]``: the object ``X`` names changes in place."""
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            self.mutated_name(target.value.id, fn)
+
+    def mutated_name(self, name: str, fn: FunctionInfo | None) -> None:
+        """``name`` changes in place here: a module-level one, unless a local or parameter of the
+        function shadows it (``sizes = []; sizes.append(n)``)."""
+        if fn is None:
+            self.info.filled.add(name)  # at import: fixed for the process, but not its literal alone
+            return
+        f = fn
+        while f is not None:
+            if name in f.assigns or name in f.params:
+                return
+            f = f.parent
+        self.info.rebound.add(name)
 
     def unpack_layout(self, els: list, src: _Layout, scope: Scope, fn: FunctionInfo, line: int) -> None:
         """``a, b = x.shape`` / ``*_, t, d = x.shape`` / ``m, n = x.shape[-2:]`` / ``s0, s1 = x.stride()``:
@@ -362,17 +391,18 @@ class Walker:
         elif isinstance(target, ast.Starred):
             self.opaque(target.value, scope, fn)
 
-    def loop_target(self, target: ast.AST, scope: Scope, fn: FunctionInfo | None, line: int, it: ast.AST | None) -> None:
+    def loop_target(self, target: ast.AST, scope: Scope, fn: FunctionInfo | None, line: int, it: ast.AST | None,
+                    loop: ast.AST | None = None) -> None:
         if scope.kind != "function" or fn is None:
             self.opaque(target, scope, fn)
             return
         if isinstance(target, ast.Name):
-            fn.assigns.setdefault(target.id, []).append(Entry("loop", it, line=line))
+            fn.assigns.setdefault(target.id, []).append(Entry("loop", it, line=line, stmt=loop))
         elif isinstance(target, (ast.Tuple, ast.List)):
             for el in target.elts:
-                self.loop_target(el, scope, fn, line, it)
+                self.loop_target(el, scope, fn, line, it, loop)
         elif isinstance(target, ast.Starred):
-            self.loop_target(target.value, scope, fn, line, it)
+            self.loop_target(target.value, scope, fn, line, it, loop)
 
     # fields that never hold a node with a call inside (names, contexts, operators, flags), and the
     # nodes that hold none (a Name: its id and context)
@@ -404,9 +434,11 @@ class Walker:
                 self.calls.append((sub, scope, fn))
                 f = sub.func
                 # lst.append(v): v is one of the values lst holds (cu = [0]; cu.append(cu[-1] + n))
-                if isinstance(f, ast.Attribute) and f.attr in ("append", "insert") and isinstance(f.value, ast.Name) \
-                        and sub.args and fn is not None and scope.kind == "function" and f.value.id in fn.assigns:
-                    fn.assigns[f.value.id].append(Entry("aug", sub.args[-1], line=sub.lineno))
+                if f.__class__ is ast.Attribute and f.attr in _MUTATORS and f.value.__class__ is ast.Name:
+                    self.mutated_name(f.value.id, fn)  # X.append(v): X changes in place
+                    if f.attr in ("append", "insert") and sub.args and fn is not None and scope.kind == "function" \
+                            and f.value.id in fn.assigns:
+                        fn.assigns[f.value.id].append(Entry("aug", sub.args[-1], line=sub.lineno))
             elif sub.__class__ is ast.NamedExpr and isinstance(sub.target, ast.Name):
                 if scope.kind == "function" and fn is not None:
                     fn.assigns.setdefault(sub.target.id, []).append(Entry("expr", sub.value, line=sub.lineno))

@@ -16,6 +16,7 @@ class Entry:
     index: int | None = None  # dim / stride index
     line: int = 0
     ndim: int | None = None
+    stmt: ast.AST | None = None  # the ``for`` statement of a loop entry
 
 
 @dataclass
@@ -63,3 +64,8 @@ class ModuleInfo:
     # than self/cls, and `Cls(attr=value)` for the dataclasses / NamedTuples / classes of this module
     attrs: dict[str, list[tuple[ast.AST, FunctionInfo | None, int]]] = field(default_factory=dict)
     records: dict[str, Record] = field(default_factory=dict)  # module-level record classes by name
+    # module-level names that may change after import: declared ``global`` in a function, or mutated
+    # in place (``X.append(v)``, ``X[k] = v``) where no local or parameter of that name shadows them
+    rebound: set[str] = field(default_factory=set)
+    # module-level names mutated in place at module level (``X = []`` then ``X.append(v)`` at import)
+    filled: set[str] = field(default_factory=set)

@@ -14,8 +14,8 @@ from jitguard.static.provenance.conventions import (
     annotation_vtype, name_class, strong_stable, weight_like,
 )
 from jitguard.static.provenance.guards import GuardedValues
-from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, own_returns
-from jitguard.static.provenance.rules import limit
+from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, own_returns, stops_at_first_success
+from jitguard.static.provenance.rules import RULES, limit
 from jitguard.static.provenance.tensors import TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
 
@@ -24,6 +24,9 @@ _BUILTINS = frozenset(dir(builtins)) | {"self", "cls"}
 _TO_INT = {"ceil", "floor", "int", "trunc", "round", "cdiv", "ceil_div", "div_up", "ceildiv"}
 _DEPTH = limit("assignment", "depth")
 _FIXED_DEPTH = limit("fixed-loop", "depth")
+_FIXED_RANGE = limit("fixed-loop", "range")
+# a range over a tensor dim the conventions guess fixed is not a held collection (held-collection-loop)
+_GUESSED_DIMS = frozenset({"model-dim", "existing-stride", "row-size", "shape-product", "name-over-guess"})
 _RETURNS_DEPTH = limit("returns", "depth")
 _CALLER_DEPTH = limit("local-caller", "depth")
 _CALLERS = limit("local-caller", "callers")
@@ -216,6 +219,8 @@ class Classifier(TensorLayouts, GuardedValues):
             if inner.cls in (UNKNOWN, STABLE):
                 return Prov(STABLE, inner.vtype, (f"{name}: module-level constant",), inner.div16,
                             rules=("module-constant",))
+            if name not in self.info.rebound:
+                return self.import_time(name, inner)
             return inner.why(f"module-level {name} = {self.code(self.info.constants[name])}")
         if where == "import":
             return Prov(STABLE, "unknown", (f"{name}: imported constant",), rules=("imported-name",))
@@ -236,6 +241,9 @@ class Classifier(TensorLayouts, GuardedValues):
             if en.node is not None and self.fixed_collection(en.node, fn):
                 return Prov(STABLE, "unknown", (f"{name}: loop over a fixed set of values written in the code ({where})",),
                             rules=("fixed-loop",))
+            few = self.few_loop_values(name, en, fn, depth)
+            if few is not None:
+                return few
             return Prov(VARYING, "int", (f"{name}: loop variable ({where})",), rules=("loop-counter",))
         if en.kind == "opaque":
             return Prov(UNKNOWN)
@@ -375,15 +383,119 @@ class Classifier(TensorLayouts, GuardedValues):
         if isinstance(node, ast.Name):
             owner, where = self.lookup(node.id, fn)
             if where == "module":
-                return self.fixed_collection(self.info.constants[node.id], None, depth + 1)
+                return node.id not in self.info.rebound and node.id not in self.info.filled \
+                    and self.fixed_collection(self.info.constants[node.id], None, depth + 1)
             if where == "assign" and len(owner.assigns[node.id]) == 1 and owner.assigns[node.id][0].kind == "expr":
                 return self.fixed_collection(owner.assigns[node.id][0].node, owner, depth + 1)
             return False
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
+            return self.written_range(node, fn) is not None
         if isinstance(node, ast.Call) and _call_name(node.func) in ("zip", "product", "enumerate", "reversed", "sorted", "list", "tuple"):
             return bool(node.args) and all(self.fixed_collection(a, fn, depth + 1) for a in node.args)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("items", "keys", "values"):
             return self.fixed_collection(node.func.value, fn, depth + 1)
         return False
+
+    # ---- loops over a few values fixed for the process, and values computed once at import ----
+    def import_time(self, name: str, inner: Prov) -> Prov:
+        """``X = (torch.ones(()) / 448.0).item()`` at module level, never rebound nor mutated: computed
+        once at import, one value for the process (its type kept: a float is never specialized)."""
+        return Prov(STABLE, inner.vtype, (f"{name}: module-level value computed once at import "
+                                          f"({self.code(self.info.constants[name])})",), rules=("import-time",))
+
+    def written_range(self, call: ast.Call, fn) -> range | None:
+        """``range(4)``, ``range(0, N, 2)`` with every bound an int the code fixes, and few values."""
+        if call.keywords or not 1 <= len(call.args) <= 3:
+            return None
+        bounds = [self.known_int(a, fn) for a in call.args]
+        if any(b is None for b in bounds) or (len(bounds) == 3 and bounds[2] == 0):
+            return None
+        got = range(*bounds)
+        return got if len(got) <= _FIXED_RANGE else None
+
+    def few_loop_values(self, name: str, en: Entry, fn: FunctionInfo, depth: int) -> Prov | None:
+        """A loop variable that takes the same few values each call: the candidates of a loop that
+        stops at the first that works (``retry-candidates``), or the items of a collection an object
+        or the module holds (``held-collection-loop``). BUCKETED (a few values), reported low."""
+        where = f"line {en.line}"
+        if en.stmt is not None and stops_at_first_success(en.stmt):
+            source = self._classify(en.node, fn, depth + 1)
+            if source.cls != VARYING:
+                return Prov(BUCKETED, "unknown", (f"{name}: a candidate of a loop that stops at the first one that "
+                                                  f"works ({where}): the same few values each call",),
+                            rules=("retry-candidates",))
+        held = self.held_collection(en.node, fn, depth)
+        if held is not None:
+            is_range = isinstance(en.node, ast.Call) and isinstance(en.node.func, ast.Name) and en.node.func.id == "range"
+            return Prov(BUCKETED, "int" if is_range else "unknown",
+                        (f"{name}: loop over {held} ({where}): the same few values each call",),
+                        rules=("held-collection-loop",))
+        return None
+
+    def held_collection(self, node: ast.AST | None, fn, depth: int, level: int = 0) -> str | None:
+        """What a loop runs over when it is a collection an object or the module holds (``self.x``,
+        ``obj.x``, an imported module's attribute, a module-level name never rebound), ``range()`` of
+        bounds fixed for the process, or zip/enumerate/.items() of those: a few words for the
+        evidence; None otherwise."""
+        if node is None or level > _FIXED_DEPTH:
+            return None
+        if isinstance(node, ast.Attribute):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if not isinstance(base, ast.Name):
+                return None
+            owner, where = self.lookup(base.id, fn)
+            if where == "import":
+                return f"{self.code(node)}, held by an imported module"
+            if base.id in ("self", "cls"):
+                return f"{self.code(node)}, a collection held by the object"
+            if where == "module" and base.id not in self.info.rebound:
+                return f"{self.code(node)}, held by the module-level {base.id}"
+            # another object (metadata, a plan): held when every value this module gives `.attr` is
+            # fixed (`Meta(ratios=self.ratios)`, `meta.ratios = (1, 2)`); not an object that is itself
+            # a per-call loop variable (for req in per_call: for n in req.lens)
+            values = self.info.attrs.get(node.attr, [])[:_ATTR_VALUES]
+            if not values or (where == "assign" and any(
+                    en.kind == "loop" and self.held_collection(en.node, owner, depth, level + 1) is None
+                    for en in owner.assigns[base.id])):
+                return None
+            for value, vfn, _ in values:
+                if not (self.fixed_collection(value, vfn) or self.held_collection(value, vfn, depth, level + 1) is not None
+                        or self._classify(value, vfn, depth + 2).cls == STABLE):
+                    return None
+            return f"{self.code(node)}, a collection this module fills with fixed values only"
+        if isinstance(node, ast.Name):
+            owner, where = self.lookup(node.id, fn)
+            if where == "module":
+                return f"the module-level {node.id}" if node.id not in self.info.rebound else None
+            if where == "assign" and len(owner.assigns[node.id]) == 1 and owner.assigns[node.id][0].kind == "expr":
+                return self.held_collection(owner.assigns[node.id][0].node, owner, depth, level + 1)
+            return None
+        if not isinstance(node, ast.Call):
+            return None
+        name = _call_name(node.func)
+        if isinstance(node.func, ast.Name) and name == "range":
+            if node.args and not node.keywords and all(self.fixed_bound(a, fn, depth) for a in node.args):
+                return f"{self.code(node)}, bounds fixed for the process"
+            return None
+        if name in ("zip", "product", "enumerate", "reversed", "sorted", "list", "tuple", "set") and node.args \
+                and not any(isinstance(a, ast.Starred) for a in node.args):
+            parts = node.args[:1] if name == "enumerate" else node.args
+            held = [a for a in parts if not self.fixed_collection(a, fn)]
+            if held and all(self.held_collection(a, fn, depth, level + 1) is not None for a in held):
+                return f"{self.code(node)}, collections held by an object or the module"
+            return None
+        if isinstance(node.func, ast.Attribute) and name in ("items", "keys", "values") and not node.args:
+            return self.held_collection(node.func.value, fn, depth, level + 1)
+        return None
+
+    def fixed_bound(self, node: ast.AST, fn, depth: int) -> bool:
+        """A ``range()`` bound fixed for the process by what the code shows: STABLE, not by a name
+        alone, not a tensor dim (which the conventions only guess fixed)."""
+        got = self._classify(node, fn, depth + 1)
+        return got.cls == STABLE and not got.by_name and not (_GUESSED_DIMS & set(got.rules)) \
+            and not any(RULES[r].name_only for r in got.rules if r in RULES)
 
     def returns(self, callee: FunctionInfo, depth: int, item: int | None = None, field: str | None = None) -> Prov | None:
         """What a module-level function returns (its params resolved through its callers); with

@@ -61,9 +61,30 @@ _ALL = (
           "for the process"),
     _rule("imported-name", "STABLE", CONVENTIONAL, "a name imported from another module is taken for a constant (its "
           "value is not followed)"),
+    _rule("import-time", "STABLE", STRUCTURAL, "a module-level name bound at import and neither declared `global` in "
+          "a function nor mutated in place by one (`X.append`, `X[k] = v`; a local of the same name is another object) is "
+          "fixed for the process whatever its right-hand side computes (`.item()`, a reduction, a call): module code "
+          "runs once"),
     _rule("fixed-loop", "STABLE", STRUCTURAL, "a loop over a set of values written in the code (a literal tuple, a "
-          "module constant, zip/enumerate of those) takes few, fixed values",
-          depth=(4, "a constant built from constants more than 4 levels deep was not seen in the codebases measured")),
+          "module constant not filled or mutated after its literal, `range()` of ints the code fixes, zip/enumerate of "
+          "those) takes few, fixed values",
+          depth=(4, "a constant built from constants more than 4 levels deep was not seen in the codebases measured"),
+          range=(16, "`range(k)` with k fixed in the code is a literal tuple of k values; past 16 (the bound "
+                 "`range-guard` takes for few) it is a few variants per process, not a handful (`held-collection-loop`)")),
+    _rule("retry-candidates", "few variants", STRUCTURAL, "the variable of a loop that stops at the first candidate "
+          "that works (the attempt in a `try` with handlers that reads the loop variable; `break`/`return` once it "
+          "goes through) takes the candidates up to the first that fits, the same ones each call: a few variants "
+          "per process, each compiled at most once, reported at the low level; not when the candidates themselves "
+          "vary per call", few_variants=True),
+    _rule("held-collection-loop", "few variants", CONVENTIONAL, "a loop over a collection the object or module holds "
+          "(`self.x`, an imported module's attribute, a module-level name bound at import and never rebound nor "
+          "mutated, an attribute of another object that this module fills with fixed values only, "
+          "`Meta(ratios=self.ratios)`; `.items()`/`zip`/`enumerate` of those) or over `range()` of bounds fixed that "
+          "way takes the same few values each call, as fixed as the object (the `self-attribute` convention): a few "
+          "variants per process, reported at the low level; not an attribute this module never fills or fills with "
+          "a per-call value, not an object that is itself a per-call loop variable, not a bound that is a tensor dim "
+          "or rests on a name alone (a dim guessed fixed walks a per-step axis as often as a model axis: vLLM "
+          "0.33.0's spec-decode draft steps)", few_variants=True),
     # ---- values computed per call
     _rule("device-data", "VARYING", STRUCTURAL, "`.item()` / `.tolist()` read a value off the device: it changes with "
           "the data"),

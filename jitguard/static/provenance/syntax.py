@@ -1,5 +1,5 @@
 """Small readers of ``ast`` nodes the classifier shares: integer literals, a call's short name, the
-return statements of a function's own body."""
+return statements of a function's own body, loops that stop at the first candidate that works."""
 from __future__ import annotations
 
 import ast
@@ -45,3 +45,33 @@ def own_returns(fn_node: ast.AST) -> list[ast.Return]:
             for h in getattr(st, attr, []) or []:
                 stack.extend(h.body)
     return out
+
+
+def stops_at_first_success(loop: ast.AST) -> bool:
+    """``for c in candidates: try: launch(c) except E: continue`` then ``break`` (or ``return``): the
+    loop ends at the first candidate whose attempt goes through. The attempt is a ``try`` with
+    handlers in the loop's body (or in a ``with`` block there) whose body reads a loop variable;
+    success leaves the loop: the ``try`` body or its ``else`` ends in ``break``/``return``, or one
+    follows the ``try`` in the same block."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    return _attempt_then_exit(loop.body, names)
+
+
+def _exits(stmts: list) -> bool:
+    return bool(stmts) and isinstance(stmts[-1], (ast.Break, ast.Return))
+
+
+def _attempt_then_exit(stmts: list, names: set[str]) -> bool:
+    for i, st in enumerate(stmts):
+        if isinstance(st, (ast.With, ast.AsyncWith)) and _attempt_then_exit(st.body, names):
+            return True
+        if not isinstance(st, ast.Try) and type(st).__name__ != "TryStar":
+            continue
+        if not st.handlers or not any(isinstance(n, ast.Name) and n.id in names
+                                      for b in st.body for n in ast.walk(b)):
+            continue
+        if _exits(st.body) or _exits(st.orelse) or any(isinstance(x, (ast.Break, ast.Return)) for x in stmts[i + 1:]):
+            return True
+    return False

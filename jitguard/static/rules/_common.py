@@ -4,9 +4,10 @@ from __future__ import annotations
 import re
 
 from jitguard.findings import Edit, Fix, FixSafety
-from jitguard.static.facts import VARYING, ArgFacts, FileFacts, KernelFacts
+from jitguard.static.facts import BUCKETED, VARYING, ArgFacts, FileFacts, KernelFacts
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.provenance import strong_stable
+from jitguard.static.provenance.rules import RULES
 from jitguard.static.provenance.rules import confidence as chain_confidence
 
 
@@ -57,6 +58,16 @@ def source_of(arg: ArgFacts, b: BoundLaunch, kernel_path: str) -> str:
     if src == arg.text or src in arg.text:
         return f"{arg.text} at {at}"
     return f"{arg.text} at {at}, from {src}"
+
+
+def few_values(arg: ArgFacts) -> str | None:
+    """How a value that takes a few values per process (a few-variants rule, provenance/rules.py)
+    takes them, for a message; None for a per-call or a bucketed per-call value."""
+    if arg.provenance != BUCKETED or not any(r in RULES and RULES[r].few_variants for r in arg.rules):
+        return None
+    if "range-guard" in arg.rules or "range-one-class" in arg.rules:
+        return "takes a few values (bounded by a guard before the launch)"
+    return "takes the same few values each call, a few variants per process each compiled on first use"
 
 
 def varying_hits(program: Program, accept, provenances=(VARYING,)) -> dict[tuple[int, str], list[tuple[BoundLaunch, ArgFacts]]]:

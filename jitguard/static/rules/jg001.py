@@ -8,7 +8,7 @@ from jitguard.static.facts import (
 from jitguard.static.program import Program
 from jitguard.static.rules import Invalid, Rule
 from jitguard.static.rules._common import (
-    arg_confidence, kernel_fix, launch_records, most_sure, source_of, uses_record, varying_hits, where,
+    arg_confidence, few_values, kernel_fix, launch_records, most_sure, source_of, uses_record, varying_hits, where,
     where_used,
 )
 
@@ -60,9 +60,7 @@ def check(program: Program):
             note = " (it feeds address arithmetic: check that loads stay vectorized)"
         elif USE_CALL in kinds:
             note = " (it is passed to another function: check its uses)"
-        varies = "varies per call" if arg.provenance == VARYING else \
-            "takes a few values (bounded by a guard before the launch)" if "range-guard" in arg.rules else \
-            "takes bucketed per-call values"
+        varies = "varies per call" if arg.provenance == VARYING else few_values(arg) or "takes bucketed per-call values"
         msg = (
             f"{CODE} {name} {varies} ({source_of(arg, b, kfile.path)}) and is specialized "
             f'(==1 / %16): add do_not_specialize=["{name}"]{note}'

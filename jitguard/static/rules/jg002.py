@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from jitguard.findings import Edit, Fix
-from jitguard.static.facts import USE_CALL, USE_CONSTEXPR, FileFacts, KernelFacts, ParamFacts
+from jitguard.static.facts import BUCKETED, USE_CALL, USE_CONSTEXPR, VARYING, FileFacts, KernelFacts, ParamFacts
 from jitguard.static.program import Program
 from jitguard.static.rules import Invalid, Rule
 from jitguard.static.rules._common import (
-    arg_confidence, constexpr_spelling, kernel_fix, launch_records, manual, most_sure, source_of, uses_record,
+    arg_confidence, constexpr_spelling, few_values, kernel_fix, launch_records, manual, most_sure, source_of, uses_record,
     varying_hits,
     where_used,
 )
@@ -16,7 +16,11 @@ CODE = "JG002"
 
 def _accept(k, p, arg) -> bool:
     # a constexpr is a deliberate choice: a name alone is not enough evidence that it varies
-    return p.is_constexpr and p.name not in k.heuristics and arg.value_type in ("int", "unknown") and not arg.by_name
+    # a few values per process (retry candidates, a held collection, a range guard): reported low, for
+    # warm-up to cover; a value bucketed per call is what JG002 asks for, and so are several values of
+    # one value class (range-one-class: like a bucket)
+    return p.is_constexpr and p.name not in k.heuristics and arg.value_type in ("int", "unknown") and not arg.by_name \
+        and (arg.provenance == VARYING or (few_values(arg) is not None and arg.rules[0] != "range-one-class"))
 
 
 def fix_for(kfile: FileFacts, k: KernelFacts, p: ParamFacts) -> Fix:
@@ -46,7 +50,7 @@ def fix_for(kfile: FileFacts, k: KernelFacts, p: ParamFacts) -> Fix:
 
 
 def check(program: Program):
-    for (_, name), hits in varying_hits(program, _accept).items():
+    for (_, name), hits in varying_hits(program, _accept, (VARYING, BUCKETED)).items():
         hits = most_sure(hits)
         b, arg = hits[0]
         k, kfile = b.kernel, b.kernel_file
@@ -67,8 +71,11 @@ def check(program: Program):
             )
         else:
             advice = f'drop {ann} and add do_not_specialize=["{name}"]'
+        varies = "varies per call" if arg.provenance == VARYING else few_values(arg)
+        if arg.provenance != VARYING:
+            advice = f"warm them up (compile each before serving), or {advice}"
         msg = (
-            f"{CODE} {name} varies per call ({source_of(arg, b, kfile.path)}) and is a {ann}: "
+            f"{CODE} {name} {varies} ({source_of(arg, b, kfile.path)}) and is a {ann}: "
             f"one compile per value; {advice}"
         )
         yield program.finding(
