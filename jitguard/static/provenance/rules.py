@@ -128,6 +128,13 @@ _ALL = (
           depth=(80, "views of views rarely go past 10; the bound only stops cycles the memo misses")),
     _rule("shape-product", "carries", STRUCTURAL, "a loop over a tensor's dims (`for s in x.shape[1:]: n *= s`) takes "
           "dims, not counter values: non-leading ones are model dims, the whole shape includes the leading dim"),
+    _rule("param-reassigned", "carries", STRUCTURAL, "a parameter reassigned only from itself (`if c: x = "
+          "x.contiguous()`, `x = x.t()`) starts from what the callers pass: weight-like if they pass weight-like "
+          "tensors and every reassignment keeps it so (`x = x[:n]` does not)"),
+    _rule("recursive-caller", "skips", STRUCTURAL, "a function calling itself (`f(x.t(), ...)` inside `f`) hands on "
+          "what it was given: that call is no evidence of what its parameter holds, the other callers decide"),
+    _rule("conditional-tensor", "carries", STRUCTURAL, "`a.view(...) if c else a` is either tensor: weight-like if "
+          "both are, each dim the most varying of the two when both layouts are known (a `None` branch is no tensor)"),
     _rule("weight-like", "STABLE", CONVENTIONAL, "a tensor named like a weight, bias, cache or per-expert table (or "
           "`self.*`) keeps its shape for the model's life"),
     # ---- where a value comes from
