@@ -395,3 +395,14 @@ def test_a_conditional_view_of_a_held_tensor_is_that_tensor():
     # a layout known in both branches: each dim the most varying
     arg = _wrapped(rng, launch, "{a} = torch.empty(({c}.shape[0], 8)) if {b} else torch.empty((4, 8))\n{w}({a}, {b})")
     assert arg.provenance == VARYING and "conditional-tensor" in arg.rules
+
+
+def test_the_shape_of_an_object_holding_tensors_is_the_one_it_records():
+    rng = random.Random()
+    # q.<attr>.stride(0): q holds a tensor, so q is no tensor; q.shape is the shape it records
+    body = "{a}, {b} = x.shape\n{c} = x.{t}.stride(0)\nARG = {a}"
+    assert provenance(body, rng, params="x") == (STABLE, "int")
+    # what a tensor itself hands out (x.grad, x.T) leaves x a tensor: the leading-dim guess stands
+    assert provenance("{a}, {b} = x.shape\n{c} = x.grad.stride(0)\nARG = {a}", rng)[0] == VARYING
+    assert provenance("{a}, {b} = x.shape\n{c} = x.T.contiguous()\nARG = {a}", rng)[0] == VARYING
+    assert provenance("{a}, {b} = x.shape\nARG = {a}", rng)[0] == VARYING

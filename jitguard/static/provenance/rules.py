@@ -135,6 +135,9 @@ _ALL = (
           "what it was given: that call is no evidence of what its parameter holds, the other callers decide"),
     _rule("conditional-tensor", "carries", STRUCTURAL, "`a.view(...) if c else a` is either tensor: weight-like if "
           "both are, each dim the most varying of the two when both layouts are known (a `None` branch is no tensor)"),
+    _rule("state-object", "STABLE", CONVENTIONAL, "`p.shape` of a parameter off which the function also reads a "
+          "tensor (`p.scale.stride(0)`, `p.absmax.numel()`): `p` is an object holding tensors (a quantization state, "
+          "a layer), not a tensor, and the shape it records is that of what it holds for the model's life"),
     _rule("weight-like", "STABLE", CONVENTIONAL, "a tensor named like a weight, bias, cache or per-expert table (or "
           "`self.*`) keeps its shape for the model's life"),
     # ---- where a value comes from

@@ -17,6 +17,10 @@ _CALLER_DEPTH = limit("local-caller", "depth")
 _LAYOUT_CALLERS = limit("caller-layout", "callers")
 _INNER_USE_DEPTH = limit("conflicting-layout", "depth")
 _TRANSPOSES = {"t", "T", "mT", "transpose", "permute", "swapaxes", "movedim"}
+# what only a tensor answers (``a.b.stride(0)``: ``a.b`` is a tensor) and the attributes by which a
+# tensor itself hands out tensors (``x.grad.shape`` does not make ``x`` a holder of tensors)
+_TENSOR_READS = {"stride", "data_ptr", "element_size", "is_contiguous", "contiguous", "numel", "storage_offset"}
+_TENSOR_OWN_TENSORS = {"data", "grad", "real", "imag", "T", "mT", "H", "mH", "shape"}
 
 
 class TensorLayouts:
@@ -338,6 +342,10 @@ class TensorLayouts:
         named = self.by_name(target) if target else None
         leading = idx == 0 or (idx is not None and ndim is not None and idx == -ndim)
         if leading:
+            holder = self.tensor_holder(t, fn)
+            if holder is not None:
+                return Prov(STABLE, "int", (f"{label}{at}: {tdesc} is an object that holds tensors ({holder}), not a "
+                                            f"tensor: its shape is the one it records",), rules=("state-object",))
             if target and strong_stable(target, self.varying, self.stable):
                 return Prov(STABLE, "int", (f"{label}{at}: leading dimension, but {target} names a model dimension",),
                             rules=("name-over-guess",))
@@ -456,6 +464,29 @@ class TensorLayouts:
                         found = f"it is passed to {callee.name}({p.name}=...) (line {node.lineno}), where {inner}"
                         break
             if found:
+                break
+        self._tensor_memo[key] = found
+        return found
+
+    def tensor_holder(self, t: ast.AST, fn: FunctionInfo | None) -> str | None:
+        """``qs.shape`` where the function also reads a tensor off ``qs`` (``qs.scale.stride(0)``,
+        ``qs.absmax.shape``): ``qs`` is an object holding tensors (a quantization state, a layer), whose
+        ``.shape`` is one it records. A tensor's own tensor-valued attributes (``x.grad``, ``x.T``) don't
+        count. The first such use, or None."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return None
+        owner, where = self.lookup(t.id, fn)
+        if where != "param" or owner is None:
+            return None
+        key = (id(owner), "holder:" + t.id)
+        if key in self._tensor_memo:
+            return self._tensor_memo[key]
+        found = None
+        for node in ast.walk(owner.node):
+            if isinstance(node, ast.Attribute) and node.attr in _TENSOR_READS and isinstance(node.value, ast.Attribute) \
+                    and isinstance(node.value.value, ast.Name) and node.value.value.id == t.id \
+                    and node.value.attr not in _TENSOR_OWN_TENSORS:
+                found = f"{self.code(node)} (line {node.lineno})"
                 break
         self._tensor_memo[key] = found
         return found
