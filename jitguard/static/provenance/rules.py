@@ -113,6 +113,10 @@ _ALL = (
           "varying count it may be the model dim (`count-times-dim`)", name_only=True,
           depth=(2, "a size handed down more than 2 helpers before its allocation was not seen in the codebases "
                  "measured")),
+    _rule("stacked-leading", "VARYING, never above low", CONVENTIONAL, "a leading dim (`x.shape[0]`) of a tensor "
+          "whose shape the same function unpacks leaving the leading place out and naming a later one like a per-call "
+          "count (`_, n_tokens, d = x.shape`): a stack of layers or blocks over the tokens, so the leading-dim guess "
+          "and the code's own reading disagree and the guess is no evidence", name_only=True),
     _rule("constant-tensor", "STABLE", STRUCTURAL, "a tensor built from constants (`torch.arange(<literals>)`, "
           "`torch.tensor([1, 2])`), and whatever is selected from it or views it, has sizes fixed in the code"),
     _rule("model-dim", "STABLE", CONVENTIONAL, "a non-leading dim of a tensor of unknown origin is a model dimension"),

@@ -349,6 +349,12 @@ class TensorLayouts:
             if target and strong_stable(target, self.varying, self.stable):
                 return Prov(STABLE, "int", (f"{label}{at}: leading dimension, but {target} names a model dimension",),
                             rules=("name-over-guess",))
+            stacked = self.count_named_inside(t, fn)
+            if stacked is not None:
+                # `_, n_tokens, d = x.shape`: the code names a later dim the per-call count and
+                # discards the leading one (a stack of layers or blocks): the guess is no evidence
+                return Prov(VARYING, "int", (f"{label}{at}: leading dimension of {tdesc}, but {stacked}",),
+                            guess=True, rules=("stacked-leading", "leading-dim"))
             inner_use = self.inner_size_use(target, fn) if target else None
             if inner_use is not None:
                 # the same value is the innermost size of a tensor the code makes: by the model-dim
@@ -464,6 +470,37 @@ class TensorLayouts:
                         found = f"it is passed to {callee.name}({p.name}=...) (line {node.lineno}), where {inner}"
                         break
             if found:
+                break
+        self._tensor_memo[key] = found
+        return found
+
+    def count_named_inside(self, t: ast.AST, fn: FunctionInfo | None) -> str | None:
+        """``_, n_tokens, d = x.shape`` (or ``x.size()``) in the function that reads ``x``'s leading
+        dim: the leading place discarded, a later one named like a per-call count. A description, or None."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return None
+        owner = self.lookup(t.id, fn)[0]
+        if owner is None:
+            return None
+        key = (id(owner), "stacked:" + t.id)
+        if key in self._tensor_memo:
+            return self._tensor_memo[key]
+        found = None
+        for node in ast.walk(owner.node):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
+                continue
+            v = node.value
+            if isinstance(v, ast.Call) and not v.args and isinstance(v.func, ast.Attribute) and v.func.attr == "size":
+                v = v.func
+            if not (isinstance(v, ast.Attribute) and v.attr in ("shape", "size") and isinstance(v.value, ast.Name)
+                    and v.value.id == t.id):
+                continue
+            elts = node.targets[0].elts
+            if len(elts) < 2 or not (isinstance(elts[0], ast.Name) and elts[0].id == "_"):
+                continue
+            named = [e.id for e in elts[1:] if isinstance(e, ast.Name) and self.by_name(e.id) == VARYING]
+            if named:
+                found = f"line {node.lineno} unpacks its shape leaving the leading place out and names {named[0]} the count"
                 break
         self._tensor_memo[key] = found
         return found
