@@ -59,6 +59,10 @@ CASES = [
     ("{u} = torch.empty((x.shape[0], 64))\nARG = {u}.stride(0)", STABLE),
     ("{u} = torch.empty((64, x.shape[0] * 32))\nARG = {u}.stride(0)", VARYING),
     ("{u} = x.view(-1, 64)\nARG = {u}.shape[0]", VARYING),
+    # x.view(n, -1) of an [n, 64] tensor: n keeps the varying dim apart, -1 is the rest
+    ("{t} = torch.empty((x.shape[0], 64))\n{u} = {t}.view(x.shape[0], -1)\nARG = {u}.shape[1]", STABLE),
+    ("{t} = torch.empty((x.shape[0], 64))\n{u} = {t}.view(4, -1)\nARG = {u}.shape[1]", VARYING),
+    ("{t} = torch.empty((x.shape[0], 64))\n{u} = {t}.view(-1)\nARG = {u}.shape[0]", VARYING),
     ("ARG = int(x.max().item())", VARYING),
     ("ARG = 0\nfor {a} in range(x.shape[0]):\n    ARG = {a}", VARYING),
     ("for ARG in (16, 32, 64):\n    pass", STABLE),

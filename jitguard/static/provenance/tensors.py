@@ -199,6 +199,13 @@ class TensorLayouts:
                         if keeps_leading and src_dims is None:
                             dims.append(Prov(STABLE, "int", (f"-1 in {self.code(t)}: the rest of {desc} once its varying dimension is kept apart",),
                                              rules=("model-dim",)))
+                        elif src_dims is not None and keeps_leading and len(src_dims) >= 2 \
+                                and sum(x.cls == VARYING for x in src_dims) == 1:
+                            # x.view(n, -1) of an [n, d] tensor: the varying dim is kept apart in n,
+                            # so -1 is the product of the others
+                            rest = [x for x in src_dims if x.cls != VARYING]
+                            dims.append(join(rest, "int").why("-1 takes the product of the source dims other than "
+                                                              "its varying one, kept apart", "allocated-layout"))
                         elif src_dims is not None:
                             dims.append(join(src_dims).why("-1 takes the product of the source dims", "allocated-layout"))
                         elif w:
