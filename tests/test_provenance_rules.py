@@ -480,3 +480,33 @@ def {f}():
     # from a size the code does not fix: the element-count guess as before
     assert list(_findings(tmp_path, body.replace("():", "(n):").format(made="torch.arange(n)", **nm)).values()) \
         == ["medium"]
+
+
+def test_a_leading_dim_the_code_leaves_out_of_its_own_unpacking_is_low(tmp_path):
+    rng = random.Random()
+    fn, x, d, k, a, b = (_ident(rng) for _ in range(6))
+    kernel = f"""
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(p, {a}, {b}, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(p + offs, 0.0, mask=(offs < {a}) & (offs < {b}))
+"""
+    src = kernel + f"""
+def {fn}({x}):
+    _, n_tokens, {d} = {x}.shape
+    {k}[(1,)]({x}, {x}.shape[0], n_tokens, BLOCK=16)
+"""
+    levels = {f.param: f for f in _scan(tmp_path, src, "low").findings if f.code == "JG001"}
+    # the discarded leading place is a stack of blocks over the tokens the code names: low
+    assert levels[a].confidence == "low" and "stacked-leading" in levels[a].details["rules"]
+    # without the unpacking the leading-dim guess stands at medium
+    src = src.replace(f"_, n_tokens, {d} = {x}.shape", f"n_tokens = {x}.shape[1]")
+    levels = {f.param: f.confidence for f in _scan(tmp_path, src, "low").findings if f.code == "JG001"}
+    assert levels[a] == "medium"
+    # a leading place kept (B, T, H, D = q.shape) leaves the guess too
+    src = src.replace(f"n_tokens = {x}.shape[1]", f"{d}, n_tokens = {x}.shape")
+    levels = {f.param: f.confidence for f in _scan(tmp_path, src, "low").findings if f.code == "JG001"}
+    assert levels[a] == "medium"

@@ -59,6 +59,10 @@ CASES = [
     ("{u} = torch.empty((x.shape[0], 64))\nARG = {u}.stride(0)", STABLE),
     ("{u} = torch.empty((64, x.shape[0] * 32))\nARG = {u}.stride(0)", VARYING),
     ("{u} = x.view(-1, 64)\nARG = {u}.shape[0]", VARYING),
+    # x.view(n, -1) of an [n, 64] tensor: n keeps the varying dim apart, -1 is the rest
+    ("{t} = torch.empty((x.shape[0], 64))\n{u} = {t}.view(x.shape[0], -1)\nARG = {u}.shape[1]", STABLE),
+    ("{t} = torch.empty((x.shape[0], 64))\n{u} = {t}.view(4, -1)\nARG = {u}.shape[1]", VARYING),
+    ("{t} = torch.empty((x.shape[0], 64))\n{u} = {t}.view(-1)\nARG = {u}.shape[0]", VARYING),
     ("ARG = int(x.max().item())", VARYING),
     ("ARG = 0\nfor {a} in range(x.shape[0]):\n    ARG = {a}", VARYING),
     ("for ARG in (16, 32, 64):\n    pass", STABLE),
@@ -347,3 +351,62 @@ def test_a_record_field_is_structural_evidence():
     unseen = KERNEL + rec + f"\ndef go(x, {o}):\n    kern[(1,)](x, {o}.{p}, BLOCK=16)\n"
     (arg,) = _launch_args(unseen)
     assert "record-field" not in arg.rules
+
+
+def _wrapped(rng: random.Random, wrapper_body: str, caller_body: str) -> object:
+    """The ``v`` argument of the launch in a wrapper ``W(x, ...)`` whose one caller is a method that
+    hands it a tensor held by its object (``self.<attr>``), names all random."""
+    names = {n: rand_ident(rng) for n in ("w", "a", "b", "c", "attr", "cls", "meth")}
+    text = KERNEL + "\ndef {w}(x, {a}):\n".format(**names) + "".join(
+        f"    {line}\n" for line in wrapper_body.format(**names).splitlines()) + \
+        "\nclass {cls}:\n    def {meth}(self, {b}, {c}):\n".format(**names) + "".join(
+        f"        {line}\n" for line in caller_body.format(**names).splitlines())
+    (launch,) = extract_file("m.py", text, "m").launches
+    return launch.args[1]
+
+
+def test_a_parameter_reassigned_from_itself_keeps_what_its_callers_pass():
+    rng = random.Random()
+    launch = "kern[(1,)](x, x.shape[0], BLOCK=16)"
+    # if c: x = x.contiguous() on a tensor every caller takes from its object: the rows are fixed
+    arg = _wrapped(rng, "if {a}:\n    x = x.contiguous()\n" + launch, "{w}(self.{attr}, {b})")
+    assert arg.provenance == STABLE and "param-reassigned" in arg.rules and "local-caller" in arg.rules
+    # a slice of it is not: x[:n] has n rows
+    arg = _wrapped(rng, "if {a}:\n    x = x[:{a}]\n" + launch, "{w}(self.{attr}, {b})")
+    assert arg.provenance == VARYING
+    # the caller passes a tensor nothing is known of: the guess stands
+    arg = _wrapped(rng, "if {a}:\n    x = x.contiguous()\n" + launch, "{w}({c}, {b})")
+    assert arg.provenance == VARYING
+
+
+def test_a_recursive_call_is_no_evidence_of_what_a_parameter_holds():
+    rng = random.Random()
+    body = "if {a}:\n    return {w}(x.t(), None)\nkern[(1,)](x, x.shape[0], BLOCK=16)"
+    arg = _wrapped(rng, body, "{w}(self.{attr}, {b})")
+    assert arg.provenance == STABLE and "recursive-caller" in arg.rules
+    arg = _wrapped(rng, body, "{w}({c}, {b})")
+    assert arg.provenance == VARYING
+
+
+def test_a_conditional_view_of_a_held_tensor_is_that_tensor():
+    rng = random.Random()
+    launch = "kern[(1,)](x, x.shape[0], BLOCK=16)"
+    arg = _wrapped(rng, launch, "{a} = self.{attr}.view(torch.uint8) if {b} else self.{attr}\n{w}({a}, {b})")
+    assert arg.provenance == STABLE
+    # one branch a tensor nothing is known of: either may be passed
+    arg = _wrapped(rng, launch, "{a} = self.{attr} if {b} else {c}\n{w}({a}, {b})")
+    assert arg.provenance == VARYING
+    # a layout known in both branches: each dim the most varying
+    arg = _wrapped(rng, launch, "{a} = torch.empty(({c}.shape[0], 8)) if {b} else torch.empty((4, 8))\n{w}({a}, {b})")
+    assert arg.provenance == VARYING and "conditional-tensor" in arg.rules
+
+
+def test_the_shape_of_an_object_holding_tensors_is_the_one_it_records():
+    rng = random.Random()
+    # q.<attr>.stride(0): q holds a tensor, so q is no tensor; q.shape is the shape it records
+    body = "{a}, {b} = x.shape\n{c} = x.{t}.stride(0)\nARG = {a}"
+    assert provenance(body, rng, params="x") == (STABLE, "int")
+    # what a tensor itself hands out (x.grad, x.T) leaves x a tensor: the leading-dim guess stands
+    assert provenance("{a}, {b} = x.shape\n{c} = x.grad.stride(0)\nARG = {a}", rng)[0] == VARYING
+    assert provenance("{a}, {b} = x.shape\n{c} = x.T.contiguous()\nARG = {a}", rng)[0] == VARYING
+    assert provenance("{a}, {b} = x.shape\nARG = {a}", rng)[0] == VARYING

@@ -134,6 +134,10 @@ _ALL = (
           "varying count it may be the model dim (`count-times-dim`)", name_only=True,
           depth=(2, "a size handed down more than 2 helpers before its allocation was not seen in the codebases "
                  "measured")),
+    _rule("stacked-leading", "VARYING, never above low", CONVENTIONAL, "a leading dim (`x.shape[0]`) of a tensor "
+          "whose shape the same function unpacks leaving the leading place out and naming a later one like a per-call "
+          "count (`_, n_tokens, d = x.shape`): a stack of layers or blocks over the tokens, so the leading-dim guess "
+          "and the code's own reading disagree and the guess is no evidence", name_only=True),
     _rule("constant-tensor", "STABLE", STRUCTURAL, "a tensor built from constants (`torch.arange(<literals>)`, "
           "`torch.tensor([1, 2])`), and whatever is selected from it or views it, has sizes fixed in the code"),
     _rule("model-dim", "STABLE", CONVENTIONAL, "a non-leading dim of a tensor of unknown origin is a model dimension"),
@@ -149,6 +153,16 @@ _ALL = (
           depth=(80, "views of views rarely go past 10; the bound only stops cycles the memo misses")),
     _rule("shape-product", "carries", STRUCTURAL, "a loop over a tensor's dims (`for s in x.shape[1:]: n *= s`) takes "
           "dims, not counter values: non-leading ones are model dims, the whole shape includes the leading dim"),
+    _rule("param-reassigned", "carries", STRUCTURAL, "a parameter reassigned only from itself (`if c: x = "
+          "x.contiguous()`, `x = x.t()`) starts from what the callers pass: weight-like if they pass weight-like "
+          "tensors and every reassignment keeps it so (`x = x[:n]` does not)"),
+    _rule("recursive-caller", "skips", STRUCTURAL, "a function calling itself (`f(x.t(), ...)` inside `f`) hands on "
+          "what it was given: that call is no evidence of what its parameter holds, the other callers decide"),
+    _rule("conditional-tensor", "carries", STRUCTURAL, "`a.view(...) if c else a` is either tensor: weight-like if "
+          "both are, each dim the most varying of the two when both layouts are known (a `None` branch is no tensor)"),
+    _rule("state-object", "STABLE", CONVENTIONAL, "`p.shape` of a parameter off which the function also reads a "
+          "tensor (`p.scale.stride(0)`, `p.absmax.numel()`): `p` is an object holding tensors (a quantization state, "
+          "a layer), not a tensor, and the shape it records is that of what it holds for the model's life"),
     _rule("weight-like", "STABLE", CONVENTIONAL, "a tensor named like a weight, bias, cache or per-expert table (or "
           "`self.*`) keeps its shape for the model's life"),
     # ---- where a value comes from

@@ -17,6 +17,10 @@ _CALLER_DEPTH = limit("local-caller", "depth")
 _LAYOUT_CALLERS = limit("caller-layout", "callers")
 _INNER_USE_DEPTH = limit("conflicting-layout", "depth")
 _TRANSPOSES = {"t", "T", "mT", "transpose", "permute", "swapaxes", "movedim"}
+# what only a tensor answers (``a.b.stride(0)``: ``a.b`` is a tensor) and the attributes by which a
+# tensor itself hands out tensors (``x.grad.shape`` does not make ``x`` a holder of tensors)
+_TENSOR_READS = {"stride", "data_ptr", "element_size", "is_contiguous", "contiguous", "numel", "storage_offset"}
+_TENSOR_OWN_TENSORS = {"data", "grad", "real", "imag", "T", "mT", "H", "mH", "shape"}
 
 
 class TensorLayouts:
@@ -42,17 +46,30 @@ class TensorLayouts:
                         # x = x[mask] while x's layout is being read: the earlier values, if known
                         return self._tensor_memo.get(key) or (None, None, weight_like(t), t.id)
                     self._busy.add(key)
+                    seeded = False
                     try:
                         own = [e for e in entries
                                if any(isinstance(n, ast.Name) and n.id == t.id for n in ast.walk(e.node))]
                         first = [self.tensor(e.node, owner, d) for e in entries if e not in own]
-                        if own and len(first) == 1 and first[0][0] is not None:
+                        if own and not first and t.id in owner.params:
+                            # `x = x.contiguous()` (or `x.t()`, `x.reshape(n, -1)`) of a parameter:
+                            # the reassignments start from what the callers pass, and each is
+                            # derived from it, so they alone stand for the values
+                            self._tensor_memo[key] = self._param_value(owner, t.id, d)
+                            seeded = True
+                        elif own and len(first) == 1 and first[0][0] is not None:
                             self._tensor_memo[key] = first[0]
                         got = first + [self.tensor(e.node, owner, d) for e in own]
                     finally:
                         self._busy.discard(key)
                         self._tensor_memo.pop(key, None)
-                    w = any(g[2] for g in got) or weight_like(t)
+                    # seeded from a parameter: weight-like only if every value is (`x = x[:n]` is not)
+                    w = (all(g[2] for g in got) if seeded else any(g[2] for g in got)) or weight_like(t)
+                    if seeded and w and not weight_like(t):
+                        why, rules = self._tensor_memo.get((id(owner), "weight-why:" + t.id), ("", ()))
+                        self._tensor_memo[(id(owner), "weight-why:" + t.id)] = (
+                            f"{t.id} reassigned only from itself (line {entries[0].line})" + (f"; {why}" if why else ""),
+                            ("param-reassigned",) + tuple(r for r in rules if r != "param-reassigned"))
                     if len(got) == 1:
                         return got[0][0], got[0][1], w, t.id
                     if any(g[0] is None for g in got):
@@ -69,12 +86,22 @@ class TensorLayouts:
                     strides = [join([g[1][i] for g in got], "int") for i in range(rank)]
                     return dims, strides, w, t.id
             if where == "param":
-                if self._param_weight(owner, t.id, d):
-                    return None, None, True, t.id
-                got = self._param_tensor(owner, t.id, d)
-                if got is not None:
-                    return got[0], got[1], False, t.id
+                return self._param_value(owner, t.id, d)
             return None, None, weight_like(t), t.id
+        if isinstance(t, ast.IfExp):
+            # `a.view(...) if c else a`: either value (a None branch is no tensor, left out)
+            got = [self.tensor(x, fn, d) for x in (t.body, t.orelse)
+                   if not (isinstance(x, ast.Constant) and x.value is None)]
+            if not got:
+                return None, None, False, self.code(t)
+            w = all(g[2] for g in got)
+            if any(g[0] is None or g[1] is None or len(g[1]) != len(g[0]) for g in got) \
+                    or len({len(g[0]) for g in got}) != 1:
+                return None, None, w, self.code(t)
+            n = len(got[0][0])
+            dims = [join([g[0][i] for g in got], "int").by("conditional-tensor") for i in range(n)]
+            strides = [join([g[1][i] for g in got], "int").by("conditional-tensor") for i in range(n)]
+            return dims, strides, w, self.code(t)
         if isinstance(t, ast.Attribute):
             if t.attr in ("T", "mT"):
                 dims, strides, w, desc = self.tensor(t.value, fn, d)
@@ -172,6 +199,13 @@ class TensorLayouts:
                         if keeps_leading and src_dims is None:
                             dims.append(Prov(STABLE, "int", (f"-1 in {self.code(t)}: the rest of {desc} once its varying dimension is kept apart",),
                                              rules=("model-dim",)))
+                        elif src_dims is not None and keeps_leading and len(src_dims) >= 2 \
+                                and sum(x.cls == VARYING for x in src_dims) == 1:
+                            # x.view(n, -1) of an [n, d] tensor: the varying dim is kept apart in n,
+                            # so -1 is the product of the others
+                            rest = [x for x in src_dims if x.cls != VARYING]
+                            dims.append(join(rest, "int").why("-1 takes the product of the source dims other than "
+                                                              "its varying one, kept apart", "allocated-layout"))
                         elif src_dims is not None:
                             dims.append(join(src_dims).why("-1 takes the product of the source dims", "allocated-layout"))
                         elif w:
@@ -186,6 +220,16 @@ class TensorLayouts:
                 _, _, w, desc = self.tensor(recv, fn, d)
                 return None, None, w, desc
         return None, None, False, self.code(t)
+
+    def _param_value(self, fn: FunctionInfo, name: str, depth: int):
+        """``tensor()`` of a wrapper's tensor parameter: weight-like when every caller passes a
+        weight-like tensor, else the layout the callers' tensors have, when known."""
+        if self._param_weight(fn, name, depth):
+            return None, None, True, name
+        got = self._param_tensor(fn, name, depth)
+        if got is not None:
+            return got[0], got[1], False, name
+        return None, None, weight_like(ast.Name(id=name)), name
 
     def _param_tensor(self, fn: FunctionInfo, name: str, depth: int) -> tuple[list[Prov], list[Prov]] | None:
         """Dims and strides of a wrapper's tensor parameter when every caller in this module passes a
@@ -237,7 +281,12 @@ class TensorLayouts:
             return False
         self._busy.add(key)
         try:
-            for call, caller in callers[:_LAYOUT_CALLERS]:
+            # a recursive call (`f(x.t(), ...)` inside f) hands on what f was given: no evidence
+            # either way
+            outside = [(call, caller) for call, caller in callers if caller is not fn]
+            if not outside:
+                return False
+            for call, caller in outside[:_LAYOUT_CALLERS]:
                 arg = self.arg_for(call, p)
                 if arg is None or isinstance(arg, str):
                     return False
@@ -245,7 +294,22 @@ class TensorLayouts:
                     return False
         finally:
             self._busy.discard(key)
+        call, caller = outside[0]
+        cname = caller.qual if caller is not None else "module level"
+        more = f" and {len(outside) - 1} more" if len(outside) > 1 else ""
+        self._tensor_memo[(id(fn), "weight-why:" + name)] = (
+            f"every caller passes a weight-like tensor: {self._callee(call, fn)}({name}={self.code(self.arg_for(call, p))}) "
+            f"in {cname} (line {call.lineno}){more}",
+            ("local-caller", "recursive-caller") if len(outside) < len(callers) else ("local-caller",))
         return True
+
+    def weight_why(self, t: ast.AST, fn) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(evidence, rules) for a parameter found weight-like through its callers, not its name."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return (), ()
+        owner = self.lookup(t.id, fn)[0]
+        got = self._tensor_memo.get((id(owner), "weight-why:" + t.id))
+        return ((got[0],), got[1]) if got else ((), ())
 
     @staticmethod
     def _shape_args(call: ast.Call) -> list[ast.AST] | None:
@@ -279,13 +343,25 @@ class TensorLayouts:
             return Prov(inner.cls, "int", (f"{label}{at}: dimension {idx} of a tensor allocated as {desc}",) + inner.evidence,
                         inner.div16, inner.by_name, rules=("allocated-layout",) + inner.rules)
         if weight:
-            return Prov(STABLE, "int", (f"{label}{at}: dimension of the weight-like tensor {tdesc}",), rules=("weight-like",))
+            why, rules = self.weight_why(t, fn)
+            return Prov(STABLE, "int", (f"{label}{at}: dimension of the weight-like tensor {tdesc}",) + why,
+                        rules=("weight-like",) + rules)
         named = self.by_name(target) if target else None
         leading = idx == 0 or (idx is not None and ndim is not None and idx == -ndim)
         if leading:
+            holder = self.tensor_holder(t, fn)
+            if holder is not None:
+                return Prov(STABLE, "int", (f"{label}{at}: {tdesc} is an object that holds tensors ({holder}), not a "
+                                            f"tensor: its shape is the one it records",), rules=("state-object",))
             if target and strong_stable(target, self.varying, self.stable):
                 return Prov(STABLE, "int", (f"{label}{at}: leading dimension, but {target} names a model dimension",),
                             rules=("name-over-guess",))
+            stacked = self.count_named_inside(t, fn)
+            if stacked is not None:
+                # `_, n_tokens, d = x.shape`: the code names a later dim the per-call count and
+                # discards the leading one (a stack of layers or blocks): the guess is no evidence
+                return Prov(VARYING, "int", (f"{label}{at}: leading dimension of {tdesc}, but {stacked}",),
+                            guess=True, rules=("stacked-leading", "leading-dim"))
             inner_use = self.inner_size_use(target, fn) if target else None
             if inner_use is not None:
                 # the same value is the innermost size of a tensor the code makes: by the model-dim
@@ -401,6 +477,60 @@ class TensorLayouts:
                         found = f"it is passed to {callee.name}({p.name}=...) (line {node.lineno}), where {inner}"
                         break
             if found:
+                break
+        self._tensor_memo[key] = found
+        return found
+
+    def count_named_inside(self, t: ast.AST, fn: FunctionInfo | None) -> str | None:
+        """``_, n_tokens, d = x.shape`` (or ``x.size()``) in the function that reads ``x``'s leading
+        dim: the leading place discarded, a later one named like a per-call count. A description, or None."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return None
+        owner = self.lookup(t.id, fn)[0]
+        if owner is None:
+            return None
+        key = (id(owner), "stacked:" + t.id)
+        if key in self._tensor_memo:
+            return self._tensor_memo[key]
+        found = None
+        for node in ast.walk(owner.node):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
+                continue
+            v = node.value
+            if isinstance(v, ast.Call) and not v.args and isinstance(v.func, ast.Attribute) and v.func.attr == "size":
+                v = v.func
+            if not (isinstance(v, ast.Attribute) and v.attr in ("shape", "size") and isinstance(v.value, ast.Name)
+                    and v.value.id == t.id):
+                continue
+            elts = node.targets[0].elts
+            if len(elts) < 2 or not (isinstance(elts[0], ast.Name) and elts[0].id == "_"):
+                continue
+            named = [e.id for e in elts[1:] if isinstance(e, ast.Name) and self.by_name(e.id) == VARYING]
+            if named:
+                found = f"line {node.lineno} unpacks its shape leaving the leading place out and names {named[0]} the count"
+                break
+        self._tensor_memo[key] = found
+        return found
+
+    def tensor_holder(self, t: ast.AST, fn: FunctionInfo | None) -> str | None:
+        """``qs.shape`` where the function also reads a tensor off ``qs`` (``qs.scale.stride(0)``,
+        ``qs.absmax.shape``): ``qs`` is an object holding tensors (a quantization state, a layer), whose
+        ``.shape`` is one it records. A tensor's own tensor-valued attributes (``x.grad``, ``x.T``) don't
+        count. The first such use, or None."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return None
+        owner, where = self.lookup(t.id, fn)
+        if where != "param" or owner is None:
+            return None
+        key = (id(owner), "holder:" + t.id)
+        if key in self._tensor_memo:
+            return self._tensor_memo[key]
+        found = None
+        for node in ast.walk(owner.node):
+            if isinstance(node, ast.Attribute) and node.attr in _TENSOR_READS and isinstance(node.value, ast.Attribute) \
+                    and isinstance(node.value.value, ast.Name) and node.value.value.id == t.id \
+                    and node.value.attr not in _TENSOR_OWN_TENSORS:
+                found = f"{self.code(node)} (line {node.lineno})"
                 break
         self._tensor_memo[key] = found
         return found
