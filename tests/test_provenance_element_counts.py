@@ -167,6 +167,11 @@ def {f}({x}, {h}):
         assert [lv for lv, _ in got] == ["medium"] and "rows-of-count" in got[0][1], arg
     # by a literal: the element count halved, still the element-count guess (low)
     assert _levels(tmp_path, body.format(arg="{x}.numel() // 2".format(**nm), **nm)) == ["low"]
+    # one less than the element count: the intervals of a vector of boundaries (cu_seqlens), 1-d
+    got = _launches(tmp_path, body.format(arg="{x}.numel() - 1".format(**nm), **nm))
+    assert [lv for lv, _ in got] == ["medium"] and "boundary-count" in got[0][1], got
+    for arg in ("{x}.numel() - 2", "{x}.numel() + 1"):
+        assert _levels(tmp_path, body.format(arg=arg.format(**nm), **nm)) == ["low"], arg
 
 
 def test_a_stride_over_a_count_and_a_size_nothing_tells_of_is_low(tmp_path):

@@ -150,7 +150,7 @@ class Classifier(TensorLayouts, GuardedValues):
             if not isinstance(e.op, ast.Mult) and _ALIGNED_BY_CONVENTION & set(out.rules):
                 # x.numel() // x.size(-1), x.numel() - 1: a count again, which the convention says nothing of
                 out = out._replace(rules=tuple(r for r in out.rules if r not in _ALIGNED_BY_CONVENTION))
-            if isinstance(e.op, (ast.FloorDiv, ast.Div)):
+            if isinstance(e.op, (ast.FloorDiv, ast.Div, ast.Sub)):
                 out = self.rows_of_count(e, left, right, out, fn)  # x.numel() // x.shape[-1]: rows
             if isinstance(e.op, (ast.FloorDiv, ast.Div)) and right.cls == VARYING and self.written_int(e.left, fn):
                 # 512 // n: a budget written in the code shared out over a count is no longer that

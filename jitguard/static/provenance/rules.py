@@ -108,6 +108,9 @@ _ALL = (
     _rule("rows-of-count", "VARYING", CONVENTIONAL, "`x.numel() // d`, `d` a size fixed for the model and not a "
           "literal (`x.shape[-1]`, `hidden`), divides the model dims back out of an element count: the rows left are "
           "the leading-dim guess, not the element-count one"),
+    _rule("boundary-count", "VARYING", CONVENTIONAL, "`x.numel() - 1` counts the intervals between the elements "
+          "of a vector of boundaries (`cu_seqlens`, `query_start_loc`): x is 1-d, so the count rests on the "
+          "leading-dim guess, not the element-count one (not where the code shows 2 or more dims)"),
     _rule("collection-length", "VARYING", CONVENTIONAL, "`len(x)` of a collection nothing is known of is a per-call "
           "count (a guess)"),
     _rule("conflicting-layout", "VARYING, never above low", CONVENTIONAL, "a leading dim (`n = w.shape[0]`) that the "

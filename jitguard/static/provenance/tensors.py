@@ -226,13 +226,22 @@ class TensorLayouts:
     def rows_of_count(self, e: ast.BinOp, left: Prov, right: Prov, out: Prov, fn) -> Prov:
         """``x.numel() // d`` with ``d`` a size fixed for the model, not written in the code
         (``x.shape[-1]``, a ``hidden`` parameter): the rows left rest on the leading-dim guess, not on
-        the element-count one (rule rows-of-count). A literal or constant divisor (``numel // 2``,
-        ``numel // BLOCK``) is no dim: the element count divided, as before."""
-        if out.cls != VARYING or "element-count" not in left.rules or left.cls != VARYING \
-                or right.cls not in (STABLE, UNKNOWN) or self.written_int(e.right, fn) \
-                or {"literal", "module-constant", "imported-name"} & set(right.rules):
+        the element-count one (rule rows-of-count); a literal or constant divisor (``numel // 2``,
+        ``numel // BLOCK``) is no dim: the element count divided, as before. ``x.numel() - 1``
+        counts the intervals of a vector of boundaries (``cu_seqlens``): x is 1-d (boundary-count),
+        unless the code shows it has more dims."""
+        if out.cls != VARYING or "element-count" not in left.rules or left.cls != VARYING:
             return out
-        return out._replace(rules=tuple("rows-of-count" if r == "element-count" else r for r in out.rules))
+        if isinstance(e.op, ast.Sub) and int_literal(e.right) == 1 and "count-times-dim" not in left.rules \
+                and _is_numel(self._single_value(e.left, fn) or e.left):
+            rule = "boundary-count"  # cu_seqlens.numel() - 1: the intervals between boundaries
+        elif isinstance(e.op, (ast.FloorDiv, ast.Div)) and right.cls in (STABLE, UNKNOWN) \
+                and not self.written_int(e.right, fn) \
+                and not {"literal", "module-constant", "imported-name"} & set(right.rules):
+            rule = "rows-of-count"
+        else:
+            return out
+        return out._replace(rules=tuple(rule if r == "element-count" else r for r in out.rules))
 
     def shown_dims(self, t: ast.AST, fn, depth: int) -> tuple[list[Prov], str] | None:
         """The dims of ``t`` as far as its element count goes, where ``tensor`` does not know its
@@ -746,6 +755,11 @@ def counted_times_dim(dims: list[Prov], count: Prov) -> bool:
             return True
         after = after or x.cls == VARYING
     return False
+
+
+def _is_numel(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr in ("numel", "nelement") and not node.args
 
 
 def _rank_test(test: ast.AST, name: str, negated: bool) -> int | None:
