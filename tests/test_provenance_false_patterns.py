@@ -44,19 +44,26 @@ def w(x):
     {read}
     KERNEL[(1,)](x, x.numel(), BLOCK=64)
 """).values()) == ["low"], read
-    # nothing says it has more than one dim (slot_mapping.numel()): the count itself
+    # nothing says how many dims it has: the element-count guess, low; asserted 1-d: the count itself
     assert list(_findings(tmp_path, """
 def w(x):
     KERNEL[(1,)](x, x.numel(), BLOCK=64)
-""").values()) == ["medium"]
-    # arithmetic other than a product on it is a count again (cu_seqlens.numel() - 1, cdiv(numel, B))
+""").values()) == ["low"]
     assert list(_findings(tmp_path, """
+def w(x):
+    assert x.dim() == 1
+    KERNEL[(1,)](x, x.numel(), BLOCK=64)
+""").values()) == ["medium"]
+    # arithmetic other than a product on it is a count again (cu_seqlens.numel() - 1, cdiv(numel, B)),
+    # resting on the element-count guess (low); with the rank asserted, on the leading-dim one
+    for guard, level in (("d = x.shape[-1]", "low"), ("assert x.ndim == 1", "medium")):
+        assert list(_findings(tmp_path, f"""
 import triton
 
 def w(x):
-    d = x.shape[-1]
+    {guard}
     KERNEL[(1,)](x, triton.cdiv(x.numel(), 64) + x.numel() - 1, BLOCK=64)
-""").values()) == ["medium"]
+""").values()) == [level], guard
     # its quotient by the row size is the count of rows again: the convention no longer holds
     assert list(_findings(tmp_path, """
 def w(x):

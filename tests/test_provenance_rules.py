@@ -106,7 +106,8 @@ def _scan(tmp_path, src: str, level: str = "medium"):
     ("int({a}.max())", "{x}, {a}", "high"),          # a reduction of a tensor's contents
     ("{a}.item()", "{x}, {a}", "high"),              # read off the device
     ("{x}.shape[0]", "{x}", "medium"),               # the leading-dim guess
-    ("{x}.numel()", "{x}", "medium"),                # element count of a tensor of unknown origin
+    ("{x}.numel()", "{x}", "low"),                   # element count of a tensor of unknown origin and rank
+    ("{x}.numel() // {a}", "{x}, {a}", "medium"),    # its rows: the leading-dim guess (rows-of-count)
 ])
 def test_a_finding_carries_the_confidence_of_its_chain(tmp_path, launch_arg, params, level):
     rng = random.Random()
@@ -429,14 +430,14 @@ def {f}({x}):
     KERNEL[(1,)]({o}, {arg}, BLOCK=64)
 """
     assert list(_findings(tmp_path, body.format(arg="{o}.numel()".format(**nm), **nm)).values()) == ["low"]
-    # x = x.contiguous(): a copy of itself, no more known of it than before (the element-count guess)
+    # x = x.contiguous(): a copy of itself, no more known of it than before (the element-count guess, low)
     assert list(_findings(tmp_path, """
 def {f}({x}):
     {x} = {x}.contiguous()
     KERNEL[(1,)]({x}, {x}.numel(), BLOCK=64)
-""".format(**nm)).values()) == ["medium"]
-    # other arithmetic on it is a count again
-    assert list(_findings(tmp_path, body.format(arg="{o}.numel() - 1".format(**nm), **nm)).values()) == ["medium"]
+""".format(**nm)).values()) == ["low"]
+    # other arithmetic on it is a count again: the element-count guess, low as well
+    assert list(_findings(tmp_path, body.format(arg="{o}.numel() - 1".format(**nm), **nm)).values()) == ["low"]
     # rows * (numel // rows): the row size is the non-leading dims, so the product is a count times them
     body = """
 def {f}({x}):
@@ -477,9 +478,9 @@ def {f}():
     for made in ("torch.arange(-(2**15), 2**15, dtype=torch.int32).view(torch.bfloat16)",
                  "torch.tensor([[1.0, 2.0], [3.0, 4.0]])"):
         assert _findings(tmp_path, body.format(made=made, **nm)) == {}, made
-    # from a size the code does not fix: the element-count guess as before
+    # from a size the code does not fix: the element-count guess as before (low)
     assert list(_findings(tmp_path, body.replace("():", "(n):").format(made="torch.arange(n)", **nm)).values()) \
-        == ["medium"]
+        == ["low"]
 
 
 def test_a_leading_dim_the_code_leaves_out_of_its_own_unpacking_is_low(tmp_path):

@@ -153,6 +153,8 @@ class Classifier(TensorLayouts, GuardedValues):
             if not isinstance(e.op, ast.Mult) and _ALIGNED_BY_CONVENTION & set(out.rules):
                 # x.numel() // x.size(-1), x.numel() - 1: a count again, which the convention says nothing of
                 out = out._replace(rules=tuple(r for r in out.rules if r not in _ALIGNED_BY_CONVENTION))
+            if isinstance(e.op, (ast.FloorDiv, ast.Div, ast.Sub)):
+                out = self.rows_of_count(e, left, right, out, fn)  # x.numel() // x.shape[-1]: rows
             if isinstance(e.op, (ast.FloorDiv, ast.Div)) and right.cls == VARYING and self.written_int(e.left, fn):
                 # 512 // n: a budget written in the code shared out over a count is no longer that
                 # count: a name saying "model dimension" does not describe the count the guess is about
@@ -939,21 +941,7 @@ class Classifier(TensorLayouts, GuardedValues):
                 and _int_index(recv.slice) and self.tensor(recv.value, fn, depth)[0] is None:
             return Prov(STABLE, "int", (f"{self.code(e)}: size of one row (the non-leading dimensions)",), rules=("row-size",))
         if recv is not None and name in ("numel", "nelement"):
-            dims, _, w, desc = self.tensor(recv, fn, depth)
-            if dims is not None:
-                j = join(dims)
-                out = Prov(j.cls, "int", (f"{self.code(e)}: product of the dims of {desc}",) + j.evidence,
-                           div16=any(x.div16 for x in dims), rules=("allocated-layout",) + j.rules)
-                return out.by("count-times-dim") if out.cls == VARYING and not out.div16 and \
-                    any(model_dim(x, j) for x in dims) else out
-            if w:
-                return Prov(STABLE, "int", (f"{self.code(e)}: size of the weight-like tensor",), rules=("weight-like",))
-            if self.multi_dim(recv, fn) or self.copy_multi_dim(recv, fn):
-                return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation of 2 or more dims "
-                                             f"(tokens times model dims, by convention a multiple of 16)",), guess=True,
-                            rules=("count-times-dim", "element-count"))
-            return Prov(VARYING, "int", (f"{self.code(e)}: element count of an activation",), guess=True,
-                        rules=("element-count",))
+            return self.element_count(e, recv, fn, depth)
         if name == "len" and isinstance(e.func, ast.Name) and args:
             dims, _, w, desc = self.tensor(args[0], fn, depth)
             if dims:

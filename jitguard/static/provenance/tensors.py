@@ -176,6 +176,13 @@ class TensorLayouts:
                 else:
                     return None, None, w, desc
                 return [dims[i] for i in order], [strides[i] for i in order], w, desc
+            if recv is not None and (name in ("flatten", "ravel") and not t.args and not t.keywords
+                                     or name in ("view", "reshape") and len(t.args) == 1 and not t.keywords
+                                     and int_literal(t.args[0]) == -1):
+                # x.view(-1), x.flatten(): one dim, x's element count (the factors of x kept)
+                src_dims, _, w, desc = self.tensor(recv, fn, d)
+                dims = [self.element_count(t, recv, fn, d, known=(src_dims, w, desc))]
+                return dims, _contiguous(dims), w, desc
             if recv is not None and name in ("view", "reshape", "expand"):
                 src_dims, _, w, desc = self.tensor(recv, fn, d)
                 shape = self._shape_args(t)
@@ -230,6 +237,215 @@ class TensorLayouts:
         if got is not None:
             return got[0], got[1], False, name
         return None, None, weight_like(ast.Name(id=name)), name
+
+    # ---- element counts: x.numel() ----
+    def element_count(self, e: ast.AST, t: ast.AST, fn, depth, known: tuple | None = None) -> Prov:
+        """``t.numel()`` (``e`` the call): the product of ``t``'s dims where its layout is known
+        (allocated-layout) or its rank is shown by the code (shown-rank); a weight-like tensor's is
+        fixed; 2 or more dims read by the code are a count times model dims; else the guess."""
+        label = self.code(e)
+        if known is None:
+            dims, _, w, desc = self.tensor(t, fn, depth)
+        else:
+            dims, w, desc = known
+        if dims is not None:
+            return _product(label, f"product of the dims of {desc}", dims, "allocated-layout")
+        if w:
+            return Prov(STABLE, "int", (f"{label}: size of the weight-like tensor",), rules=("weight-like",))
+        shown = self.shown_dims(t, fn, depth)
+        if shown is not None and shown is not _CYCLE:
+            return _product(label, shown[1], shown[0], "shown-rank")
+        if self.multi_dim(t, fn) or self.copy_multi_dim(t, fn):
+            return Prov(VARYING, "int", (f"{label}: element count of an activation of 2 or more dims "
+                                         f"(tokens times model dims, by convention a multiple of 16)",), guess=True,
+                        rules=("count-times-dim", "element-count"))
+        passed = self.multi_dim_passed(t, fn)
+        if passed is not None:
+            return Prov(VARYING, "int", (f"{label}: element count of a tensor of 2 or more dims: {passed} "
+                                         f"(tokens times model dims, by convention a multiple of 16)",), guess=True,
+                        rules=("count-times-dim", "shown-rank", "element-count"))
+        return Prov(VARYING, "int", (f"{label}: element count of an activation",), guess=True,
+                    rules=("element-count",))
+
+    def rows_of_count(self, e: ast.BinOp, left: Prov, right: Prov, out: Prov, fn) -> Prov:
+        """``x.numel() // d`` with ``d`` a size fixed for the model, not written in the code
+        (``x.shape[-1]``, a ``hidden`` parameter): the rows left rest on the leading-dim guess, not on
+        the element-count one (rule rows-of-count); a literal or constant divisor (``numel // 2``,
+        ``numel // BLOCK``) is no dim: the element count divided, as before. ``x.numel() - 1``
+        counts the intervals of a vector of boundaries (``cu_seqlens``): x is 1-d (boundary-count),
+        unless the code shows it has more dims."""
+        if out.cls != VARYING or "element-count" not in left.rules or left.cls != VARYING:
+            return out
+        if isinstance(e.op, ast.Sub) and int_literal(e.right) == 1 and "count-times-dim" not in left.rules \
+                and _is_numel(self._single_value(e.left, fn) or e.left):
+            rule = "boundary-count"  # cu_seqlens.numel() - 1: the intervals between boundaries
+        elif isinstance(e.op, (ast.FloorDiv, ast.Div)) and right.cls in (STABLE, UNKNOWN) \
+                and not self.written_int(e.right, fn) \
+                and not {"literal", "module-constant", "imported-name"} & set(right.rules):
+            rule = "rows-of-count"
+        else:
+            return out
+        return out._replace(rules=tuple(rule if r == "element-count" else r for r in out.rules))
+
+    def shown_dims(self, t: ast.AST, fn, depth: int) -> tuple[list[Prov], str] | None:
+        """The dims of ``t`` as far as its element count goes, where ``tensor`` does not know its
+        layout but the code shows its rank: the tensors every caller in the module passes, what a
+        helper of the module returns (element i of a tuple, or the value), a slice of such a tensor
+        (its leading dim the slice's length), copies and views of one. A leading dim nothing here
+        tells of is the leading-dim guess; a trailing one stays unknown (a model dim by the layout
+        convention). None where the rank is not shown."""
+        if depth > _LAYOUT_DEPTH or t is None:
+            return None
+        d = depth + 1
+        dims, _, w, desc = self.tensor(t, fn, d)
+        if w:
+            return None
+        if dims is not None:
+            return dims, f"product of the dims of {desc}"
+        got = None
+        if isinstance(t, ast.Name):
+            got = self._shown_name(t.id, fn, d)
+        elif isinstance(t, ast.Subscript):
+            got = self._shown_slice(t, fn, d)
+        elif isinstance(t, ast.Call):
+            name = _call_name(t.func)
+            recv = t.func.value if isinstance(t.func, ast.Attribute) else None
+            if recv is not None and (name in _SAME or name in _TRANSPOSES):
+                got = self.shown_dims(recv, fn, d)
+            elif name in _LIKE and t.args:
+                got = self.shown_dims(t.args[0], fn, d)
+            elif (callee := self.local_callee(t, fn)) is not None and callee is not fn:
+                values = [st.value for st in own_returns(callee.node)]
+                if values and len(values) <= _BRANCHES and all(v is not None for v in values):
+                    got = self._shown_join([self.shown_dims(v, callee, d) for v in values],
+                                           f"what {callee.name}() returns")
+        if got is None or got is _CYCLE:
+            return got
+        dims, how = got
+        if dims and dims[0].cls == UNKNOWN:
+            # a size the helper or caller was given that nothing here tells of: the leading-dim
+            # guess, as for the tensor's own shape
+            dims = [Prov(VARYING, "int", (f"the leading (token/batch) dimension of {self.code(t)}",), guess=True,
+                         rules=("leading-dim",))] + list(dims[1:])
+        return dims, how
+
+    def _shown_name(self, name: str, fn, depth: int) -> tuple[list[Prov], str] | None:
+        owner, where = self.lookup(name, fn)
+        if where not in ("assign", "param"):
+            return None
+        key = (id(owner), "shown:" + name)
+        if key in self._tensor_memo:
+            return self._tensor_memo[key]
+        if key in self._busy:
+            return _CYCLE  # the tensor handed back to where it came from: it adds nothing
+        self._busy.add(key)
+        out = None
+        try:
+            if where == "assign":
+                entries = owner.assigns[name]
+                if 1 <= len(entries) <= _BRANCHES and all(e.kind in ("expr", "item") for e in entries):
+                    # x = f(x), x = x.contiguous(): the earlier values first; the reassignment sees them
+                    own = [e for e in entries
+                           if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(e.node))]
+                    first = [self._shown_entry(e, owner, depth) for e in entries if e not in own]
+                    if own and first:
+                        self._tensor_memo[key] = self._shown_join(first, name)
+                    got = first + [self._shown_entry(e, owner, depth) for e in own]
+                    out = self._shown_join(got, f"{name} as assigned")
+            else:
+                p = owner.params[name]
+                callers = self.info.calls.get(owner.qual, [])
+                if p.kind != "star" and callers and depth <= _CALLER_DEPTH:
+                    got = []
+                    for call, caller in callers[:_LAYOUT_CALLERS]:
+                        arg = self.arg_for(call, p)
+                        if arg is None or isinstance(arg, str):
+                            got = None
+                            break
+                        one = self.shown_dims(arg, caller, depth + 4)
+                        cname = caller.qual if caller is not None else "module level"
+                        why = f"{self._callee(call, owner)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"
+                        got.append(one if one is None or one is _CYCLE else
+                                   ([x.why(why, "caller-layout") for x in one[0]], one[1]))
+                    out = self._shown_join(got, f"the tensors the callers pass for {name}") if got else None
+            if out is None:
+                k = _asserted_rank(name, owner.node)
+                if k is not None and k >= 1:
+                    why = f"{name} has {k} dim{'s' if k > 1 else ''} (asserted)"
+                    out = [Prov(UNKNOWN, "int", (why,))] * k, why
+        finally:
+            self._busy.discard(key)
+            self._tensor_memo.pop(key, None)
+        self._tensor_memo[key] = out
+        return out
+
+    def _shown_entry(self, en, fn, depth: int) -> tuple[list[Prov], str] | None:
+        if en.kind == "expr":
+            return self.shown_dims(en.node, fn, depth)
+        call = en.node
+        if en.index is None or not isinstance(call, ast.Call):
+            return None
+        callee = self.local_callee(call, fn)
+        if callee is None or callee is fn:
+            return None
+        values = _returned_items(callee, en.index)
+        if not values or len(values) > _BRANCHES:
+            return None
+        return self._shown_join([self.shown_dims(v, callee, depth + 1) for v in values],
+                                f"element {en.index} of what {callee.name}() returns (line {en.line})")
+
+    def _shown_slice(self, t: ast.Subscript, fn, depth: int) -> tuple[list[Prov], str] | None:
+        """``buf[:n]``, ``buf[a:b]`` (the leading dim sliced, the rest whole): buf's dims, the leading
+        one the slice's length."""
+        sl = t.slice
+        parts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
+        first = parts[0] if parts else None
+        if not isinstance(first, ast.Slice) or first.step is not None or first.upper is None \
+                or any(not (isinstance(x, ast.Slice) and x.lower is None and x.upper is None and x.step is None)
+                       for x in parts[1:]):
+            return None
+        src = self.shown_dims(t.value, fn, depth)
+        if src is None or src is _CYCLE:
+            return None
+        n = self._classify(first.upper, fn, depth) if first.lower is None else \
+            join([self._classify(first.upper, fn, depth), self._classify(first.lower, fn, depth)], "int")
+        n = n._replace(div16=n.div16 and first.lower is None)
+        lead = n.why(f"{self.code(t)}: the leading dimension sliced to {self.code(first.upper)}", "shown-rank")
+        return [lead] + list(src[0][1:]), f"{src[1]}, sliced"
+
+    @staticmethod
+    def _shown_join(got: list, how: str) -> tuple[list[Prov], str] | None:
+        """Dims shown by every one of several values, of one rank: each the most varying over them
+        (a value that leads back to the tensor asked about adds nothing)."""
+        if any(g is None for g in got):
+            return None
+        if not got:
+            return None
+        got = [g for g in got if g is not _CYCLE]
+        if not got:
+            return _CYCLE
+        if len({len(g[0]) for g in got}) != 1:
+            return None
+        if len(got) == 1:
+            return got[0]
+        n = len(got[0][0])
+        return [join([g[0][i] for g in got], "int") for i in range(n)], how
+
+    def multi_dim_passed(self, t: ast.AST, fn) -> str | None:
+        """``t`` (a name) is passed to a function of this module that reads a non-leading dim of
+        the parameter it lands in (``multi_dim``): a description, or None."""
+        if not isinstance(t, ast.Name) or fn is None:
+            return None
+        for node in self._call_index(fn)["calls"]:
+            callee = self.local_callee(node, fn)
+            if callee is None or callee is fn:
+                continue
+            for p in callee.params.values():
+                arg = self.arg_for(node, p)
+                if isinstance(arg, ast.Name) and arg.id == t.id and p.kind != "star" \
+                        and self.multi_dim(ast.Name(id=p.name, ctx=ast.Load()), callee):
+                    return f"{callee.name}() reads a non-leading dim of it (line {node.lineno})"
+        return None
 
     def _param_tensor(self, fn: FunctionInfo, name: str, depth: int) -> tuple[list[Prov], list[Prov]] | None:
         """Dims and strides of a wrapper's tensor parameter when every caller in this module passes a
@@ -639,10 +855,80 @@ def _contiguous(dims: list[Prov]) -> list[Prov]:
         j = join(trailing)
         lead = ("the layout includes a varying dimension",) if j.cls == VARYING else ()
         p = Prov(j.cls, "int", lead + j.evidence, any(t.div16 for t in trailing), rules=("allocated-layout",) + j.rules)
-        if p.cls == VARYING and not p.div16 and any(model_dim(t, j) for t in trailing):
+        if p.cls == VARYING and not p.div16 and counted_times_dim(trailing, j):
             p = p.by("count-times-dim")  # [.., n, d]: stride n * d, a count times a model dim
         out.append(p)
     return out
+
+
+_CYCLE = ([], "")  # shown_dims: the value leads back to the tensor being asked about
+
+
+def _product(label: str, how: str, dims: list[Prov], rule: str) -> Prov:
+    """``x.numel()`` from x's dims: their product, a multiple of 16 if one of them is, a count times
+    a model dim where a dim fixed for the model (or unknown and innermost) multiplies a varying one."""
+    j = join(dims)
+    out = Prov(j.cls, "int", (f"{label}: {how}",) + j.evidence, div16=any(x.div16 for x in dims),
+               rules=(rule,) + tuple(r for r in j.rules if r != rule))
+    if out.cls == VARYING and not out.div16 and counted_times_dim(dims, j):
+        out = out.by("count-times-dim")
+    return out
+
+
+def counted_times_dim(dims: list[Prov], count: Prov) -> bool:
+    """The product of ``dims`` (``count`` their join, varying) is a count times a model dim: one of
+    them is fixed for the model by a model-dim rule, or is a size nothing here tells of placed after
+    a varying dim (innermost, where layouts keep model dims; `(num_groups, n)` is no such layout)."""
+    after = False
+    for x in dims:
+        if model_dim(x, count, inner=after):
+            return True
+        after = after or x.cls == VARYING
+    return False
+
+
+def _is_numel(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr in ("numel", "nelement") and not node.args
+
+
+def _rank_test(test: ast.AST, name: str, negated: bool) -> int | None:
+    """``name.ndim == k`` / ``name.dim() == k`` (``!=`` when ``negated``), alone or in an ``and``
+    chain (an ``or`` chain when negated): k."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or if negated else ast.And) \
+        else [test]
+    for c in parts:
+        if not isinstance(c, ast.Compare) or len(c.ops) != 1 \
+                or not isinstance(c.ops[0], ast.NotEq if negated else ast.Eq):
+            continue
+        for a, b in ((c.left, c.comparators[0]), (c.comparators[0], c.left)):
+            k = int_literal(b)
+            if k is None:
+                continue
+            if isinstance(a, ast.Call) and not a.args and isinstance(a.func, ast.Attribute):
+                a = a.func if a.func.attr in ("dim", "ndimension") else a
+            if isinstance(a, ast.Attribute) and a.attr in ("ndim", "dim", "ndimension") \
+                    and isinstance(a.value, ast.Name) and a.value.id == name:
+                return k
+    return None
+
+
+def _asserted_rank(name: str, fn_node: ast.AST | None) -> int | None:
+    """The rank a function's body asserts for its local ``name``: ``assert x.dim() == 2`` (or ``and``
+    with other checks), ``if x.ndim != 1: raise ...``. None if it asserts none, or two different."""
+    if fn_node is None:
+        return None
+    found = set()
+    for node in ast.walk(fn_node):
+        if isinstance(node, ast.Assert):
+            k = _rank_test(node.test, name, False)
+        elif isinstance(node, ast.If) and node.body and isinstance(node.body[-1], ast.Raise):
+            k = _rank_test(node.test, name, True)
+        else:
+            continue
+        if k is not None:
+            found.add(k)
+    return found.pop() if len(found) == 1 else None
 
 
 def _returned_items(callee: FunctionInfo, item: int) -> list[ast.AST] | None:

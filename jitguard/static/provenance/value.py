@@ -67,11 +67,15 @@ _MODEL_DIM_RULES = frozenset({"model-dim", "weight-like", "self-attribute", "exi
                               "row-size"})
 
 
-def model_dim(fixed: Prov, count: Prov) -> bool:
+def model_dim(fixed: Prov, count: Prov, inner: bool = False) -> bool:
     """``count * fixed`` is a varying count times a model dim: ``fixed`` is fixed for the model by one
-    of the model-dim rules (never a literal, whose divisibility is known) and ``count`` varies."""
+    of the model-dim rules (never a literal, whose divisibility is known) and ``count`` varies. With
+    ``inner`` (``fixed`` is a trailing dim of a layout), a size nothing here tells of counts too:
+    layouts keep model dims innermost (rule count-times-dim)."""
     if count.cls != VARYING or fixed.div16 or fixed is count:
         return False
+    if fixed.cls == UNKNOWN:
+        return inner and fixed.vtype in ("int", "unknown") and "literal" not in fixed.rules
     if fixed.cls == VARYING:
         # a leading dim that the code also uses as an innermost size: possibly a model dim
         return "conflicting-layout" in fixed.rules
