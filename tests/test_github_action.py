@@ -180,7 +180,7 @@ def test_sarif_run_installs_scans_uploads_and_fails_on_findings(repo, tmp_path):
     assert status == 0 and out["exit-code"] == "1", log
     sarif = json.loads(pathlib.Path(out["sarif-file"]).read_text())
     jsonschema.Draft4Validator(SARIF_SCHEMA).validate(sarif)
-    assert len(sarif["runs"][0]["results"]) == 24  # README's fixture scan
+    assert len(sarif["runs"][0]["results"]) == 28  # README's fixture scan
     upload = res["Upload SARIF to code scanning"]
     assert upload == {"sarif_file": out["sarif-file"], "category": "jitguard"}
     status, log, _ = res["Fail on findings"]
@@ -204,7 +204,7 @@ def test_baseline_and_diff_base_report_only_the_new_kernel(repo, tmp_path):
     results = json.loads(pathlib.Path(out["sarif-file"]).read_text())["runs"][0]["results"]
     assert [(r["ruleId"], r["properties"]["kernel"], r["properties"]["param"]) for r in results] == [
         ("JG001", "basic.added_kernel", "num_tokens")]
-    assert "24 baselined" in log
+    assert "28 baselined" in log
 
 
 @NEEDS_GIT
