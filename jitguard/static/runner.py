@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import stat
 import sys
 import time
 import traceback
@@ -54,6 +55,7 @@ class ScanResult:
     files_parsed: int = 0  # files parsed by LibCST in this run
     files_skipped: int = 0  # files the prefilter ruled out (no kernels, no kernel names)
     cache_hits: int = 0
+    files_vouched: int = 0  # files whose digest the stat-keyed index gave (not read if the tree memo hit)
     suppressed: int = 0  # findings dropped by inline comments, select/ignore, per-file-ignores
     config: str | None = None  # the configuration file the settings came from
     warnings: list[FileError] = field(default_factory=list)  # e.g. ignore[...] naming no rule
@@ -221,21 +223,31 @@ def scan_paths(
         else:
             cache.maybe_prune()
 
-    # Read every file once; bytes of files that turn out irrelevant are dropped after phase 2.
-    contents: dict[str, tuple[SourceFile, bytes, str]] = {}
+    # Every file's content digest: from the stat-keyed index where the file's stat vouches for it
+    # (its bytes are read only if the tree memo below misses), else from its bytes, read once.
+    index = cache.digest_index([os.path.abspath(p) for p in paths]) if cache else None
+    contents: dict[str, tuple[SourceFile, bytes | None, str]] = {}
     for sf in fileset.files:
-        try:  # regular files only, bounded (a FIFO, /dev/zero, a 2 GiB file: an error each)
-            data = read_bytes(sf.path)
-        except SourceError as exc:
-            result.errors.append(FileError(sf.display, str(exc)))
-            continue
-        except OSError as exc:
-            from jitguard.static.files import _os_reason
-
-            result.errors.append(FileError(sf.display, f"cannot read: {_os_reason(exc)}"))
-            continue
-        contents[sf.display] = (sf, data, content_digest(data))
-    walk_errors = len(result.errors)  # problems found before analysis: never part of a memo
+        st = None
+        if index is not None:
+            try:
+                st = os.stat(sf.path)
+            except OSError:
+                pass  # read_bytes says why
+            if st is not None and stat.S_ISREG(st.st_mode):
+                digest = index.digest(sf.path, st)
+                if digest is not None:
+                    result.files_vouched += 1
+                    contents[sf.display] = (sf, None, digest)
+                    continue
+        data = _read(sf, result)
+        if data is not None:
+            digest = content_digest(data)
+            contents[sf.display] = (sf, data, digest)
+            if st is not None and stat.S_ISREG(st.st_mode):
+                index.record(sf.path, st, digest)
+    if index is not None:
+        index.save()
 
     # The whole tree unchanged since a previous scan (same files, contents, engine, config):
     # the linked findings are served from one cache entry, nothing is parsed or linked.
@@ -249,6 +261,28 @@ def scan_paths(
             result.cache_hits = result.files_analyzed
             result.files_skipped = len(contents) - result.files_analyzed
             return _finish(result, result.findings, config, t0)
+
+    # The analysis needs the bytes: those the index vouched for are read now (a file changed since
+    # its stat was taken is analyzed as it is now, under its new digest).
+    missing = [d for d, (_, data, _) in contents.items() if data is None]
+    moved = False
+    for d in missing:
+        sf, _, digest = contents[d]
+        data = _read(sf, result)
+        now = content_digest(data) if data is not None else None
+        if now != digest:
+            index.forget(sf.path)
+            moved = True
+        if data is None:
+            del contents[d]
+        else:
+            contents[d] = (sf, data, now)
+    if missing:
+        index.save()
+        if moved and tree_key is not None:  # the memo is stored under what is analyzed
+            tree_key = cache.tree_key(
+                (d, sf.module, digest) for d, (sf, _, digest) in sorted(contents.items()))
+    walk_errors = len(result.errors)  # problems found before analysis: never part of a memo
 
     facts_by_path: dict[str, Any] = {}
     varying = tuple(sorted(config.varying_names))
@@ -494,6 +528,22 @@ def scan_paths(
     if keep_facts:
         result.facts = ordered
     return _finish(result, findings, config, t0)
+
+
+def _read(sf: SourceFile, result: ScanResult) -> bytes | None:
+    """The bytes of ``sf``, or None with the reason in ``result.errors`` (a FIFO, /dev/zero, a
+    2 GiB file, a permission denied: an error each)."""
+    try:
+        data = read_bytes(sf.path)
+    except SourceError as exc:
+        result.errors.append(FileError(sf.display, str(exc)))
+        return None
+    except OSError as exc:
+        from jitguard.static.files import _os_reason
+
+        result.errors.append(FileError(sf.display, f"cannot read: {_os_reason(exc)}"))
+        return None
+    return data
 
 
 # A method name defined in more files than this, or called as obj.name( in more, is too common to
