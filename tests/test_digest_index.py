@@ -192,3 +192,26 @@ def test_a_forged_index_does_not_hide_a_finding(tree, an_hour_later, forgery):
     # what the seal prevents: the same index sealed with the user's secret hides the edit
     index_file.write_bytes(cache_mod._mac(secret, forged).encode() + b"\n" + forged)
     assert old in _params(_scan(tmp_path))
+
+
+def test_a_warm_text_scan_imports_neither_the_engine_nor_the_worker_pool(tree):
+    # what a warm scan needs ends at the tree memo: `jitguard scan` in a new process, twice (the
+    # second is served whole from the cache), reports the modules each one loaded
+    import subprocess
+    import sys
+
+    tmp_path, params = tree
+    code = ("import sys, runpy\n"
+            "sys.argv = ['jitguard', 'scan', 'src', '-j', '1', '--cache-dir', 'cache']\n"
+            "try:\n    runpy.run_module('jitguard', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print(' '.join(sorted(sys.modules)))\n")
+    runs = [subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                           text=True, env=dict(os.environ, CI="1"), check=True) for _ in range(2)]
+    cold, warm = (set(r.stdout.splitlines()[-1].split()) for r in runs)
+    assert all(p in runs[1].stdout for p in params.values())  # the findings, from the memo
+    engine = {"jitguard.static.extract", "jitguard.static.provenance", "jitguard.static.link",
+              "jitguard.static.facts", "jitguard.static.rules", "concurrent.futures.process"}
+    assert engine <= cold  # the cold scan needed them
+    assert not engine & warm, sorted(engine & warm)
+    assert "tempfile" not in warm  # nothing is written

@@ -13,16 +13,11 @@ import re
 import stat
 import sys
 import time
-import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from jitguard.config import Config
 from jitguard.findings import FileError, Finding
-from jitguard.static.provenance.rules import limit
-from jitguard.static import prefilter
 from jitguard.static.cache import (
     CacheUnavailable,
     FactsCache,
@@ -31,10 +26,13 @@ from jitguard.static.cache import (
     write_entry,
 )
 from jitguard.static.errors import SourceError
-from jitguard.static.facts import FileFacts
 from jitguard.static.files import SourceFile, collect_files
-from jitguard.static.names import module_prefixes
 from jitguard.static.source import read_bytes
+
+# A scan of an unchanged tree ends at the tree memo: what only the analysis needs (the engine,
+# worker processes, the prefilter) is imported past that point.
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 
 class InternalError(Exception):
@@ -112,6 +110,8 @@ def _extract_job(job: tuple) -> tuple:
         out = ("error", message, getattr(exc, "line", None))
         entry = {"error": {"message": message, "line": out[2]}}
     except Exception as exc:
+        import traceback
+
         tb = traceback.format_exc(limit=-6)
         return ("internal", f"{type(exc).__name__}: {exc}", tb)
     if cache_path and entry is not None:
@@ -130,6 +130,8 @@ class _Workers:
 
     def pool(self) -> ProcessPoolExecutor | None:
         if self._pool is None and not self._failed:
+            from concurrent.futures import ProcessPoolExecutor
+
             try:
                 self._pool = ProcessPoolExecutor(
                     max_workers=self.jobs, mp_context=_mp_context(), initializer=_ignore_sigint,
@@ -283,6 +285,14 @@ def scan_paths(
             tree_key = cache.tree_key(
                 (d, sf.module, digest) for d, (sf, _, digest) in sorted(contents.items()))
     walk_errors = len(result.errors)  # problems found before analysis: never part of a memo
+
+    import traceback
+    from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    from jitguard.static import prefilter
+    from jitguard.static.facts import FileFacts
+    from jitguard.static.names import module_prefixes
 
     facts_by_path: dict[str, Any] = {}
     varying = tuple(sorted(config.varying_names))
@@ -546,10 +556,6 @@ def _read(sf: SourceFile, result: ScanResult) -> bytes | None:
     return data
 
 
-# A method name defined in more files than this, or called as obj.name( in more, is too common to
-# bind calls through objects of unknown class to one definition by name.
-_METHOD_MAX_DEFS = limit("method-by-name", "defining_files")
-_METHOD_MAX_CALLERS = limit("method-by-name", "calling_files")
 _DEF_NAME = re.compile(rb"\bdef[ \t]+([A-Za-z_]\w*)[ \t]*\(")
 _METHOD_CALL_NAME = re.compile(rb"\.[ \t]*([A-Za-z_]\w*)[ \t]*\(")
 
@@ -566,6 +572,12 @@ class _Methods:
         self.defs: dict[str, list[str]] = {}
         self.callers: dict[str, list[str]] = {}
         self._index: tuple[dict, dict] | None = None
+        from jitguard.static.provenance.rules import limit
+
+        # A method name defined in more files than this, or called as obj.name( in more, is too
+        # common to bind calls through objects of unknown class to one definition by name.
+        self.max_defs = limit("method-by-name", "defining_files")
+        self.max_callers = limit("method-by-name", "calling_files")
 
     def _tree_index(self) -> tuple[dict, dict]:
         if self._index is None:  # one pass over the tree, on the first method asked
@@ -597,7 +609,7 @@ class _Methods:
             if name not in self.defs:
                 defs, calls = self._tree_index()
                 d, c = defs.get(name, []), calls.get(name, [])
-                ok = len(d) <= _METHOD_MAX_DEFS and len(c) <= _METHOD_MAX_CALLERS
+                ok = len(d) <= self.max_defs and len(c) <= self.max_callers
                 self.defs[name], self.callers[name] = (list(d), list(c)) if ok else ([], [])
             if self.defs[name]:
                 out.add(name)
