@@ -378,6 +378,21 @@ def scan_paths(
         extract(phase1, "analyzing", calls_of=frozenset())
         phase1_set = set(phase1)
 
+        # The words of every file, for the tests of phases 2-4 over the whole tree (built on first use,
+        # after the workers were forked: they never hold it).
+        words: list = []
+
+        def word_index():
+            if not words:
+                words.append(prefilter.WordIndex((d, data) for d, (_, data, _) in contents.items()))
+            return words[0]
+
+        def within(matcher, d: str, cands: list) -> bool:
+            """Can ``matcher`` match file ``d`` at all (``cands``: [] or [its candidates], memoized)."""
+            if not cands:
+                cands.append(matcher.candidates(word_index()))
+            return cands[0] is None or d in cands[0]
+
         # Phase 2: other files that launch a kernel found in phase 1 (cross-module launches).
         names = set()
         for facts in facts_by_path.values():
@@ -388,11 +403,12 @@ def scan_paths(
         memo = cache.load_memo(matcher.digest) if cache and rest else {}
         memo_changed = False
         phase2 = []
+        cands: list = []
         for d in rest:
             digest = contents[d][2]
             hit = memo.get(digest)
             if hit is None:
-                hit = matcher.launches_named_kernel(contents[d][1])
+                hit = within(matcher, d, cands) and matcher.launches_named_kernel(contents[d][1])
                 memo[digest] = hit
                 memo_changed = True
             if hit:
@@ -455,7 +471,7 @@ def scan_paths(
             names = frozenset(r.function.rsplit(".", 1)[-1] for r in refs)
             if not names:
                 break
-            methods = methods or _Methods(contents, by_module)
+            methods = methods or _Methods(contents, by_module, word_index)
             # a layout asked of callers (p.shape[i] / p.stride(i)) is read from the files read anyway for
             # values (their calls of these names are recorded): reading more files for layouts cost ~20% of
             # the cold scan on vLLM for one finding
@@ -472,10 +488,13 @@ def scan_paths(
             # calls of methods (below): re-reading them all for plain calls cost more than it found.
             wanted = []
             if plain or ops.names:
+                by_name: list = []
+                by_op: list = []
                 wanted = [d for d, (_, data, _) in contents.items()
                           if d not in phase1_set and d not in recorded and b"import" in data
-                          and (matcher.calls_named(data, quals) or (d.endswith("__init__.py") and matcher(data))
-                               or (b"ops." in data and ops(data)))]
+                          and ((within(matcher, d, by_name) and (matcher.calls_named(data, quals)
+                                                                  or (d.endswith("__init__.py") and matcher(data))))
+                               or (b"ops." in data and within(ops, d, by_op) and ops(data)))]
             # methods called through objects of unknown class (obj.meth(...)): the files calling a method
             # of that name
             chosen = set(wanted)
@@ -556,8 +575,6 @@ def _read(sf: SourceFile, result: ScanResult) -> bytes | None:
     return data
 
 
-_DEF_NAME = re.compile(rb"\bdef[ \t]+([A-Za-z_]\w*)[ \t]*\(")
-_METHOD_CALL_NAME = re.compile(rb"\.[ \t]*([A-Za-z_]\w*)[ \t]*\(")
 
 
 class _Methods:
@@ -566,12 +583,12 @@ class _Methods:
     definition nearest to it in the tree); ``callers``: name -> the files calling ``.name(``. A name
     defined or called in too many files is too common to bind by name: it gets no entry."""
 
-    def __init__(self, contents: dict, by_module: dict) -> None:
+    def __init__(self, contents: dict, by_module: dict, word_index) -> None:
         self.contents = contents
         self.by_module = by_module
+        self.word_index = word_index  # () -> prefilter.WordIndex of contents
         self.defs: dict[str, list[str]] = {}
         self.callers: dict[str, list[str]] = {}
-        self._index: tuple[dict, dict] | None = None
         from jitguard.static.provenance.rules import limit
 
         # A method name defined in more files than this, or called as obj.name( in more, is too
@@ -579,17 +596,17 @@ class _Methods:
         self.max_defs = limit("method-by-name", "defining_files")
         self.max_callers = limit("method-by-name", "calling_files")
 
-    def _tree_index(self) -> tuple[dict, dict]:
-        if self._index is None:  # one pass over the tree, on the first method asked
-            defs: dict[str, list[str]] = {}
-            calls: dict[str, list[str]] = {}
-            for d, (_, data, _) in self.contents.items():
-                for m in set(_DEF_NAME.findall(data)):
-                    defs.setdefault(m.decode("ascii", "replace"), []).append(d)
-                for m in set(_METHOD_CALL_NAME.findall(data)):
-                    calls.setdefault(m.decode("ascii", "replace"), []).append(d)
-            self._index = (defs, calls)
-        return self._index
+    def _files_with(self, name: str) -> tuple[list[str], list[str]]:
+        """(the files defining a function ``name``, the files calling ``.name(``), in tree order."""
+        if not name.isascii():
+            return [], []  # a def or call the byte patterns below never match
+        index = self.word_index()
+        mention = sorted(index.naming([name]) or (), key=index.position.__getitem__)
+        word = re.escape(name.encode())
+        define = re.compile(rb"\bdef[ \t]+" + word + rb"[ \t]*\(")
+        call = re.compile(rb"\.[ \t]*" + word + rb"[ \t]*\(")
+        return ([d for d in mention if define.search(self.contents[d][1])],
+                [d for d in mention if call.search(self.contents[d][1])])
 
     def is_method(self, ref) -> bool:
         """``module.Class.name``: a method of a module-level class (not a module-level function)."""
@@ -607,8 +624,7 @@ class _Methods:
             if name.startswith("__") or not name.isidentifier():
                 continue
             if name not in self.defs:
-                defs, calls = self._tree_index()
-                d, c = defs.get(name, []), calls.get(name, [])
+                d, c = self._files_with(name)
                 ok = len(d) <= self.max_defs and len(c) <= self.max_callers
                 self.defs[name], self.callers[name] = (list(d), list(c)) if ok else ([], [])
             if self.defs[name]:
