@@ -113,15 +113,24 @@ class WordIndex:
 
     def __init__(self, files: Iterable[tuple[str, bytes]]) -> None:
         self.keys: list[str] = []
-        self.position: dict[str, int] = {}
         self._files: dict[bytes, list[int]] = {}
         add = self._files.setdefault
         for key, data in files:
             i = len(self.keys)
             self.keys.append(key)
-            self.position[key] = i
             for w in words(data):
                 add(w, []).append(i)
+
+    def names_in(self, names: Iterable[str]) -> dict[str, tuple[str, ...]] | None:
+        """File -> the ``names`` it holds as words (files holding none left out); None when a name
+        is not ASCII."""
+        out: dict[str, list[str]] = {}
+        for n in sorted(set(names)):
+            if not n.isascii():
+                return None
+            for i in self._files.get(n.encode(), ()):
+                out.setdefault(self.keys[i], []).append(n)
+        return {k: tuple(v) for k, v in out.items()}
 
     def naming(self, names: Iterable[str]) -> set[str] | None:
         """The files holding one of ``names`` as a word; None when a name is not ASCII (its bytes
@@ -134,6 +143,10 @@ class WordIndex:
         return {self.keys[i] for i in hits}
 
 
+# Up to this many names, a substring search per name rules files out faster than a regex or an index.
+FEW_NAMES = 16
+
+
 class NameMatcher:
     """Does a file mention any of ``names`` as a whole identifier?"""
 
@@ -142,7 +155,7 @@ class NameMatcher:
         self.digest = hashlib.blake2b(
             "\0".join([PREFILTER_VERSION, *self.names]).encode(), digest_size=16
         ).hexdigest()
-        self._few = [n.encode() for n in self.names] if len(self.names) <= 16 else None
+        self._few = [n.encode() for n in self.names] if len(self.names) <= FEW_NAMES else None
         if self.names:
             n = rb"(?:" + _trie_regex(self.names).encode() + rb")(?![A-Za-z0-9_])"
             self._re: re.Pattern[bytes] | None = re.compile(rb"(?<![A-Za-z0-9_])" + n)
@@ -152,10 +165,32 @@ class NameMatcher:
     def __call__(self, data: bytes) -> bool:
         return self._re is not None and self._re.search(data) is not None
 
-    def candidates(self, index: WordIndex) -> set[str] | None:
-        """The files of ``index`` that can match at all (each test here needs a whole-word
-        mention of a name); None: every file."""
-        return index.naming(self.names)
+    def within(self, index: WordIndex) -> dict[str, "NameMatcher"] | None:
+        """File of ``index`` -> a matcher of the names it holds as words, for the files any test
+        here can match (each needs a whole-word mention of a name): on such a file it answers as
+        this one does, with a pattern of a few names instead of all; None: test every file."""
+        present = index.names_in(self.names)
+        if present is None:
+            return None
+        matchers: dict[tuple[str, ...], NameMatcher] = {}
+        out: dict[str, NameMatcher] = {}
+        for d, ns in present.items():
+            m = matchers.get(ns)
+            if m is None:
+                m = matchers[ns] = NameMatcher(ns)
+            out[d] = m
+        return out
+
+    @property
+    def few(self) -> bool:
+        """Few names: a substring search per name rules a file out faster than any index."""
+        return self._few is not None
+
+    def may_match(self, data: bytes) -> bool:
+        """False when no test here can match ``data`` (it holds none of the names at all)."""
+        if self._few is not None:
+            return any(n in data for n in self._few)
+        return self._re is not None
 
     def calls_named(self, data: bytes, qualifiers: frozenset[bytes] | None = None) -> bool:
         """Calls one of the names as a function of another module: ``ops.name(`` with ``ops`` one
