@@ -290,6 +290,7 @@ def scan_paths(
     from concurrent.futures import as_completed
     from concurrent.futures.process import BrokenProcessPool
 
+    from jitguard.static import extract as _engine  # noqa: F401  (before the workers fork: they share it)
     from jitguard.static import prefilter
     from jitguard.static.facts import FileFacts
     from jitguard.static.names import module_prefixes
