@@ -531,6 +531,7 @@ def scan_paths(
 
     result.files_skipped = len(contents) - len(done_set)
     contents.clear()
+    words.clear()  # before linking, which holds every file's facts
 
     ordered = [facts_by_path[d] for d in sorted(facts_by_path)]
     result.files_analyzed = len(ordered)
