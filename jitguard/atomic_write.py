@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 
 
 def _umask() -> int:
@@ -46,6 +45,8 @@ def write_text_atomic(path: str | os.PathLike, text: str, *, fsync: bool = False
         return given
     directory = os.path.dirname(target)
     os.makedirs(directory, exist_ok=True)
+    import tempfile  # at the first write: a warm scan to stdout writes nothing
+
     fd, tmp = tempfile.mkstemp(prefix=".jitguard-", suffix=".part", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:

@@ -16,6 +16,9 @@ Size: entries not used for ``MAX_AGE_DAYS`` are removed, and the whole cache is 
 at most once an hour, one scan at a time (a lock file), and a scan reading an entry that another
 removes just rebuilds it.
 
+Reading: a scan learns each file's content digest from a stat-keyed index (``DigestIndex``), so a
+warm scan opens no unchanged file; the index is sealed like the entries.
+
 Every write goes to a temporary file in the same directory and is renamed into place, so concurrent
 scans never see half-written entries; an entry that fails to parse or to verify is ignored and
 rebuilt.
@@ -213,6 +216,97 @@ def write_entry(path: str, key: str, entry: dict[str, Any]) -> bool:
         return False
 
 
+# --- stat-keyed digest index: a warm scan reads no unchanged file ----------------------------
+
+# How recent a file's change may be for its stat to vouch for its content. The coarsest timestamps
+# in use are FAT's (2 s mtime); ext4, xfs, btrfs and tmpfs store nanoseconds but stamp them from the
+# kernel's coarse clock (a few ms). Within this margin of the moment a scan began reading, a file
+# may change again after it was read and keep the stat the index recorded (as git's "racily clean"
+# entries): such a file is read again by every scan until its change is older than the margin.
+RACY_MARGIN_NS = 2_000_000_000
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
+def file_signature(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What a file's stat says about its content: (st_dev, st_ino, st_size, st_mtime_ns,
+    st_ctime_ns). A rename over the file gives another inode; an edit in place changes the ctime
+    (which no program sets: ``touch -d``, ``cp -p`` and ``rsync -t`` set the mtime only)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class DigestIndex:
+    """Absolute path -> (stat signature, content digest) of the files one set of scan targets read.
+
+    ``started_ns`` of an index is the clock read before any file recorded in it was read. An entry
+    vouches for a file only when the file's signature is the recorded one and its last change (mtime
+    or ctime) lies more than ``RACY_MARGIN_NS`` before ``started_ns``: a change after the read then
+    has a later timestamp than the recorded one, so an unchanged signature means unchanged bytes.
+    Limit: a network filesystem whose clock runs behind this machine's by more than the margin voids
+    that argument (its timestamps are the server's).
+
+    The index is sealed with the cache's secret like the entries: a forged one is not read (every file
+    is read instead), so it can't vouch for a changed file and hide a finding."""
+
+    def __init__(self, path: str, secret: bytes, key: str, started_ns: int) -> None:
+        self.path = path
+        self.secret = secret
+        self.key = key
+        self.started_ns = started_ns  # this scan's: before it reads any file
+        self._stored_ns = 0  # the stored index's
+        self._stored: dict[str, list] = {}
+        data = _open_sealed(secret, path)
+        if (isinstance(data, dict) and data.get("key") == key and isinstance(data.get("files"), dict)
+                and isinstance(data.get("started_ns"), int)):
+            self._stored_ns = data["started_ns"]
+            self._stored = data["files"]
+            _touch(path)
+        self._next: dict[str, list] = {}  # what this scan confirmed or recorded: the next index
+        self._changed = False
+
+    @staticmethod
+    def _settled(sig, started_ns: int) -> bool:
+        return max(sig[3], sig[4]) < started_ns - RACY_MARGIN_NS
+
+    def digest(self, path: str, st: os.stat_result) -> str | None:
+        """The recorded digest of ``path`` if its stat ``st`` vouches for it, else None (read it)."""
+        sig = file_signature(st)
+        entry = self._stored.get(path)
+        if (not isinstance(entry, list) or len(entry) != 6 or tuple(entry[:5]) != sig
+                or not isinstance(entry[5], str) or not self._settled(sig, self._stored_ns)):
+            return None
+        self._next[path] = entry
+        return entry[5]
+
+    def record(self, path: str, st: os.stat_result, digest: str) -> None:
+        """``path`` had stat ``st`` (taken before it was read) and bytes of this digest."""
+        sig = file_signature(st)
+        entry = [*sig, digest]
+        self._next[path] = entry
+        # a new entry, or one that vouches from now on (its change now lies before the margin)
+        if self._stored.get(path) != entry or self._settled(sig, self.started_ns):
+            self._changed = True
+
+    def forget(self, path: str) -> None:
+        if self._next.pop(path, None) is not None:
+            self._changed = True
+
+    def save(self) -> bool:
+        """Write what this scan confirmed or recorded (files it no longer reads are dropped), if
+        that differs from the stored index; False if the write failed."""
+        if not self._changed and self._next.keys() == self._stored.keys():
+            return True
+        body = {"key": self.key, "started_ns": self.started_ns, "files": self._next}
+        try:
+            write_text_atomic(self.path, _seal(self.secret, body))
+        except (OSError, TypeError, ValueError):
+            return False
+        self._stored, self._stored_ns, self._changed = dict(self._next), self.started_ns, False
+        return True
+
+
 class FactsCache:
     """Per-file entries under ``<cache_dir>/v1/facts/``; prefilter memos under ``.../prefilter/``."""
 
@@ -252,6 +346,13 @@ class FactsCache:
     def put(self, key: str, entry: dict[str, Any]) -> None:
         if not write_entry(self.entry_path(key), key, entry):
             self.write_errors += 1
+
+    def digest_index(self, targets) -> DigestIndex:
+        """The digest index of the scans of ``targets`` (absolute paths); to be opened before the
+        scan reads any file (its entries are checked against that moment)."""
+        blob = "\0".join(sorted(set(targets))).encode("utf-8", "surrogateescape")
+        key = hashlib.blake2b(blob, digest_size=20).hexdigest()
+        return DigestIndex(os.path.join(self.root, "index", key + ".json"), self.secret, key, _now_ns())
 
     # --- whole-tree memo: the linked (unfiltered) findings of an unchanged tree --------------
     def tree_key(self, files) -> str:

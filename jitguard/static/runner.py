@@ -10,18 +10,14 @@ from __future__ import annotations
 import gc
 import os
 import re
+import stat
 import sys
 import time
-import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from jitguard.config import Config
 from jitguard.findings import FileError, Finding
-from jitguard.static.provenance.rules import limit
-from jitguard.static import prefilter
 from jitguard.static.cache import (
     CacheUnavailable,
     FactsCache,
@@ -30,10 +26,13 @@ from jitguard.static.cache import (
     write_entry,
 )
 from jitguard.static.errors import SourceError
-from jitguard.static.facts import FileFacts
 from jitguard.static.files import SourceFile, collect_files
-from jitguard.static.names import module_prefixes
 from jitguard.static.source import read_bytes
+
+# A scan of an unchanged tree ends at the tree memo: what only the analysis needs (the engine,
+# worker processes, the prefilter) is imported past that point.
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 
 class InternalError(Exception):
@@ -54,6 +53,7 @@ class ScanResult:
     files_parsed: int = 0  # files parsed by LibCST in this run
     files_skipped: int = 0  # files the prefilter ruled out (no kernels, no kernel names)
     cache_hits: int = 0
+    files_vouched: int = 0  # files whose digest the stat-keyed index gave (not read if the tree memo hit)
     suppressed: int = 0  # findings dropped by inline comments, select/ignore, per-file-ignores
     config: str | None = None  # the configuration file the settings came from
     warnings: list[FileError] = field(default_factory=list)  # e.g. ignore[...] naming no rule
@@ -110,6 +110,8 @@ def _extract_job(job: tuple) -> tuple:
         out = ("error", message, getattr(exc, "line", None))
         entry = {"error": {"message": message, "line": out[2]}}
     except Exception as exc:
+        import traceback
+
         tb = traceback.format_exc(limit=-6)
         return ("internal", f"{type(exc).__name__}: {exc}", tb)
     if cache_path and entry is not None:
@@ -128,6 +130,8 @@ class _Workers:
 
     def pool(self) -> ProcessPoolExecutor | None:
         if self._pool is None and not self._failed:
+            from concurrent.futures import ProcessPoolExecutor
+
             try:
                 self._pool = ProcessPoolExecutor(
                     max_workers=self.jobs, mp_context=_mp_context(), initializer=_ignore_sigint,
@@ -221,21 +225,31 @@ def scan_paths(
         else:
             cache.maybe_prune()
 
-    # Read every file once; bytes of files that turn out irrelevant are dropped after phase 2.
-    contents: dict[str, tuple[SourceFile, bytes, str]] = {}
+    # Every file's content digest: from the stat-keyed index where the file's stat vouches for it
+    # (its bytes are read only if the tree memo below misses), else from its bytes, read once.
+    index = cache.digest_index([os.path.abspath(p) for p in paths]) if cache else None
+    contents: dict[str, tuple[SourceFile, bytes | None, str]] = {}
     for sf in fileset.files:
-        try:  # regular files only, bounded (a FIFO, /dev/zero, a 2 GiB file: an error each)
-            data = read_bytes(sf.path)
-        except SourceError as exc:
-            result.errors.append(FileError(sf.display, str(exc)))
-            continue
-        except OSError as exc:
-            from jitguard.static.files import _os_reason
-
-            result.errors.append(FileError(sf.display, f"cannot read: {_os_reason(exc)}"))
-            continue
-        contents[sf.display] = (sf, data, content_digest(data))
-    walk_errors = len(result.errors)  # problems found before analysis: never part of a memo
+        st = None
+        if index is not None:
+            try:
+                st = os.stat(sf.path)
+            except OSError:
+                pass  # read_bytes says why
+            if st is not None and stat.S_ISREG(st.st_mode):
+                digest = index.digest(sf.path, st)
+                if digest is not None:
+                    result.files_vouched += 1
+                    contents[sf.display] = (sf, None, digest)
+                    continue
+        data = _read(sf, result)
+        if data is not None:
+            digest = content_digest(data)
+            contents[sf.display] = (sf, data, digest)
+            if st is not None and stat.S_ISREG(st.st_mode):
+                index.record(sf.path, st, digest)
+    if index is not None:
+        index.save()
 
     # The whole tree unchanged since a previous scan (same files, contents, engine, config):
     # the linked findings are served from one cache entry, nothing is parsed or linked.
@@ -249,6 +263,37 @@ def scan_paths(
             result.cache_hits = result.files_analyzed
             result.files_skipped = len(contents) - result.files_analyzed
             return _finish(result, result.findings, config, t0)
+
+    # The analysis needs the bytes: those the index vouched for are read now (a file changed since
+    # its stat was taken is analyzed as it is now, under its new digest).
+    missing = [d for d, (_, data, _) in contents.items() if data is None]
+    moved = False
+    for d in missing:
+        sf, _, digest = contents[d]
+        data = _read(sf, result)
+        now = content_digest(data) if data is not None else None
+        if now != digest:
+            index.forget(sf.path)
+            moved = True
+        if data is None:
+            del contents[d]
+        else:
+            contents[d] = (sf, data, now)
+    if missing:
+        index.save()
+        if moved and tree_key is not None:  # the memo is stored under what is analyzed
+            tree_key = cache.tree_key(
+                (d, sf.module, digest) for d, (sf, _, digest) in sorted(contents.items()))
+    walk_errors = len(result.errors)  # problems found before analysis: never part of a memo
+
+    import traceback
+    from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    from jitguard.static import extract as _engine  # noqa: F401  (before the workers fork: they share it)
+    from jitguard.static import prefilter
+    from jitguard.static.facts import FileFacts
+    from jitguard.static.names import module_prefixes
 
     facts_by_path: dict[str, Any] = {}
     varying = tuple(sorted(config.varying_names))
@@ -334,6 +379,27 @@ def scan_paths(
         extract(phase1, "analyzing", calls_of=frozenset())
         phase1_set = set(phase1)
 
+        # The words of every file, for phase 4's tests of many names over the tree and its method
+        # lookups: on vLLM those regex passes took 3.6 s, the index 1.3 s and the tests of the files
+        # it leaves 0.6 s; phase 2's one pass costs less than the index on kernel-dense trees
+        # (liger-kernel: 0.01 s against 0.06 s), so it keeps its direct test. Built on first use,
+        # after the workers were forked: they never hold it.
+        words: list = []
+
+        def word_index(build: bool = True):
+            if not words and build:
+                words.append(prefilter.WordIndex((d, data) for d, (_, data, _) in contents.items()))
+            return words[0] if words else None
+
+        def within(matcher, d: str, memo: list):
+            """``matcher``, or one of the names file ``d`` holds (it answers alike there); None when
+            none can match ``d`` (``memo``: [] or [file -> matcher], made on first use)."""
+            if matcher.few:
+                return matcher if matcher.may_match(contents[d][1]) else None
+            if not memo:
+                memo.append(matcher.within(word_index()))
+            return matcher if memo[0] is None else memo[0].get(d)
+
         # Phase 2: other files that launch a kernel found in phase 1 (cross-module launches).
         names = set()
         for facts in facts_by_path.values():
@@ -411,7 +477,7 @@ def scan_paths(
             names = frozenset(r.function.rsplit(".", 1)[-1] for r in refs)
             if not names:
                 break
-            methods = methods or _Methods(contents, by_module)
+            methods = methods or _Methods(contents, by_module, word_index)
             # a layout asked of callers (p.shape[i] / p.stride(i)) is read from the files read anyway for
             # values (their calls of these names are recorded): reading more files for layouts cost ~20% of
             # the cold scan on vLLM for one finding
@@ -428,10 +494,19 @@ def scan_paths(
             # calls of methods (below): re-reading them all for plain calls cost more than it found.
             wanted = []
             if plain or ops.names:
-                wanted = [d for d, (_, data, _) in contents.items()
-                          if d not in phase1_set and d not in recorded and b"import" in data
-                          and (matcher.calls_named(data, quals) or (d.endswith("__init__.py") and matcher(data))
-                               or (b"ops." in data and ops(data)))]
+                by_name: list = []
+                by_op: list = []
+                for d, (_, data, _) in contents.items():
+                    if d in phase1_set or d in recorded or b"import" not in data:
+                        continue
+                    calls = within(matcher, d, by_name)
+                    if calls is not None and (calls.calls_named(data, quals)
+                                              or (d.endswith("__init__.py") and calls(data))):
+                        wanted.append(d)
+                        continue
+                    op = within(ops, d, by_op) if b"ops." in data else None
+                    if op is not None and op(data):
+                        wanted.append(d)
             # methods called through objects of unknown class (obj.meth(...)): the files calling a method
             # of that name
             chosen = set(wanted)
@@ -456,6 +531,7 @@ def scan_paths(
 
     result.files_skipped = len(contents) - len(done_set)
     contents.clear()
+    words.clear()  # before linking, which holds every file's facts
 
     ordered = [facts_by_path[d] for d in sorted(facts_by_path)]
     result.files_analyzed = len(ordered)
@@ -496,12 +572,22 @@ def scan_paths(
     return _finish(result, findings, config, t0)
 
 
-# A method name defined in more files than this, or called as obj.name( in more, is too common to
-# bind calls through objects of unknown class to one definition by name.
-_METHOD_MAX_DEFS = limit("method-by-name", "defining_files")
-_METHOD_MAX_CALLERS = limit("method-by-name", "calling_files")
-_DEF_NAME = re.compile(rb"\bdef[ \t]+([A-Za-z_]\w*)[ \t]*\(")
-_METHOD_CALL_NAME = re.compile(rb"\.[ \t]*([A-Za-z_]\w*)[ \t]*\(")
+def _read(sf: SourceFile, result: ScanResult) -> bytes | None:
+    """The bytes of ``sf``, or None with the reason in ``result.errors`` (a FIFO, /dev/zero, a
+    2 GiB file, a permission denied: an error each)."""
+    try:
+        data = read_bytes(sf.path)
+    except SourceError as exc:
+        result.errors.append(FileError(sf.display, str(exc)))
+        return None
+    except OSError as exc:
+        from jitguard.static.files import _os_reason
+
+        result.errors.append(FileError(sf.display, f"cannot read: {_os_reason(exc)}"))
+        return None
+    return data
+
+
 
 
 class _Methods:
@@ -510,24 +596,33 @@ class _Methods:
     definition nearest to it in the tree); ``callers``: name -> the files calling ``.name(``. A name
     defined or called in too many files is too common to bind by name: it gets no entry."""
 
-    def __init__(self, contents: dict, by_module: dict) -> None:
+    def __init__(self, contents: dict, by_module: dict, word_index) -> None:
         self.contents = contents
         self.by_module = by_module
+        self.word_index = word_index  # (build: bool) -> the tree's WordIndex, or None if not built
         self.defs: dict[str, list[str]] = {}
         self.callers: dict[str, list[str]] = {}
-        self._index: tuple[dict, dict] | None = None
+        from jitguard.static.provenance.rules import limit
 
-    def _tree_index(self) -> tuple[dict, dict]:
-        if self._index is None:  # one pass over the tree, on the first method asked
-            defs: dict[str, list[str]] = {}
-            calls: dict[str, list[str]] = {}
-            for d, (_, data, _) in self.contents.items():
-                for m in set(_DEF_NAME.findall(data)):
-                    defs.setdefault(m.decode("ascii", "replace"), []).append(d)
-                for m in set(_METHOD_CALL_NAME.findall(data)):
-                    calls.setdefault(m.decode("ascii", "replace"), []).append(d)
-            self._index = (defs, calls)
-        return self._index
+        # A method name defined in more files than this, or called as obj.name( in more, is too
+        # common to bind calls through objects of unknown class to one definition by name.
+        self.max_defs = limit("method-by-name", "defining_files")
+        self.max_callers = limit("method-by-name", "calling_files")
+
+    def _files_with(self, name: str, index) -> tuple[list[str], list[str]]:
+        """(the files defining a function ``name``, the files calling ``.name(``), in tree order."""
+        if not name.isascii():
+            return [], []  # a def or call the byte patterns below never match
+        word = name.encode()
+        if index is None:
+            mention = [d for d, (_, data, _) in self.contents.items() if word in data]
+        else:
+            named = index.naming([name]) or ()
+            mention = [d for d in self.contents if d in named]
+        define = re.compile(rb"\bdef[ \t]+" + re.escape(word) + rb"[ \t]*\(")
+        call = re.compile(rb"\.[ \t]*" + re.escape(word) + rb"[ \t]*\(")
+        return ([d for d in mention if define.search(self.contents[d][1])],
+                [d for d in mention if call.search(self.contents[d][1])])
 
     def is_method(self, ref) -> bool:
         """``module.Class.name``: a method of a module-level class (not a module-level function)."""
@@ -538,17 +633,18 @@ class _Methods:
         """The names of the methods among ``refs`` (entry parameters whose function is
         ``module.Class.name``) that can be followed."""
         out: set[str] = set()
-        for ref in refs:
-            if not self.is_method(ref):
-                continue
-            name = ref.function.rsplit(".", 1)[-1]
-            if name.startswith("__") or not name.isidentifier():
-                continue
-            if name not in self.defs:
-                defs, calls = self._tree_index()
-                d, c = defs.get(name, []), calls.get(name, [])
-                ok = len(d) <= _METHOD_MAX_DEFS and len(c) <= _METHOD_MAX_CALLERS
-                self.defs[name], self.callers[name] = (list(d), list(c)) if ok else ([], [])
+        asked = [name for ref in refs if self.is_method(ref)
+                 for name in [ref.function.rsplit(".", 1)[-1]]
+                 if not name.startswith("__") and name.isidentifier()]
+        new = sorted({n for n in asked if n not in self.defs})
+        from jitguard.static.prefilter import FEW_NAMES
+
+        index = self.word_index(len(new) > FEW_NAMES)  # few: a substring pass per name
+        for name in new:
+            d, c = self._files_with(name, index)
+            ok = len(d) <= self.max_defs and len(c) <= self.max_callers
+            self.defs[name], self.callers[name] = (list(d), list(c)) if ok else ([], [])
+        for name in asked:
             if self.defs[name]:
                 out.add(name)
         return out

@@ -21,7 +21,6 @@ import os
 import re
 import stat
 import time
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,6 +140,8 @@ def write_atomic(snapshot: SourceSnapshot, new_data: bytes) -> None:
 
     directory = snapshot.real_path.parent
     try:
+        import tempfile  # only a write needs it (a scan imports this module for TEMP_SUFFIX)
+
         fd, tmp = tempfile.mkstemp(
             dir=directory, prefix=f".{snapshot.real_path.name}.", suffix=".jitguard-tmp"
         )
