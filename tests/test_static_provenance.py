@@ -410,3 +410,27 @@ def test_the_shape_of_an_object_holding_tensors_is_the_one_it_records():
     assert provenance("{a}, {b} = x.shape\n{c} = x.grad.stride(0)\nARG = {a}", rng)[0] == VARYING
     assert provenance("{a}, {b} = x.shape\n{c} = x.T.contiguous()\nARG = {a}", rng)[0] == VARYING
     assert provenance("{a}, {b} = x.shape\nARG = {a}", rng)[0] == VARYING
+
+
+@pytest.mark.parametrize("module, imports", [("random", "import random"), ("np.random", "import numpy as np"),
+                                             ("secrets", "import secrets")])
+def test_a_draw_of_the_host_random_generator_varies_per_call(module, imports):
+    rng = random.Random()
+    fn, obj = rand_ident(rng, "f"), rand_ident(rng)
+    draw = "randbits(31)" if module == "secrets" else "randint(0, 1 << 20)" if module == "np.random" else "getrandbits(31)"
+    src = imports + "\n" + KERNEL + f"\ndef {fn}(x, {obj}):\n    kern[(1,)](x, {module}.{draw}, BLOCK=16)\n" \
+        f"    kern[(1,)](x, {obj}.{draw}, BLOCK=16)\n"
+    facts = extract_file("m.py", src, "m")
+    by_module, by_object = [next(a for a in la.args if a.position == 1) for la in facts.launches]
+    assert by_module.provenance == VARYING and by_module.value_type == "int" and by_module.rules == ["host-random"]
+    # the same method of an object passed in (a generator seeded once, or anything else) is not the module's
+    assert by_object.provenance == UNKNOWN
+
+
+def test_a_float_draw_of_the_host_random_generator_is_a_float():
+    rng = random.Random()
+    fn = rand_ident(rng, "f")
+    src = "import random\n" + KERNEL + f"\ndef {fn}(x):\n    kern[(1,)](x, random.random(), BLOCK=16)\n"
+    (launch,) = extract_file("m.py", src, "m").launches
+    arg = next(a for a in launch.args if a.position == 1)
+    assert (arg.provenance, arg.value_type) == (VARYING, "float")

@@ -10,7 +10,7 @@ from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef
 from jitguard.static.names import dotted
 from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo
 from jitguard.static.provenance.conventions import (
-    _ALLOC, _ARITH_FUNCS, _ARRAY_MODULES, _BUCKET, _DATA_DEP, _LIKE, _REDUCE, _ROUND_UP, _STABLE_CALLS, _WARMUP,
+    _ALLOC, _ARITH_FUNCS, _ARRAY_MODULES, _BUCKET, _DATA_DEP, _HOST_RANDOM, _LIKE, _RANDOM_MODULES, _REDUCE, _ROUND_UP, _STABLE_CALLS, _WARMUP,
     annotation_vtype, name_class, strong_stable, weight_like,
 )
 from jitguard.static.provenance.guards import GuardedValues
@@ -918,6 +918,12 @@ class Classifier(TensorLayouts, GuardedValues):
         found = [f for f in self.info.functions.values() if f.name == func.attr and f.is_method and f.parent is None]
         return found[0] if len(found) == 1 else None
 
+    def host_random(self, recv: ast.AST, fn: FunctionInfo | None) -> bool:
+        """``recv`` is the standard library's ``random``/``secrets`` module or NumPy's ``random``, as
+        imported here (a local or parameter of that name is something else)."""
+        parts = dotted(recv)
+        return parts is not None and tuple(parts) in _RANDOM_MODULES and self.lookup(parts[0], fn)[1] == "import"
+
     # ---- calls ----
     def call(self, e: ast.Call, fn, depth) -> Prov:
         name = _call_name(e.func)
@@ -957,6 +963,9 @@ class Classifier(TensorLayouts, GuardedValues):
             return inner._replace(vtype="int", div16=False)
         if name in _DATA_DEP and recv is not None:
             return Prov(VARYING, "unknown", (f"{self.code(e)}: value read from device data",), rules=("device-data",))
+        if name in _HOST_RANDOM and recv is not None and self.host_random(recv, fn):
+            return Prov(VARYING, _HOST_RANDOM[name], (f"{self.code(e)}: a draw of the host random-number generator, "
+                                                       f"new each call",), rules=("host-random",))
         if name in _REDUCE and recv is not None:
             reduced = self.reduction(e, recv, args, fn, depth)
             if reduced is not None:

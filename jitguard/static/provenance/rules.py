@@ -88,6 +88,9 @@ _ALL = (
     # ---- values computed per call
     _rule("device-data", "VARYING", STRUCTURAL, "`.item()` / `.tolist()` read a value off the device: it changes with "
           "the data"),
+    _rule("host-random", "VARYING", STRUCTURAL, "a draw of the host random-number generator (`random.getrandbits(31)`, "
+          "`np.random.randint(...)` with `random`/`secrets`/NumPy's `random` imported) is a new value each call: a "
+          "seed handed to a kernel"),
     _rule("reduction", "VARYING", STRUCTURAL, "a reduction of a tensor's or array's contents (`lengths.max()`, "
           "`np.sum(a)`) follows the data"),
     _rule("reduction-of-fixed", "STABLE", CONVENTIONAL, "a reduction of a weight-like tensor, a module constant or a "
