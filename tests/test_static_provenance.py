@@ -434,3 +434,23 @@ def test_a_float_draw_of_the_host_random_generator_is_a_float():
     (launch,) = extract_file("m.py", src, "m").launches
     arg = next(a for a in launch.args if a.position == 1)
     assert (arg.provenance, arg.value_type) == (VARYING, "float")
+
+
+@pytest.mark.parametrize("open_, close", [("(", ")"), ("[", "]")])
+def test_a_comprehension_over_a_written_tuple_unpacks_element_by_element(open_, close):
+    rng = random.Random()
+    # element 0 is the leading dim (varies), element 1 a trailing one (fixed for the model)
+    comp = f"{open_}{{d}} // 2 for {{d}} in {{t}}{close}"
+    body = "{a}, {b} = x.shape\n{t} = ({a}, {b})\n{c}, {u} = " + comp + "\nARG = {c}"
+    assert provenance(body, rng)[0] == VARYING
+    body = "{a}, {b} = x.shape\n{t} = ({a}, {b})\n{c}, {u} = " + comp + "\nARG = {u}"
+    assert provenance(body, rng)[0] == STABLE
+    # the names rebound by the unpack itself read their earlier values
+    body = "{a}, {b} = x.shape\n{t} = ({a}, {b})\n{a}, {b} = " + comp + "\nARG = {a}"
+    assert provenance(body, rng)[0] == VARYING
+    # a filter, or a sequence not written here: nothing is known of element i (not the leading dim)
+    body = "{a}, {b} = x.shape\n{t} = ({a}, {b})\n{c}, {u} = " + f"{open_}{{d}} for {{d}} in {{t}} if {{d}}{close}" \
+        + "\nARG = {c}"
+    assert provenance(body, rng)[0] != VARYING
+    body = "{a}, {b} = x.shape\n{c}, {u} = " + f"{open_}{{d}} // 2 for {{d}} in y{close}" + "\nARG = {c}"
+    assert provenance(body, rng, params="x, y")[0] != VARYING
