@@ -410,3 +410,47 @@ def test_the_shape_of_an_object_holding_tensors_is_the_one_it_records():
     assert provenance("{a}, {b} = x.shape\n{c} = x.grad.stride(0)\nARG = {a}", rng)[0] == VARYING
     assert provenance("{a}, {b} = x.shape\n{c} = x.T.contiguous()\nARG = {a}", rng)[0] == VARYING
     assert provenance("{a}, {b} = x.shape\nARG = {a}", rng)[0] == VARYING
+
+
+@pytest.mark.parametrize("module, imports", [("random", "import random"), ("np.random", "import numpy as np"),
+                                             ("secrets", "import secrets")])
+def test_a_draw_of_the_host_random_generator_varies_per_call(module, imports):
+    rng = random.Random()
+    fn, obj = rand_ident(rng, "f"), rand_ident(rng)
+    draw = "randbits(31)" if module == "secrets" else "randint(0, 1 << 20)" if module == "np.random" else "getrandbits(31)"
+    src = imports + "\n" + KERNEL + f"\ndef {fn}(x, {obj}):\n    kern[(1,)](x, {module}.{draw}, BLOCK=16)\n" \
+        f"    kern[(1,)](x, {obj}.{draw}, BLOCK=16)\n"
+    facts = extract_file("m.py", src, "m")
+    by_module, by_object = [next(a for a in la.args if a.position == 1) for la in facts.launches]
+    assert by_module.provenance == VARYING and by_module.value_type == "int" and by_module.rules == ["host-random"]
+    # the same method of an object passed in (a generator seeded once, or anything else) is not the module's
+    assert by_object.provenance == UNKNOWN
+
+
+def test_a_float_draw_of_the_host_random_generator_is_a_float():
+    rng = random.Random()
+    fn = rand_ident(rng, "f")
+    src = "import random\n" + KERNEL + f"\ndef {fn}(x):\n    kern[(1,)](x, random.random(), BLOCK=16)\n"
+    (launch,) = extract_file("m.py", src, "m").launches
+    arg = next(a for a in launch.args if a.position == 1)
+    assert (arg.provenance, arg.value_type) == (VARYING, "float")
+
+
+@pytest.mark.parametrize("open_, close", [("(", ")"), ("[", "]")])
+def test_a_comprehension_over_a_written_tuple_unpacks_element_by_element(open_, close):
+    rng = random.Random()
+    # element 0 is the leading dim (varies), element 1 a trailing one (fixed for the model)
+    comp = f"{open_}{{d}} // 2 for {{d}} in {{t}}{close}"
+    body = "{a}, {b} = x.shape\n{t} = ({a}, {b})\n{c}, {u} = " + comp + "\nARG = {c}"
+    assert provenance(body, rng)[0] == VARYING
+    body = "{a}, {b} = x.shape\n{t} = ({a}, {b})\n{c}, {u} = " + comp + "\nARG = {u}"
+    assert provenance(body, rng)[0] == STABLE
+    # the names rebound by the unpack itself read their earlier values
+    body = "{a}, {b} = x.shape\n{t} = ({a}, {b})\n{a}, {b} = " + comp + "\nARG = {a}"
+    assert provenance(body, rng)[0] == VARYING
+    # a filter, or a sequence not written here: nothing is known of element i (not the leading dim)
+    body = "{a}, {b} = x.shape\n{t} = ({a}, {b})\n{c}, {u} = " + f"{open_}{{d}} for {{d}} in {{t}} if {{d}}{close}" \
+        + "\nARG = {c}"
+    assert provenance(body, rng)[0] != VARYING
+    body = "{a}, {b} = x.shape\n{c}, {u} = " + f"{open_}{{d}} // 2 for {{d}} in y{close}" + "\nARG = {c}"
+    assert provenance(body, rng, params="x, y")[0] != VARYING

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 
 from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef
 from jitguard.static.names import dotted
 from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo
 from jitguard.static.provenance.conventions import (
-    _ALLOC, _ARITH_FUNCS, _ARRAY_MODULES, _BUCKET, _DATA_DEP, _LIKE, _REDUCE, _ROUND_UP, _STABLE_CALLS, _WARMUP,
+    _ALLOC, _ARITH_FUNCS, _ARRAY_MODULES, _BUCKET, _DATA_DEP, _HOST_RANDOM, _LIKE, _RANDOM_MODULES, _REDUCE, _ROUND_UP, _STABLE_CALLS, _WARMUP,
     annotation_vtype, name_class, strong_stable, weight_like,
 )
 from jitguard.static.provenance.guards import GuardedValues
@@ -50,6 +51,7 @@ class Classifier(TensorLayouts, GuardedValues):
         self._per_call: dict[tuple, Prov | None] = {}
         self._bound_stack: list[int] = []
         self._binds_only: dict[int, bool] = {}
+        self._comprehension_elements: dict[tuple[int, int], tuple[ast.AST, ast.AST]] = {}
         self._guards_init()
 
     # ---- helpers ----
@@ -194,8 +196,9 @@ class Classifier(TensorLayouts, GuardedValues):
             try:
                 entries = owner.assigns[name]
                 # `x = f(x)` (x = min(x, cap)): the earlier values first; the reassignment sees them
-                own = [en for en in entries if en.kind in ("expr", "aug") and en.node is not None
-                       and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(en.node))]
+                own = [en for en in entries if ((en.kind in ("expr", "aug") and en.node is not None
+                                                 and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(en.node)))
+                                                or self.unpacks_itself(name, en, owner))]
                 first = [self.entry(name, en, owner, depth) for en in entries if all(en is not o for o in own)]
                 if own and first:
                     self._memo[key] = join(first)
@@ -255,6 +258,13 @@ class Classifier(TensorLayouts, GuardedValues):
         if en.kind == "dim":
             return self.name_overrides_guess(name, self.dim(en.node, en.index, fn, depth, target=name, ndim=en.ndim, line=en.line))
         if en.kind == "item":
+            element = self.comprehension_element(en, fn)
+            if element is not None:
+                # a, b = (s // v for s in t) with t a tuple written here: element i with s = t[i]
+                inner = self._classify(element, fn, depth)
+                if inner.cls == UNKNOWN:
+                    return self.apply_name(name, inner)
+                return inner.why(f"{name} = element {en.index} of {self.code(en.node)} ({where})", "unpacked-comprehension")
             # a, b = f(...) with f a function of this module returning a tuple: take element i
             call = en.node
             if en.index is not None and isinstance(call, ast.Call) and (callee := self.local_callee(call, fn)) is not None:
@@ -279,6 +289,49 @@ class Classifier(TensorLayouts, GuardedValues):
         if inner.cls == UNKNOWN:
             return self.apply_name(name, inner)
         return self.name_overrides_guess(name, inner).why(f"{name} = {self.code(en.node)} ({where})", "assignment")
+
+    def comprehension_element(self, en: Entry, fn: FunctionInfo | None) -> ast.AST | None:
+        """Element ``en.index`` of an unpacked ``(expr for s in t)`` / ``[expr for s in t]`` (one
+        ``for``, no ``if``) over a tuple or list written in the code (directly, or a local bound once
+        to one, without starred items): ``expr`` with ``s`` replaced by that item of ``t``. None
+        where the comprehension or ``t`` is anything else."""
+        comp = en.node
+        if en.index is None or not isinstance(comp, (ast.GeneratorExp, ast.ListComp)) or len(comp.generators) != 1:
+            return None
+        gen = comp.generators[0]
+        if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+            return None
+        seq = gen.iter
+        if isinstance(seq, ast.Name) and fn is not None:
+            owner, where = self.lookup(seq.id, fn)
+            entries = owner.assigns[seq.id] if where == "assign" else []
+            seq = entries[0].node if len(entries) == 1 and entries[0].kind == "expr" else None
+            # the tuple's names are read where it is built; a later rebinding (the unpack itself)
+            # must not stand in for them: only a tuple built in the same function is taken
+            if owner is not fn:
+                return None
+        if not isinstance(seq, (ast.Tuple, ast.List)) or en.index >= len(seq.elts) \
+                or any(isinstance(x, ast.Starred) for x in seq.elts):
+            return None
+        key = (id(en), en.index)
+        made = self._comprehension_elements.get(key)
+        if made is None:
+            var, item = gen.target.id, seq.elts[en.index]
+
+            class _Bind(ast.NodeTransformer):
+                def visit_Name(self, node: ast.Name) -> ast.AST:
+                    return item if node.id == var and isinstance(node.ctx, ast.Load) else node
+
+            made = (_Bind().visit(copy.deepcopy(comp.elt)), comp)  # keeps the copy (and its ids) alive
+            self._comprehension_elements[key] = made
+        return made[0]
+
+    def unpacks_itself(self, name: str, en: Entry, fn: FunctionInfo | None) -> bool:
+        """``a, b = (s // v for s in (a, b))``: the element read is the name's earlier value."""
+        if en.kind != "item":
+            return False
+        element = self.comprehension_element(en, fn)
+        return element is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(element))
 
     def _dims_iterated(self, node: ast.AST | None, fn=None, depth: int = 0) -> tuple[ast.AST, int] | None:
         """``x.shape`` / ``x.size()`` / ``x.shape[i:]`` iterated over (directly, or through a name bound
@@ -918,6 +971,12 @@ class Classifier(TensorLayouts, GuardedValues):
         found = [f for f in self.info.functions.values() if f.name == func.attr and f.is_method and f.parent is None]
         return found[0] if len(found) == 1 else None
 
+    def host_random(self, recv: ast.AST, fn: FunctionInfo | None) -> bool:
+        """``recv`` is the standard library's ``random``/``secrets`` module or NumPy's ``random``, as
+        imported here (a local or parameter of that name is something else)."""
+        parts = dotted(recv)
+        return parts is not None and tuple(parts) in _RANDOM_MODULES and self.lookup(parts[0], fn)[1] == "import"
+
     # ---- calls ----
     def call(self, e: ast.Call, fn, depth) -> Prov:
         name = _call_name(e.func)
@@ -957,6 +1016,9 @@ class Classifier(TensorLayouts, GuardedValues):
             return inner._replace(vtype="int", div16=False)
         if name in _DATA_DEP and recv is not None:
             return Prov(VARYING, "unknown", (f"{self.code(e)}: value read from device data",), rules=("device-data",))
+        if name in _HOST_RANDOM and recv is not None and self.host_random(recv, fn):
+            return Prov(VARYING, _HOST_RANDOM[name], (f"{self.code(e)}: a draw of the host random-number generator, "
+                                                       f"new each call",), rules=("host-random",))
         if name in _REDUCE and recv is not None:
             reduced = self.reduction(e, recv, args, fn, depth)
             if reduced is not None:

@@ -111,6 +111,12 @@ _BUCKET = re.compile(r"next_power_of_2|next_pow2|power_of_2|pow2|bucket|next_pow
 _STABLE_CALLS = {"dim", "element_size", "get_device_capability", "is_contiguous", "get_num_sms", "num_sms",
                  "get_device_properties", "device_count", "current_device", "get_device", "data_ptr_alignment"}
 _DATA_DEP = {"item", "tolist"}
+# Draws of a host random-number generator: a new value each call (`random.getrandbits(31)` as a seed).
+# The receiver is the standard library's module or NumPy's (a library's API, not a project's naming);
+# the draw's type: float draws are never value-specialized.
+_HOST_RANDOM = {"getrandbits": "int", "randint": "int", "randrange": "int", "randbits": "int",
+                "randbelow": "int", "random": "float", "uniform": "float"}
+_RANDOM_MODULES = {("random",), ("secrets",), ("np", "random"), ("numpy", "random")}
 # Reductions of a tensor's / array's contents: `int(lengths.max())`, `counts[:r].sum()`, `np.max(a)`.
 _REDUCE = {"sum", "max", "min", "amax", "amin", "prod", "count_nonzero", "nansum", "cumsum", "argmax", "argmin"}
 _ARRAY_MODULES = {"np", "numpy", "torch"}

@@ -88,6 +88,12 @@ _ALL = (
     # ---- values computed per call
     _rule("device-data", "VARYING", STRUCTURAL, "`.item()` / `.tolist()` read a value off the device: it changes with "
           "the data"),
+    _rule("unpacked-comprehension", "carries", STRUCTURAL, "`a, b = (s // v for s in t)` with `t` a tuple or "
+          "list written in the same function: element i is the expression with `s` = `t[i]` (one `for`, no `if`, "
+          "no starred items; anything else stays unknown)"),
+    _rule("host-random", "VARYING", STRUCTURAL, "a draw of the host random-number generator (`random.getrandbits(31)`, "
+          "`np.random.randint(...)` with `random`/`secrets`/NumPy's `random` imported) is a new value each call: a "
+          "seed handed to a kernel"),
     _rule("reduction", "VARYING", STRUCTURAL, "a reduction of a tensor's or array's contents (`lengths.max()`, "
           "`np.sum(a)`) follows the data"),
     _rule("reduction-of-fixed", "STABLE", CONVENTIONAL, "a reduction of a weight-like tensor, a module constant or a "
