@@ -40,7 +40,9 @@ def own_returns(fn_node: ast.AST) -> list[ast.Return]:
         if isinstance(st, ast.Return):
             out.append(st)
             continue
-        stack.extend(c for c in ast.iter_child_nodes(st) if isinstance(c, ast.stmt))
+        # a statement's own statements are in these fields, in this order of ``_fields``
+        for attr in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(st, attr, ()))
         for attr in ("handlers", "cases"):
             for h in getattr(st, attr, []) or []:
                 stack.extend(h.body)

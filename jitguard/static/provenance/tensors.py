@@ -49,7 +49,7 @@ class TensorLayouts:
                     seeded = False
                     try:
                         own = [e for e in entries
-                               if any(isinstance(n, ast.Name) and n.id == t.id for n in ast.walk(e.node))]
+                               if t.id in self.names_in(e.node)]
                         first = [self.tensor(e.node, owner, d) for e in entries if e not in own]
                         if own and not first and t.id in owner.params:
                             # `x = x.contiguous()` (or `x.t()`, `x.reshape(n, -1)`) of a parameter:
@@ -346,7 +346,7 @@ class TensorLayouts:
                 if 1 <= len(entries) <= _BRANCHES and all(e.kind in ("expr", "item") for e in entries):
                     # x = f(x), x = x.contiguous(): the earlier values first; the reassignment sees them
                     own = [e for e in entries
-                           if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(e.node))]
+                           if name in self.names_in(e.node)]
                     first = [self._shown_entry(e, owner, depth) for e in entries if e not in own]
                     if own and first:
                         self._tensor_memo[key] = self._shown_join(first, name)
@@ -709,8 +709,8 @@ class TensorLayouts:
         if key in self._tensor_memo:
             return self._tensor_memo[key]
         found = None
-        for node in ast.walk(owner.node):
-            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
+        for node in self.walk_of(owner.node, ast.Assign):
+            if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
                 continue
             v = node.value
             if isinstance(v, ast.Call) and not v.args and isinstance(v.func, ast.Attribute) and v.func.attr == "size":
@@ -742,8 +742,8 @@ class TensorLayouts:
         if key in self._tensor_memo:
             return self._tensor_memo[key]
         found = None
-        for node in ast.walk(owner.node):
-            if isinstance(node, ast.Attribute) and node.attr in _TENSOR_READS and isinstance(node.value, ast.Attribute) \
+        for node in self.walk_of(owner.node, ast.Attribute):
+            if node.attr in _TENSOR_READS and isinstance(node.value, ast.Attribute) \
                     and isinstance(node.value.value, ast.Name) and node.value.value.id == t.id \
                     and node.value.attr not in _TENSOR_OWN_TENSORS:
                 found = f"{self.code(node)} (line {node.lineno})"
@@ -757,7 +757,7 @@ class TensorLayouts:
         key = (id(fn), "call-index")
         index = self._tensor_memo.get(key)
         if index is None:
-            index = {"calls": [n for n in ast.walk(fn.node) if isinstance(n, ast.Call)]}
+            index = {"calls": list(self.walk_of(fn.node, ast.Call))}
             self._tensor_memo[key] = index
         return index
 
