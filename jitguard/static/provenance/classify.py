@@ -14,7 +14,7 @@ from jitguard.static.provenance.conventions import (
     annotation_vtype, name_class, strong_stable, weight_like,
 )
 from jitguard.static.provenance.guards import GuardedValues
-from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, own_returns, stops_at_first_success
+from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, own_returns, stops_at_first_success, walk
 from jitguard.static.provenance.rules import RULES, limit
 from jitguard.static.provenance.tensors import TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
@@ -63,7 +63,7 @@ class Classifier(TensorLayouts, GuardedValues):
         """``ast.walk(node)`` in its order, made once per node."""
         got = self._walks.get(id(node))
         if got is None or got[0] is not node:
-            got = self._walks[id(node)] = (node, tuple(ast.walk(node)))
+            got = self._walks[id(node)] = (node, tuple(walk(node)))
         return got[1]
 
     def walk_of(self, node: ast.AST, kind: type) -> tuple[ast.AST, ...]:
@@ -79,7 +79,7 @@ class Classifier(TensorLayouts, GuardedValues):
         """The identifiers of every ``ast.Name`` inside ``node`` (itself included)."""
         got = self._names.get(id(node))
         if got is None or got[0] is not node:
-            got = self._names[id(node)] = (node, frozenset(n.id for n in ast.walk(node) if isinstance(n, ast.Name)))
+            got = self._names[id(node)] = (node, frozenset(n.id for n in walk(node) if isinstance(n, ast.Name)))
         return got[1]
 
     def code(self, node: ast.AST) -> str:

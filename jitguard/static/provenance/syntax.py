@@ -28,6 +28,24 @@ def _call_name(func: ast.AST) -> str | None:
     return None
 
 
+def walk(node: ast.AST) -> list[ast.AST]:
+    """``list(ast.walk(node))``, the same nodes in the same breadth-first order, without its
+    generators (a queue read by position)."""
+    out = [node]
+    append, extend, AST = out.append, out.extend, ast.AST
+    i = 0
+    while i < len(out):
+        sub = out[i]
+        i += 1
+        for name in sub._fields:
+            v = getattr(sub, name, None)
+            if isinstance(v, AST):
+                append(v)
+            elif v.__class__ is list:
+                extend([x for x in v if isinstance(x, AST)])
+    return out
+
+
 def own_returns(fn_node: ast.AST) -> list[ast.Return]:
     """The ``return`` statements of a function's own body (those of nested functions and classes
     left out), through every compound statement, ``except`` handlers and ``match`` cases."""
