@@ -56,6 +56,7 @@ class Classifier(TensorLayouts, GuardedValues):
         self._walks: dict[int, tuple[ast.AST, tuple[ast.AST, ...]]] = {}
         self._walks_of: dict[tuple[int, type], tuple[ast.AST, ...]] = {}
         self._names: dict[int, tuple[ast.AST, frozenset[str]]] = {}
+        self._returns: dict[int, tuple[ast.AST, list[ast.Return]]] = {}
         self._guards_init()
 
     # ---- helpers ----
@@ -74,6 +75,13 @@ class Classifier(TensorLayouts, GuardedValues):
         if got is None:
             got = self._walks_of[key] = tuple(n for n in nodes if isinstance(n, kind))
         return got
+
+    def own_returns(self, fn_node: ast.AST) -> list[ast.Return]:
+        """``syntax.own_returns(fn_node)``, made once per function."""
+        got = self._returns.get(id(fn_node))
+        if got is None or got[0] is not fn_node:
+            got = self._returns[id(fn_node)] = (fn_node, own_returns(fn_node))
+        return got[1]
 
     def names_in(self, node: ast.AST) -> frozenset[str]:
         """The identifiers of every ``ast.Name`` inside ``node`` (itself included)."""
@@ -540,7 +548,7 @@ class Classifier(TensorLayouts, GuardedValues):
         self._busy.add(key)
         try:
             values = []
-            for st in own_returns(callee.node):
+            for st in self.own_returns(callee.node):
                 value = st.value
                 if item is not None:
                     if value is None or (isinstance(value, ast.Constant) and value.value is None):

@@ -28,16 +28,32 @@ def _call_name(func: ast.AST) -> str | None:
     return None
 
 
+# fields that hold no node but contexts and operators (``ast.Load``, ``ast.Add``, ``ast.Lt``), or
+# none at all (identifiers, flags); a class's other fields, in ``_fields`` order, made on first need
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "kind", "conversion", "is_async",
+                          "type_comment", "level", "module"})
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def node_fields(cls: type) -> tuple[str, ...]:
+    """The fields of AST class ``cls`` that may hold a node other than a context or an operator."""
+    names = _NODE_FIELDS.get(cls)
+    if names is None:
+        names = _NODE_FIELDS[cls] = tuple(n for n in cls._fields if n not in _LEAF_FIELDS)
+    return names
+
+
 def walk(node: ast.AST) -> list[ast.AST]:
-    """``list(ast.walk(node))``, the same nodes in the same breadth-first order, without its
-    generators (a queue read by position)."""
+    """The nodes of ``ast.walk(node)`` in its breadth-first order, less the expression contexts and
+    operators (leaves that no question of the classifier asks for), without its generators."""
     out = [node]
-    append, extend, AST = out.append, out.extend, ast.AST
+    append, extend, AST, table = out.append, out.extend, ast.AST, _NODE_FIELDS
     i = 0
     while i < len(out):
         sub = out[i]
         i += 1
-        for name in sub._fields:
+        names = table.get(sub.__class__) or node_fields(sub.__class__)
+        for name in names:
             v = getattr(sub, name, None)
             if isinstance(v, AST):
                 append(v)

@@ -7,7 +7,7 @@ import ast
 from jitguard.static.facts import STABLE, UNKNOWN, VARYING, Accessor, EntryRef
 from jitguard.static.provenance.bindings import FunctionInfo
 from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, strong_stable, weight_like
-from jitguard.static.provenance.syntax import _call_name, int_literal, own_returns
+from jitguard.static.provenance.syntax import _call_name, int_literal
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import Prov, join, model_dim
 
@@ -315,7 +315,7 @@ class TensorLayouts:
             elif name in _LIKE and t.args:
                 got = self.shown_dims(t.args[0], fn, d)
             elif (callee := self.local_callee(t, fn)) is not None and callee is not fn:
-                values = [st.value for st in own_returns(callee.node)]
+                values = [st.value for st in self.own_returns(callee.node)]
                 if values and len(values) <= _BRANCHES and all(v is not None for v in values):
                     got = self._shown_join([self.shown_dims(v, callee, d) for v in values],
                                            f"what {callee.name}() returns")
@@ -388,7 +388,7 @@ class TensorLayouts:
         callee = self.local_callee(call, fn)
         if callee is None or callee is fn:
             return None
-        values = _returned_items(callee, en.index)
+        values = _returned_items(self.own_returns(callee.node), en.index)
         if not values or len(values) > _BRANCHES:
             return None
         return self._shown_join([self.shown_dims(v, callee, depth + 1) for v in values],
@@ -618,7 +618,7 @@ class TensorLayouts:
         callee = self.local_callee(call, fn)
         if callee is None:
             return None
-        values = _returned_items(callee, en.index)
+        values = _returned_items(self.own_returns(callee.node), en.index)
         if not values or len(values) > _BRANCHES:
             return None
         key = (id(callee), f"rtensor:{en.index}")
@@ -931,11 +931,11 @@ def _asserted_rank(name: str, fn_node: ast.AST | None) -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _returned_items(callee: FunctionInfo, item: int) -> list[ast.AST] | None:
-    """Element ``item`` of every tuple ``callee`` returns (nested functions left out); None when a
-    return is not a tuple that long."""
+def _returned_items(returns: list[ast.Return], item: int) -> list[ast.AST] | None:
+    """Element ``item`` of every tuple of ``returns`` (a function's own ``return`` statements); None
+    when one is not a tuple that long."""
     values = []
-    for st in own_returns(callee.node):
+    for st in returns:
         v = st.value
         if not isinstance(v, (ast.Tuple, ast.List)) or item >= len(v.elts) \
                 or any(isinstance(x, ast.Starred) for x in v.elts):
