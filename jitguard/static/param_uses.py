@@ -28,6 +28,7 @@ from jitguard.static.facts import (
     USE_OTHER,
     ParamUse,
 )
+from jitguard.static.provenance.syntax import node_fields
 
 FLOW = "flow"  # an operand of an expression assigned to a local: its uses are the local's uses
 
@@ -123,9 +124,11 @@ class _Reads:
             self.expr(node.body, kind, ctx)
             self.expr(node.orelse, kind, ctx)
         else:
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.expr, ast.keyword, ast.comprehension)):
-                    self.expr(child.value if isinstance(child, ast.keyword) else child, kind, ctx)
+            for name in node_fields(node.__class__):  # in ast.iter_child_nodes's order
+                v = getattr(node, name, None)
+                for child in (v if v.__class__ is list else (v,)):
+                    if isinstance(child, (ast.expr, ast.keyword, ast.comprehension)):
+                        self.expr(child.value if isinstance(child, ast.keyword) else child, kind, ctx)
 
     def call(self, node: ast.Call, kind: str, ctx: ast.AST) -> None:
         func = node.func

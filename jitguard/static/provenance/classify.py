@@ -15,7 +15,7 @@ from jitguard.static.provenance.conventions import (
     annotation_vtype, name_class, strong_stable, weight_like,
 )
 from jitguard.static.provenance.guards import GuardedValues
-from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, own_returns, stops_at_first_success
+from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, own_returns, stops_at_first_success, walk
 from jitguard.static.provenance.rules import RULES, limit
 from jitguard.static.provenance.tensors import TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
@@ -52,9 +52,46 @@ class Classifier(TensorLayouts, GuardedValues):
         self._bound_stack: list[int] = []
         self._binds_only: dict[int, bool] = {}
         self._comprehension_elements: dict[tuple[int, int], tuple[ast.AST, ast.AST]] = {}
+        # ast.walk of a node and the names read in it, made once per node: the per-function
+        # questions (calls, shape unpackings, attribute reads, `x = f(x)`) each read the same walk.
+        # The node is kept with its walk, so an id is never reused while its entry lives.
+        self._walks: dict[int, tuple[ast.AST, tuple[ast.AST, ...]]] = {}
+        self._walks_of: dict[tuple[int, type], tuple[ast.AST, ...]] = {}
+        self._names: dict[int, tuple[ast.AST, frozenset[str]]] = {}
+        self._returns: dict[int, tuple[ast.AST, list[ast.Return]]] = {}
         self._guards_init()
 
     # ---- helpers ----
+    def walk(self, node: ast.AST) -> tuple[ast.AST, ...]:
+        """``ast.walk(node)`` in its order, made once per node."""
+        got = self._walks.get(id(node))
+        if got is None or got[0] is not node:
+            got = self._walks[id(node)] = (node, tuple(walk(node)))
+        return got[1]
+
+    def walk_of(self, node: ast.AST, kind: type) -> tuple[ast.AST, ...]:
+        """The nodes of ``kind`` in ``ast.walk(node)``, in its order, made once per node."""
+        nodes = self.walk(node)  # first: it keeps ``node`` alive, so its id stays its own
+        key = (id(node), kind)
+        got = self._walks_of.get(key)
+        if got is None:
+            got = self._walks_of[key] = tuple(n for n in nodes if isinstance(n, kind))
+        return got
+
+    def own_returns(self, fn_node: ast.AST) -> list[ast.Return]:
+        """``syntax.own_returns(fn_node)``, made once per function."""
+        got = self._returns.get(id(fn_node))
+        if got is None or got[0] is not fn_node:
+            got = self._returns[id(fn_node)] = (fn_node, own_returns(fn_node))
+        return got[1]
+
+    def names_in(self, node: ast.AST) -> frozenset[str]:
+        """The identifiers of every ``ast.Name`` inside ``node`` (itself included)."""
+        got = self._names.get(id(node))
+        if got is None or got[0] is not node:
+            got = self._names[id(node)] = (node, frozenset(n.id for n in walk(node) if isinstance(n, ast.Name)))
+        return got[1]
+
     def code(self, node: ast.AST) -> str:
         text = " ".join(self.segment(node).split())
         return text if len(text) <= 60 else text[:57] + "..."
@@ -197,7 +234,7 @@ class Classifier(TensorLayouts, GuardedValues):
                 entries = owner.assigns[name]
                 # `x = f(x)` (x = min(x, cap)): the earlier values first; the reassignment sees them
                 own = [en for en in entries if ((en.kind in ("expr", "aug") and en.node is not None
-                                                 and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(en.node)))
+                                                 and name in self.names_in(en.node))
                                                 or self.unpacks_itself(name, en, owner))]
                 first = [self.entry(name, en, owner, depth) for en in entries if all(en is not o for o in own)]
                 if own and first:
@@ -564,7 +601,7 @@ class Classifier(TensorLayouts, GuardedValues):
         self._busy.add(key)
         try:
             values = []
-            for st in own_returns(callee.node):
+            for st in self.own_returns(callee.node):
                 value = st.value
                 if item is not None:
                     if value is None or (isinstance(value, ast.Constant) and value.value is None):
@@ -696,10 +733,10 @@ class Classifier(TensorLayouts, GuardedValues):
         before the arguments of a call are classified for ``field_value``)."""
         if not self.info.records:
             return False
-        for st in ast.walk(callee.node):
-            if isinstance(st, ast.Return) and (isinstance(st.value, ast.Name) or (
+        for st in self.walk_of(callee.node, ast.Return):
+            if isinstance(st.value, ast.Name) or (
                     isinstance(st.value, ast.Call) and isinstance(st.value.func, ast.Name)
-                    and (st.value.func.id in self.info.records or st.value.func.id in self.info.functions))):
+                    and (st.value.func.id in self.info.records or st.value.func.id in self.info.functions)):
                 return True
         return False
 
@@ -744,7 +781,13 @@ class Classifier(TensorLayouts, GuardedValues):
         if key in self._binds_only:
             return self._binds_only[key]
         ok = True
-        nodes = [n for st in callee.node.body for n in ast.walk(st)]
+        # the body's nodes: the function's walk less its signature, decorators and return annotation
+        head = {id(n) for part in (callee.node.args, *getattr(callee.node, "decorator_list", ()),
+                                   getattr(callee.node, "returns", None),
+                                   *getattr(callee.node, "type_params", ()))
+                if part is not None for n in ast.walk(part)}
+        head.add(id(callee.node))
+        nodes = [n for n in self.walk(callee.node) if id(n) not in head]
         skip = {id(n) for a in nodes if isinstance(a, (ast.AnnAssign, ast.arg)) and a.annotation is not None
                 for n in ast.walk(a.annotation)}
         for node in nodes:
@@ -1061,14 +1104,13 @@ class Classifier(TensorLayouts, GuardedValues):
         return Prov(UNKNOWN)
 
 
-    @staticmethod
-    def multi_dim(t: ast.AST, fn) -> bool:
+    def multi_dim(self, t: ast.AST, fn) -> bool:
         """The function reads a non-leading dim of the tensor named ``t`` (``t.shape[-1]``,
         ``t.size(1)``, ``t.shape[1:]``, ``a, b = t.shape``, ``t.view(-1, d)``): it has 2 or more dims."""
         if not isinstance(t, ast.Name) or fn is None:
             return False
         is_t = lambda n: isinstance(n, ast.Name) and n.id == t.id  # noqa: E731
-        for node in ast.walk(fn.node):
+        for node in self.walk(fn.node):
             if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
                     and is_t(node.value.value) and (isinstance(node.slice, ast.Slice) or int_literal(node.slice) not in (0, None)):
                 return True

@@ -28,6 +28,40 @@ def _call_name(func: ast.AST) -> str | None:
     return None
 
 
+# fields that hold no node but contexts and operators (``ast.Load``, ``ast.Add``, ``ast.Lt``), or
+# none at all (identifiers, flags); a class's other fields, in ``_fields`` order, made on first need
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "kind", "conversion", "is_async",
+                          "type_comment", "level", "module"})
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def node_fields(cls: type) -> tuple[str, ...]:
+    """The fields of AST class ``cls`` that may hold a node other than a context or an operator."""
+    names = _NODE_FIELDS.get(cls)
+    if names is None:
+        names = _NODE_FIELDS[cls] = tuple(n for n in cls._fields if n not in _LEAF_FIELDS)
+    return names
+
+
+def walk(node: ast.AST) -> list[ast.AST]:
+    """The nodes of ``ast.walk(node)`` in its breadth-first order, less the expression contexts and
+    operators (leaves that no question of the classifier asks for), without its generators."""
+    out = [node]
+    append, extend, AST, table = out.append, out.extend, ast.AST, _NODE_FIELDS
+    i = 0
+    while i < len(out):
+        sub = out[i]
+        i += 1
+        names = table.get(sub.__class__) or node_fields(sub.__class__)
+        for name in names:
+            v = getattr(sub, name, None)
+            if isinstance(v, AST):
+                append(v)
+            elif v.__class__ is list:
+                extend([x for x in v if isinstance(x, AST)])
+    return out
+
+
 def own_returns(fn_node: ast.AST) -> list[ast.Return]:
     """The ``return`` statements of a function's own body (those of nested functions and classes
     left out), through every compound statement, ``except`` handlers and ``match`` cases."""
@@ -40,7 +74,9 @@ def own_returns(fn_node: ast.AST) -> list[ast.Return]:
         if isinstance(st, ast.Return):
             out.append(st)
             continue
-        stack.extend(c for c in ast.iter_child_nodes(st) if isinstance(c, ast.stmt))
+        # a statement's own statements are in these fields, in this order of ``_fields``
+        for attr in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(st, attr, ()))
         for attr in ("handlers", "cases"):
             for h in getattr(st, attr, []) or []:
                 stack.extend(h.body)

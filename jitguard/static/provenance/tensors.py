@@ -7,7 +7,7 @@ import ast
 from jitguard.static.facts import STABLE, UNKNOWN, VARYING, Accessor, EntryRef
 from jitguard.static.provenance.bindings import FunctionInfo
 from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, strong_stable, weight_like
-from jitguard.static.provenance.syntax import _call_name, int_literal, own_returns
+from jitguard.static.provenance.syntax import _call_name, int_literal
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import Prov, join, model_dim
 
@@ -49,7 +49,7 @@ class TensorLayouts:
                     seeded = False
                     try:
                         own = [e for e in entries
-                               if any(isinstance(n, ast.Name) and n.id == t.id for n in ast.walk(e.node))]
+                               if t.id in self.names_in(e.node)]
                         first = [self.tensor(e.node, owner, d) for e in entries if e not in own]
                         if own and not first and t.id in owner.params:
                             # `x = x.contiguous()` (or `x.t()`, `x.reshape(n, -1)`) of a parameter:
@@ -315,7 +315,7 @@ class TensorLayouts:
             elif name in _LIKE and t.args:
                 got = self.shown_dims(t.args[0], fn, d)
             elif (callee := self.local_callee(t, fn)) is not None and callee is not fn:
-                values = [st.value for st in own_returns(callee.node)]
+                values = [st.value for st in self.own_returns(callee.node)]
                 if values and len(values) <= _BRANCHES and all(v is not None for v in values):
                     got = self._shown_join([self.shown_dims(v, callee, d) for v in values],
                                            f"what {callee.name}() returns")
@@ -346,7 +346,7 @@ class TensorLayouts:
                 if 1 <= len(entries) <= _BRANCHES and all(e.kind in ("expr", "item") for e in entries):
                     # x = f(x), x = x.contiguous(): the earlier values first; the reassignment sees them
                     own = [e for e in entries
-                           if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(e.node))]
+                           if name in self.names_in(e.node)]
                     first = [self._shown_entry(e, owner, depth) for e in entries if e not in own]
                     if own and first:
                         self._tensor_memo[key] = self._shown_join(first, name)
@@ -388,7 +388,7 @@ class TensorLayouts:
         callee = self.local_callee(call, fn)
         if callee is None or callee is fn:
             return None
-        values = _returned_items(callee, en.index)
+        values = _returned_items(self.own_returns(callee.node), en.index)
         if not values or len(values) > _BRANCHES:
             return None
         return self._shown_join([self.shown_dims(v, callee, depth + 1) for v in values],
@@ -618,7 +618,7 @@ class TensorLayouts:
         callee = self.local_callee(call, fn)
         if callee is None:
             return None
-        values = _returned_items(callee, en.index)
+        values = _returned_items(self.own_returns(callee.node), en.index)
         if not values or len(values) > _BRANCHES:
             return None
         key = (id(callee), f"rtensor:{en.index}")
@@ -709,8 +709,8 @@ class TensorLayouts:
         if key in self._tensor_memo:
             return self._tensor_memo[key]
         found = None
-        for node in ast.walk(owner.node):
-            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
+        for node in self.walk_of(owner.node, ast.Assign):
+            if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
                 continue
             v = node.value
             if isinstance(v, ast.Call) and not v.args and isinstance(v.func, ast.Attribute) and v.func.attr == "size":
@@ -742,8 +742,8 @@ class TensorLayouts:
         if key in self._tensor_memo:
             return self._tensor_memo[key]
         found = None
-        for node in ast.walk(owner.node):
-            if isinstance(node, ast.Attribute) and node.attr in _TENSOR_READS and isinstance(node.value, ast.Attribute) \
+        for node in self.walk_of(owner.node, ast.Attribute):
+            if node.attr in _TENSOR_READS and isinstance(node.value, ast.Attribute) \
                     and isinstance(node.value.value, ast.Name) and node.value.value.id == t.id \
                     and node.value.attr not in _TENSOR_OWN_TENSORS:
                 found = f"{self.code(node)} (line {node.lineno})"
@@ -757,7 +757,7 @@ class TensorLayouts:
         key = (id(fn), "call-index")
         index = self._tensor_memo.get(key)
         if index is None:
-            index = {"calls": [n for n in ast.walk(fn.node) if isinstance(n, ast.Call)]}
+            index = {"calls": list(self.walk_of(fn.node, ast.Call))}
             self._tensor_memo[key] = index
         return index
 
@@ -931,11 +931,11 @@ def _asserted_rank(name: str, fn_node: ast.AST | None) -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _returned_items(callee: FunctionInfo, item: int) -> list[ast.AST] | None:
-    """Element ``item`` of every tuple ``callee`` returns (nested functions left out); None when a
-    return is not a tuple that long."""
+def _returned_items(returns: list[ast.Return], item: int) -> list[ast.AST] | None:
+    """Element ``item`` of every tuple of ``returns`` (a function's own ``return`` statements); None
+    when one is not a tuple that long."""
     values = []
-    for st in own_returns(callee.node):
+    for st in returns:
         v = st.value
         if not isinstance(v, (ast.Tuple, ast.List)) or item >= len(v.elts) \
                 or any(isinstance(x, ast.Starred) for x in v.elts):
