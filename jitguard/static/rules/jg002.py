@@ -138,7 +138,9 @@ RULE = Rule(
     summary="A per-call-varying value reaches a tl.constexpr parameter: one compile per distinct value.",
     what=(
         "A launch passes a per-call-varying value (token count, batch size, sequence length and\n"
-        "arithmetic on them) to a parameter annotated tl.constexpr."
+        "arithmetic on them) to a parameter annotated tl.constexpr. A constexpr fed the same few values\n"
+        "each call (the candidates of a retry loop, a collection an object holds, a value bounded by a\n"
+        "guard before the launch) is reported at the low level, as a few variants for warm-up to cover."
     ),
     why=(
         "A constexpr's value is part of the compiled kernel's cache key: every distinct value compiles a\n"
