@@ -8,20 +8,9 @@ import random
 from jitguard.config import Config
 from jitguard.static.runner import scan_paths
 
-KERNEL = """
-import torch
-import triton
-import triton.language as tl
+from scan_helpers import MASKED_KERNEL, random_ident
 
-@triton.jit
-def {k}(x_ptr, {n}, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, 0.0, mask=offs < {n})
-"""
-
-
-def _ident(rng: random.Random) -> str:
-    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(7)) + "q"
+KERNEL = "\nimport torch" + MASKED_KERNEL
 
 
 def findings(tmp_path, body: str, messages: bool = False) -> dict[str, tuple[str, tuple[str, ...]]]:
@@ -29,7 +18,7 @@ def findings(tmp_path, body: str, messages: bool = False) -> dict[str, tuple[str
     ``body``, whose placeholders {k} (the kernel), {n} (its int parameter) and {a}..{h} are random
     identifiers; with ``messages``, {"n" | "BLOCK": message}."""
     rng = random.Random()
-    names = {c: _ident(rng) for c in "knabcdefgh"}
+    names = {c: random_ident(rng) for c in "knabcdefgh"}
     src = (KERNEL + body).format(**names)
     (tmp_path / "m.py").write_text(src)
     result = scan_paths([str(tmp_path)], Config(select=("JG",), root=str(tmp_path), confidence="low"),
