@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from jitguard.static.names import LOCAL, Scope, add_import, dotted, qualified, resolve_relative
 from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo, Record
-from jitguard.static.provenance.syntax import int_literal
+from jitguard.static.provenance.syntax import NODE_FIELDS, int_literal, node_fields
 
 
 _RECORD_DECORATORS = {"dataclass", "define", "frozen", "mutable", "attrs", "s"}
@@ -404,24 +404,20 @@ class Walker:
         elif isinstance(target, ast.Starred):
             self.loop_target(target.value, scope, fn, line, it, loop)
 
-    # fields that never hold a node with a call inside (names, contexts, operators, flags), and the
-    # nodes that hold none (a Name: its id and context)
-    _NO_CALL_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "kind", "conversion", "is_async",
-                                 "type_comment", "level", "module"})
+    # the nodes that hold no call (a Name: its id and context; the fields walked are syntax.node_fields)
     _NO_CALL_NODES = _LEAVES + (ast.Name,)
-    _call_fields: dict[type, tuple[str, ...]] = {}  # node class -> the fields that may hold one
 
     def exprs(self, node: ast.AST, scope: Scope, fn: FunctionInfo | None) -> None:
         # ast.walk's breadth-first order, without its generators and without the leaves that hold
         # no call (contexts, operators, names): the scan's hottest loop on kernel-dense files
         queue = deque((node,))
         popleft, push = queue.popleft, queue.append
-        table, leaves = self._call_fields, self._NO_CALL_NODES
+        leaves, table = self._NO_CALL_NODES, NODE_FIELDS
         while queue:
             sub = popleft()
             names = table.get(sub.__class__)
             if names is None:
-                names = table[sub.__class__] = tuple(n for n in sub._fields if n not in self._NO_CALL_FIELDS)
+                names = node_fields(sub.__class__)
             for name in names:
                 v = getattr(sub, name, None)
                 if v.__class__ is list:

@@ -32,14 +32,14 @@ def _call_name(func: ast.AST) -> str | None:
 # none at all (identifiers, flags); a class's other fields, in ``_fields`` order, made on first need
 _LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "kind", "conversion", "is_async",
                           "type_comment", "level", "module"})
-_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+NODE_FIELDS: dict[type, tuple[str, ...]] = {}  # node class -> node_fields(class), filled on first use
 
 
 def node_fields(cls: type) -> tuple[str, ...]:
     """The fields of AST class ``cls`` that may hold a node other than a context or an operator."""
-    names = _NODE_FIELDS.get(cls)
+    names = NODE_FIELDS.get(cls)
     if names is None:
-        names = _NODE_FIELDS[cls] = tuple(n for n in cls._fields if n not in _LEAF_FIELDS)
+        names = NODE_FIELDS[cls] = tuple(n for n in cls._fields if n not in _LEAF_FIELDS)
     return names
 
 
@@ -47,7 +47,7 @@ def walk(node: ast.AST) -> list[ast.AST]:
     """The nodes of ``ast.walk(node)`` in its breadth-first order, less the expression contexts and
     operators (leaves that no question of the classifier asks for), without its generators."""
     out = [node]
-    append, extend, AST, table = out.append, out.extend, ast.AST, _NODE_FIELDS
+    append, extend, AST, table = out.append, out.extend, ast.AST, NODE_FIELDS
     i = 0
     while i < len(out):
         sub = out[i]
