@@ -279,9 +279,9 @@ def scan_paths(
             del contents[d]
         else:
             contents[d] = (sf, data, now)
-    if missing:
+    if moved:  # the index forgot what changed; the memo is stored under what is analyzed
         index.save()
-        if moved and tree_key is not None:  # the memo is stored under what is analyzed
+        if tree_key is not None:
             tree_key = cache.tree_key(
                 (d, sf.module, digest) for d, (sf, _, digest) in sorted(contents.items()))
     walk_errors = len(result.errors)  # problems found before analysis: never part of a memo
