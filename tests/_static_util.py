@@ -28,3 +28,15 @@ def pairs(findings, code=None):
 def rand_ident(rng: random.Random, prefix: str = "v") -> str:
     """A random identifier that no name pattern knows (so only structure can classify it)."""
     return prefix + "".join(rng.choice(string.ascii_lowercase) for _ in range(5)) + str(rng.randint(10, 99)) + "q"
+
+
+# one kernel whose plain int {n} only bounds a mask: the provenance tests append launches to it
+MASKED_KERNEL = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(x_ptr, {n}, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < {n})
+"""

@@ -1,11 +1,9 @@
 """What scan tests share: the jitguard CLI run in a working directory, `scan --format json` checked
-against the report's own JSON Schema, the smallest module with one JG001, and the template kernel and
-random identifiers of the provenance tests (structure, not names, decides)."""
+against the report's own JSON Schema, and the smallest module with one JG001."""
 from __future__ import annotations
 
 import json
 import os
-import random
 
 import jsonschema
 from click.testing import CliRunner
@@ -49,20 +47,3 @@ def launch(x):
     n = x.shape[0]
     {kernel}[(1,)](x, n, BLOCK=128)
 '''
-
-
-# one kernel whose plain int {n} only bounds a mask: the provenance tests append launches to it
-MASKED_KERNEL = """
-import triton
-import triton.language as tl
-
-@triton.jit
-def {k}(x_ptr, {n}, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    tl.store(x_ptr + offs, 0.0, mask=offs < {n})
-"""
-
-
-def random_ident(rng: random.Random) -> str:
-    """A random identifier that no name convention reads (seven letters and a q)."""
-    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(7)) + "q"

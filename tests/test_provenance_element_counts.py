@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import random
 
-from tests.test_provenance_rules import KERNEL, _ident, _names, _scan
+from tests._static_util import rand_ident
+from tests.test_provenance_rules import KERNEL, _names, _scan
 
 
 def _launches(tmp_path, body: str) -> list[tuple[str, list[str]]]:
     """(confidence, rules) of each JG001/JG002 finding of KERNEL plus ``body``, at every level."""
     rng = random.Random()
-    k, n = _ident(rng), _ident(rng)
+    k, n = rand_ident(rng), rand_ident(rng)
     src = KERNEL.format(k=k, n=n) + body.replace("KERNEL", k)
     return [(f.confidence, f.details["rules"]) for f in _scan(tmp_path, src, "low").findings
             if f.code in ("JG001", "JG002")]
