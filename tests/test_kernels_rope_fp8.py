@@ -284,7 +284,11 @@ def test_reference_rotation_inverts_rope():
     c, s = cs[:, None, :32], cs[:, None, 32:]
     a, b = y[..., 64::2], y[..., 65::2]
     forward = torch.stack([a * c - b * s, b * c + a * s], dim=-1).flatten(-2)  # RoPE undoes it
-    assert torch.allclose(forward, o[..., 64:].double(), atol=1e-4)
+    want = o[..., 64:].double()
+    # the reference rotates in float32: its error is a few ulp of the head's largest value (one row
+    # of _make_inputs spans 2^-20..2^20 per head), so the bound scales with it
+    scale = want.abs().amax(dim=-1, keepdim=True)
+    assert ((forward - want).abs() <= 1e-5 * scale + 1e-6).all()
     assert torch.equal(y[..., :64], o[..., :64].double())
 
 
