@@ -5,7 +5,8 @@ renderers in ``jitguard/report/`` and the codemod never care where a finding cam
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Literal
 
 FixSafety = Literal["safe", "unsafe", "manual"]
@@ -15,6 +16,41 @@ DNS = "do_not_specialize"
 DNSOA = "do_not_specialize_on_alignment"
 Confidence = Literal["high", "medium", "low"]
 CONFIDENCE_LEVELS: tuple[Confidence, ...] = ("high", "medium", "low")  # most to least sure
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def plain(value: Any) -> Any:
+    """``dataclasses.asdict``'s result (dataclasses, lists, tuples, dicts of str, int, float, bool and
+    None), without its deep copy of every atom: the cache writes each file's facts and each finding
+    through it, and ``asdict`` cost more than parsing the file."""
+    cls = value.__class__
+    if cls in _ATOMS:
+        return value
+    # atoms inline: lists of strings (evidence, rules) are most of what the cache writes
+    if cls is list:
+        return [v if v.__class__ in _ATOMS else plain(v) for v in value]
+    if cls is tuple:
+        return tuple([v if v.__class__ in _ATOMS else plain(v) for v in value])
+    if cls is dict:
+        return {k if k.__class__ in _ATOMS else plain(k): v if v.__class__ in _ATOMS else plain(v)
+                for k, v in value.items()}
+    if not is_dataclass(cls):
+        return copy.deepcopy(value)  # what asdict does with anything else
+    return fields_dict(value)
+
+
+def fields_dict(obj: Any, **given: Any) -> dict[str, Any]:
+    """A dataclass's fields in order, as plain data; ``given``: fields already converted."""
+    names = _FIELD_NAMES.get(obj.__class__)
+    if names is None:
+        names = _FIELD_NAMES[obj.__class__] = tuple(f.name for f in fields(obj))
+    out = {}
+    for n in names:
+        v = given[n] if n in given else getattr(obj, n)
+        out[n] = v if v.__class__ in _ATOMS or n in given else plain(v)
+    return out
 
 
 @dataclass(frozen=True)
@@ -59,7 +95,7 @@ class Fix:
         return "; ".join(e.describe() for e in self.edits) or "no automatic edit"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> "Fix | None":
@@ -89,7 +125,7 @@ class Finding:
     fix: Fix | None = field(default=None, compare=False, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Finding":
@@ -110,4 +146,4 @@ class FileError:
     line: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return plain(self)

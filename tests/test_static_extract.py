@@ -162,3 +162,24 @@ def test_facts_to_dict_keeps_every_field_as_asdict_does():
     text = "\n" * (line - 1) + "x = 1  # jitguard: ignore[jg001, JG002]\ny = 2  # jitguard: ignore\ns = '# jitguard: ignore'\n"
     got = suppressions(text)
     assert got == {line: ["JG001", "JG002"], line + 1: []}
+
+
+def test_findings_to_dict_is_asdict_and_a_copy():
+    # Finding.to_dict (the tree memo, every report) skips asdict's deep copies: the same data, and
+    # nothing it returns is shared with the finding
+    import dataclasses
+
+    from jitguard.config import Config
+    from jitguard.static.runner import scan_paths
+
+    got = scan_paths([str(ROOT / "fixtures")], Config(confidence="low"), use_cache=False, jobs=1).findings
+    assert len(got) > 20 and any(f.fix is not None and f.fix.edits for f in got)
+    assert any(f.details.get("launches") for f in got)
+    for f in got:
+        data = f.to_dict()
+        assert data == dataclasses.asdict(f)
+        assert json.dumps(data) == json.dumps(dataclasses.asdict(f))
+        if f.details.get("launches"):
+            data["details"]["launches"][0]["evidence"] = None
+            data["details"]["launches"].append(None)
+            assert f.details["launches"][-1] is not None and f.details["launches"][0]["evidence"] is not None

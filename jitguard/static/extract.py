@@ -52,6 +52,7 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
         self.varying = frozenset(varying)
         self.stable = frozenset(stable)
         self.walker = Walker(module, self.is_package)
+        self.returns_of: dict = {}  # own_returns per function, shared with the Classifier
 
     def short(self, node: ast.AST, limit: int = 80) -> str:
         text = " ".join(self.src.segment(node).split())
@@ -170,7 +171,7 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
                 facts.forwarders[f"{self.module}.{fn.qual}" if self.module else fn.qual] = callee.id
         handed = self.handed_kernels(facts.kernels)
         if launches or specs or imported or handed:
-            classifier = Classifier(info, self.src.segment, self.varying, self.stable)
+            classifier = Classifier(info, self.src.segment, self.varying, self.stable, returns=self.returns_of)
             for call, fn, target in imported:
                 classifier.at(fn, call)  # the guards before each call or launch hold for its arguments
                 facts.calls.append(self.imported_call(call, fn, target, classifier))

@@ -6,9 +6,10 @@ Data flows one way: source -> ``FileFacts`` -> findings.
 """
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from jitguard.findings import fields_dict, plain
 
 # Provenance classes of a launch argument (docs/provenance.md documents the rules).
 VARYING = "VARYING"  # changes per call: token/batch dim, numel(), len(), loop variables, counters...
@@ -27,37 +28,8 @@ USE_OTHER = "other"  # arithmetic that reaches neither an address nor a constant
 SAFE_USES = frozenset({USE_COMPARE, USE_LOOP_BOUND, USE_OTHER})
 
 
-_ATOMS = frozenset({str, int, float, bool, type(None)})
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _plain(value: Any) -> Any:
-    """``dataclasses.asdict``'s result for these facts (dataclasses, lists, tuples, dicts of str,
-    int, float, bool and None), without its deep copies: the cache writes every extracted file
-    through it, and ``asdict`` cost more than parsing the file."""
-    cls = value.__class__
-    if cls in _ATOMS:
-        return value
-    if cls is list:
-        return [_plain(v) for v in value]
-    if cls is tuple:
-        return tuple(_plain(v) for v in value)
-    if cls is dict:
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    if not is_dataclass(cls):
-        return copy.deepcopy(value)  # what asdict does with anything else
-    return _fields_dict(value)
-
-
-def _fields_dict(obj: Any, **given: Any) -> dict[str, Any]:
-    """``obj``'s fields in order, as plain data; ``given``: fields already converted."""
-    names = _FIELD_NAMES.get(obj.__class__)
-    if names is None:
-        names = _FIELD_NAMES[obj.__class__] = tuple(f.name for f in fields(obj))
-    return {n: given[n] if n in given else _plain(getattr(obj, n)) for n in names}
-
-
-asdict = _plain
+_plain, _fields_dict = plain, fields_dict
+asdict = plain
 
 
 def _load(cls, data):

@@ -39,7 +39,7 @@ class LauncherReturn(NamedTuple):
 
 class LaunchExtraction:
     """The launch half of the file extractor (mixed into extract._Extractor): uses its ``walker``,
-    ``module``, ``short`` and ``fq``."""
+    ``module``, ``short``, ``fq`` and ``returns_of`` (id of a def -> (def, its own returns))."""
 
     # ---- launches ----
     def targets(self, callee: ast.AST, scope: Scope, fn: FunctionInfo | None, depth: int = 0) -> list[str]:
@@ -318,10 +318,18 @@ class LaunchExtraction:
         return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" \
             and not node.args and bool(node.keywords)
 
+    def own_returns(self, fn_node: ast.AST) -> list[ast.Return]:
+        """``syntax.own_returns(fn_node)``, made once per function: ``returns_of`` is the table the
+        file's Classifier reads too (Classifier's ``returns``)."""
+        got = self.returns_of.get(id(fn_node))
+        if got is None or got[0] is not fn_node:
+            got = self.returns_of[id(fn_node)] = (fn_node, own_returns(fn_node))
+        return got[1]
+
     def _spec_returns(self, st) -> list[tuple[ast.Return, ast.AST]]:
         """``return grid, dict(...)`` / ``return grid, {...}, extra`` in a function's own body."""
         out = []
-        for node in own_returns(st):
+        for node in self.own_returns(st):
             v = node.value
             if isinstance(v, ast.Tuple) and 2 <= len(v.elts) <= 3 and self._spec_dict(v.elts[1]) \
                     and not self._spec_dict(v.elts[0]):

@@ -38,7 +38,8 @@ _ALIGNED_BY_CONVENTION = frozenset({"count-times-dim", "alignment-guard-conventi
 
 
 class Classifier(TensorLayouts, GuardedValues):
-    def __init__(self, info: ModuleInfo, segment, varying: frozenset[str], stable: frozenset[str]):
+    def __init__(self, info: ModuleInfo, segment, varying: frozenset[str], stable: frozenset[str],
+                 returns: dict | None = None):
         self.info = info
         self.segment = segment
         self.varying = varying
@@ -58,7 +59,8 @@ class Classifier(TensorLayouts, GuardedValues):
         self._walks: dict[int, tuple[ast.AST, tuple[ast.AST, ...]]] = {}
         self._walks_of: dict[tuple[int, type], tuple[ast.AST, ...]] = {}
         self._names: dict[int, tuple[ast.AST, frozenset[str]]] = {}
-        self._returns: dict[int, tuple[ast.AST, list[ast.Return]]] = {}
+        # own_returns per function: the extractor's table when it hands one (its launchers read it first)
+        self._returns: dict[int, tuple[ast.AST, list[ast.Return]]] = {} if returns is None else returns
         self._guards_init()
 
     # ---- helpers ----

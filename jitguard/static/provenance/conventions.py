@@ -4,6 +4,7 @@ bucketing, device properties, reductions). docs/provenance.md documents each."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 
 from jitguard.static.facts import STABLE, VARYING
@@ -49,6 +50,8 @@ def strong_stable(name: str, varying: frozenset[str] = frozenset(), stable: froz
         and not _VARYING_NAME.match(low)
 
 
+# a pure function of its strings, asked for the same few names at every step of a scan: made once each
+@functools.lru_cache(maxsize=None)
 def name_class(name: str | None, varying: frozenset[str] = frozenset(), stable: frozenset[str] = frozenset()) -> str | None:
     """VARYING / STABLE when a name alone suggests it, else None. Config names win."""
     if not name:
@@ -79,11 +82,21 @@ _WEIGHT_NAME = re.compile(
 _ACTIVATION_WEIGHTS = re.compile(r"(topk|top_k|router|routing|attn|attention|gating|gate|combine|score|expert)_?weights?")
 
 
+@functools.lru_cache(maxsize=None)
+def _names_weight(name: str) -> bool:
+    return bool(_WEIGHT_NAME.search(name.lower()))
+
+
+@functools.lru_cache(maxsize=None)
+def _names_activation_weights(name: str) -> bool:
+    return bool(_ACTIVATION_WEIGHTS.search(name.lower()))
+
+
 def weight_like(expr: ast.AST) -> bool:
     """self.x / cls.x / obj.weight / w13 / key_cache: a tensor fixed for the model's life."""
     if isinstance(expr, (ast.Name, ast.Attribute)):
         leaf = expr.id if isinstance(expr, ast.Name) else expr.attr
-        if _ACTIVATION_WEIGHTS.search(leaf.lower()):
+        if _names_activation_weights(leaf):
             return False
     if isinstance(expr, ast.Attribute):
         base = expr
@@ -91,9 +104,9 @@ def weight_like(expr: ast.AST) -> bool:
             base = base.value
         if isinstance(base, ast.Name) and base.id in ("self", "cls"):
             return True
-        return bool(_WEIGHT_NAME.search(expr.attr.lower()))
+        return _names_weight(expr.attr)
     if isinstance(expr, ast.Name):
-        return bool(_WEIGHT_NAME.search(expr.id.lower()))
+        return _names_weight(expr.id)
     return False
 
 

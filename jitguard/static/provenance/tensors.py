@@ -20,6 +20,7 @@ _TRANSPOSES = {"t", "T", "mT", "transpose", "permute", "swapaxes", "movedim"}
 # what only a tensor answers (``a.b.stride(0)``: ``a.b`` is a tensor) and the attributes by which a
 # tensor itself hands out tensors (``x.grad.shape`` does not make ``x`` a holder of tensors)
 _TENSOR_READS = {"stride", "data_ptr", "element_size", "is_contiguous", "contiguous", "numel", "storage_offset"}
+_NEVER = 1 << 30  # no depth: the parameter was never found weight-like (or not) yet
 _TENSOR_OWN_TENSORS = {"data", "grad", "real", "imag", "T", "mT", "H", "mH", "shape"}
 
 
@@ -495,6 +496,27 @@ class TensorLayouts:
         key = (id(fn), "weight:" + name)
         if key in self._busy:
             return False
+        # asked again (each x.stride(i), x.shape[i] of a wrapper's parameter asks): the answer found at
+        # a depth at least as deep (True) or as shallow (False) holds, since only the depth limits cut
+        # the callers followed short, and a cut leaves a tensor not weight-like
+        seen = self._tensor_memo.get((id(fn), "weight-seen:" + name))
+        if seen is not None:
+            deepest_true, shallowest_false, why = seen
+            if depth <= deepest_true:
+                self._tensor_memo[(id(fn), "weight-why:" + name)] = why
+                return True
+            if depth >= shallowest_false:
+                return False
+        got = self._weight_through_callers(fn, name, p, callers, key, depth)
+        deepest_true, shallowest_false, why = seen or (-1, _NEVER, None)
+        if got:
+            deepest_true, why = max(deepest_true, depth), self._tensor_memo[(id(fn), "weight-why:" + name)]
+        else:
+            shallowest_false = min(shallowest_false, depth)
+        self._tensor_memo[(id(fn), "weight-seen:" + name)] = (deepest_true, shallowest_false, why)
+        return got
+
+    def _weight_through_callers(self, fn: FunctionInfo, name: str, p, callers: list, key: tuple, depth: int) -> bool:
         self._busy.add(key)
         try:
             # a recursive call (`f(x.t(), ...)` inside f) hands on what f was given: no evidence
@@ -700,14 +722,24 @@ class TensorLayouts:
     def count_named_inside(self, t: ast.AST, fn: FunctionInfo | None) -> str | None:
         """``_, n_tokens, d = x.shape`` (or ``x.size()``) in the function that reads ``x``'s leading
         dim: the leading place discarded, a later one named like a per-call count. A description, or None."""
+        return self._owner_memo(t, fn, "stacked", self._count_named_in)
+
+    def _owner_memo(self, t: ast.AST, fn: FunctionInfo | None, kind: str, find, params_only: bool = False):
+        """``find(owner, name)`` for the name ``t`` in the function that binds it (only where it is a
+        parameter there, with ``params_only``), made once per function and name; None for anything
+        but a name bound in a function."""
         if not isinstance(t, ast.Name) or fn is None:
             return None
-        owner = self.lookup(t.id, fn)[0]
-        if owner is None:
+        owner, where = self.lookup(t.id, fn)
+        if owner is None or (params_only and where != "param"):
             return None
-        key = (id(owner), "stacked:" + t.id)
+        key = (id(owner), f"{kind}:{t.id}")
         if key in self._tensor_memo:
             return self._tensor_memo[key]
+        found = self._tensor_memo[key] = find(owner, t.id)
+        return found
+
+    def _count_named_in(self, owner: FunctionInfo, name: str) -> str | None:
         found = None
         for node in self.walk_of(owner.node, ast.Assign):
             if not (len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
@@ -716,7 +748,7 @@ class TensorLayouts:
             if isinstance(v, ast.Call) and not v.args and isinstance(v.func, ast.Attribute) and v.func.attr == "size":
                 v = v.func
             if not (isinstance(v, ast.Attribute) and v.attr in ("shape", "size") and isinstance(v.value, ast.Name)
-                    and v.value.id == t.id):
+                    and v.value.id == name):
                 continue
             elts = node.targets[0].elts
             if len(elts) < 2 or not (isinstance(elts[0], ast.Name) and elts[0].id == "_"):
@@ -725,7 +757,6 @@ class TensorLayouts:
             if named:
                 found = f"line {node.lineno} unpacks its shape leaving the leading place out and names {named[0]} the count"
                 break
-        self._tensor_memo[key] = found
         return found
 
     def tensor_holder(self, t: ast.AST, fn: FunctionInfo | None) -> str | None:
@@ -733,23 +764,15 @@ class TensorLayouts:
         ``qs.absmax.shape``): ``qs`` is an object holding tensors (a quantization state, a layer), whose
         ``.shape`` is one it records. A tensor's own tensor-valued attributes (``x.grad``, ``x.T``) don't
         count. The first such use, or None."""
-        if not isinstance(t, ast.Name) or fn is None:
-            return None
-        owner, where = self.lookup(t.id, fn)
-        if where != "param" or owner is None:
-            return None
-        key = (id(owner), "holder:" + t.id)
-        if key in self._tensor_memo:
-            return self._tensor_memo[key]
-        found = None
+        return self._owner_memo(t, fn, "holder", self._tensor_read_off, params_only=True)
+
+    def _tensor_read_off(self, owner: FunctionInfo, name: str) -> str | None:
         for node in self.walk_of(owner.node, ast.Attribute):
             if node.attr in _TENSOR_READS and isinstance(node.value, ast.Attribute) \
-                    and isinstance(node.value.value, ast.Name) and node.value.value.id == t.id \
+                    and isinstance(node.value.value, ast.Name) and node.value.value.id == name \
                     and node.value.attr not in _TENSOR_OWN_TENSORS:
-                found = f"{self.code(node)} (line {node.lineno})"
-                break
-        self._tensor_memo[key] = found
-        return found
+                return f"{self.code(node)} (line {node.lineno})"
+        return None
 
     def _call_index(self, fn: FunctionInfo) -> dict:
         """The calls of ``fn``'s body in ``ast.walk`` order, made once per function (every local that
