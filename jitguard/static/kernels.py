@@ -139,11 +139,12 @@ class KernelDiscovery:
             if text is not None:
                 kind = "constexpr" if text.split(".")[-1].split("[")[0].strip() == "constexpr" else "typed"
             params.append(ParamFacts(arg.arg, i, kind, text, self.short(dflt) if dflt is not None else None))
-        uses, pointers = analyze_uses(fn, [p.name for p in params], self.src.segment,
-                                      frozenset(p.name for p in params if p.is_constexpr))
+        got = analyze_uses(fn, [p.name for p in params], self.src.segment,
+                           frozenset(p.name for p in params if p.is_constexpr))
         for p in params:
-            p.uses = uses.get(p.name, [])
-            p.pointer = p.name in pointers and not p.is_constexpr
+            p.uses = got.uses.get(p.name, [])
+            p.pointer = p.name in got.pointers and not p.is_constexpr
+            p.index_load = got.index_loads.get(p.name)
         k = KernelFacts(
             qualname=f"{self.module}.{local_qual}" if self.module else local_qual,
             name=name,

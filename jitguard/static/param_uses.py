@@ -18,6 +18,7 @@ that is compiled.
 from __future__ import annotations
 
 import ast
+from typing import NamedTuple
 
 from jitguard.static.facts import (
     USE_ADDRESS,
@@ -31,6 +32,10 @@ from jitguard.static.facts import (
 from jitguard.static.provenance.syntax import node_fields
 
 FLOW = "flow"  # an operand of an expression assigned to a local: its uses are the local's uses
+# names that are never identifiers: what a ``tl.load`` returns (one per load, numbered), and the
+# program id / ``tl.arange`` / a loop counter (an index of the kernel's own iteration space)
+_LOADED = "\0load"
+_INDEX = "\0index"
 
 # tl.* functions whose listed positional args / keywords need compile-time constants.
 _CONSTEXPR_ARGS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
@@ -73,6 +78,17 @@ _BLOCK_PTR_KIND = {"base": USE_ADDRESS, "shape": USE_COMPARE, "strides": USE_ADD
                    "block_shape": USE_CONSTEXPR, "order": USE_CONSTEXPR}
 
 
+def _keyword_use(arg: str | None, kind: str) -> str:
+    """The use of a keyword argument of a load, store or atomic read in a context of ``kind``."""
+    if arg in ("mask", "other", "shape"):
+        return USE_COMPARE
+    if arg in ("pointer", "base", "ptr", "strides"):
+        return USE_ADDRESS
+    if arg == "block_shape":
+        return USE_CONSTEXPR
+    return USE_OTHER if kind == FLOW else kind
+
+
 def _call_name(func: ast.AST) -> str | None:
     if isinstance(func, ast.Attribute):
         return func.attr
@@ -90,6 +106,10 @@ class _Reads:
         self.reads: list[tuple[str, str, ast.AST, ast.AST]] = []
         self.deps: dict[str, set[str]] = {}
         self.branch: set[int] = set()  # ids of the Name nodes read in an if / conditional test
+        # each tl.load: (the name its value is read under, the names read in its pointer outside
+        # loads nested in it); the reads of a nested load's pointer: (start, end) in ``reads``
+        self.loads: list[tuple[str, frozenset[str]]] = []
+        self._load_spans: list[tuple[int, int]] = []
 
     def test(self, node: ast.AST, ctx: ast.AST | None = None) -> None:
         """The test of an ``if`` or a conditional expression: compare uses; they select code when
@@ -140,6 +160,8 @@ class _Reads:
                 self.expr(a, USE_OTHER, node)
             return
         if is_attr and name in _CONSTEXPR_ARGS:
+            if name == "arange":
+                self.reads.append((_INDEX, kind, node, ctx))
             positions, keywords = _CONSTEXPR_ARGS[name]
             for i, a in enumerate(node.args):
                 k = kind if name == "dot" else (USE_CONSTEXPR if i in positions else kind)
@@ -148,23 +170,16 @@ class _Reads:
                 self.expr(kw.value, USE_CONSTEXPR if kw.arg in keywords else kind, node)
             return
         if is_attr and name in _MEMORY:
+            if name == "load":
+                self.load(node, kind, ctx)
+                return
             for i, a in enumerate(node.args):
                 if i == 0:
                     self.expr(a, USE_ADDRESS, node)
-                elif name == "load":
-                    self.expr(a, USE_COMPARE, node)  # positional mask / other
                 else:
                     self.expr(a, USE_OTHER if kind == FLOW else kind, node)
             for kw in node.keywords:
-                if kw.arg in ("mask", "other", "shape"):
-                    k = USE_COMPARE
-                elif kw.arg in ("pointer", "base", "ptr", "strides"):
-                    k = USE_ADDRESS
-                elif kw.arg == "block_shape":
-                    k = USE_CONSTEXPR
-                else:
-                    k = USE_OTHER if kind == FLOW else kind
-                self.expr(kw.value, k, node)
+                self.expr(kw.value, _keyword_use(kw.arg, kind), node)
             return
         if is_attr and name == "make_block_ptr":
             for i, a in enumerate(node.args):
@@ -181,6 +196,8 @@ class _Reads:
                                                                "warp_specialize", "disallow_acc_multi_buffer")
                           else USE_LOOP_BOUND, node)
             return
+        if name == "program_id":
+            self.reads.append((_INDEX, kind, node, ctx))
         lib = is_attr and isinstance(func.value, ast.Name) and func.value.id in _LIB_ROOTS
         if name in _TL_PLAIN or lib or (isinstance(func, ast.Name) and name in ("min", "max", "abs", "int", "float", "bool", "len")):
             for a in node.args:
@@ -194,6 +211,29 @@ class _Reads:
             self.expr(a, USE_CALL, node)
         for kw in node.keywords:
             self.expr(kw.value, USE_CALL, node)
+
+    def load(self, node: ast.Call, kind: str, ctx: ast.AST) -> None:
+        """``tl.load(ptr, mask, other, ...)``: the pointer is an address, mask and other compare uses;
+        the loaded value is read where the load stands (``kind``), under a name of its own."""
+        start = end = len(self.reads)
+        for i, a in enumerate(node.args):
+            self.expr(a, USE_ADDRESS if i == 0 else USE_COMPARE, node)
+            if i == 0:
+                end = len(self.reads)
+        for kw in node.keywords:
+            pointer = kw.arg in ("pointer", "base", "ptr")
+            if pointer:
+                start = len(self.reads)
+            self.expr(kw.value, _keyword_use(kw.arg, kind), node)
+            if pointer:
+                end = len(self.reads)
+        nested = [s for s in self._load_spans if start <= s[0] and s[1] <= end]
+        names = frozenset(self.reads[i][0] for i in range(start, end)
+                          if not any(a <= i < b for a, b in nested))
+        self._load_spans.append((start, end))
+        value = f"{_LOADED}{len(self.loads)}"
+        self.loads.append((value, names))
+        self.reads.append((value, kind, node, ctx))
 
     # ---- statements ----
     @staticmethod
@@ -252,7 +292,7 @@ class _Reads:
             else:
                 self.expr(st.iter, USE_LOOP_BOUND)
             for t in self.targets(st.target):
-                self.deps.setdefault(t, set())
+                self.deps.setdefault(t, set()).add(_INDEX)  # a loop counter: an index, as a program id is
             self.block(st.body)
             self.block(st.orelse)
         elif isinstance(st, ast.With):
@@ -280,15 +320,56 @@ def _compile_time(test: ast.AST, constexprs: frozenset[str]) -> bool:
         all(isinstance(n, _COMPILE_TIME) for n in ast.walk(test))
 
 
+class KernelUses(NamedTuple):
+    uses: dict[str, list[ParamUse]]  # each parameter's uses
+    pointers: set[str]  # the parameters used as pointers
+    # the parameters through which the kernel loads values that it uses as integers (an offset of
+    # an address, a loop bound, a comparison with a program id or an offset): the use that shows it
+    index_loads: dict[str, ParamUse]
+
+
+def _closure(start, flows_into: dict[str, list[str]]) -> set[str]:
+    """``start`` and every local it flows into, transitively."""
+    names = set(start)
+    todo = list(names)
+    while todo:
+        for local in flows_into.get(todo.pop(), ()):
+            if local not in names:
+                names.add(local)
+                todo.append(local)
+    return names
+
+
+_INDEX_CALLS = frozenset({"program_id", "arange"})
+
+
+def _as_index(reads: _Reads, value: str, flows_into, by_name, index_like: set[str]) -> int | None:
+    """The first read of a loaded ``value`` (or of a local it flows into) that uses it as an integer:
+    an offset in an address, a loop bound, a comparison with an index of the kernel's iteration
+    space (a program id, ``tl.arange``, a loop counter, or what flows from those). None for data:
+    loads only feeding arithmetic, stores of values, ``tl.dot``."""
+    for i in sorted(i for n in _closure((value,), flows_into) for i in by_name.get(n, ())):
+        _, kind, _, ctx = reads.reads[i]
+        if kind in (USE_ADDRESS, USE_LOOP_BOUND):
+            return i
+        if kind == USE_COMPARE and isinstance(ctx, ast.Compare) and any(
+                (isinstance(x, ast.Name) and x.id in index_like)
+                or (isinstance(x, ast.Call) and _call_name(x.func) in _INDEX_CALLS)
+                for x in ast.walk(ctx)):
+            return i
+    return None
+
+
 def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
-                 constexprs: frozenset[str] = frozenset()) -> tuple[dict[str, list[ParamUse]], set[str]]:
-    """Uses of each parameter in ``fn``'s body, and the set of parameters used as pointers.
-    ``constexprs``: the parameters annotated tl.constexpr (a test of only those selects code)."""
+                 constexprs: frozenset[str] = frozenset()) -> KernelUses:
+    """Uses of each parameter in ``fn``'s body, the parameters used as pointers, and those whose
+    loaded values the kernel uses as integers. ``constexprs``: the parameters annotated tl.constexpr
+    (a test of only those selects code)."""
     reads = _Reads(segment, constexprs)
     try:
         reads.block(fn.body)
     except RecursionError:
-        return {p: [] for p in params}, set()
+        return KernelUses({p: [] for p in params}, set(), {})
     # the locals each name flows into (reads.deps inverted): what a parameter reaches, transitively
     flows_into: dict[str, list[str]] = {}
     for local, srcs in reads.deps.items():
@@ -302,14 +383,24 @@ def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
     memory = _MEMORY | {"make_block_ptr"}
     out: dict[str, list[ParamUse]] = {}
     pointers: set[str] = set()
+    index_like: set[str] | None = None
+    as_index: dict[str, int | None] = {}  # loaded value -> the read that uses it as an integer
+    index_loads: dict[str, ParamUse] = {}
     for p in params:
-        names = {p}
-        todo = [p]
-        while todo:
-            for local in flows_into.get(todo.pop(), ()):
-                if local not in names:
-                    names.add(local)
-                    todo.append(local)
+        names = _closure((p,), flows_into)
+        if reads.loads and p not in constexprs:
+            hit = None
+            for value, pointer in reads.loads:
+                if hit is None and not pointer.isdisjoint(names):
+                    if value not in as_index:
+                        if index_like is None:
+                            index_like = _closure((_INDEX,), flows_into)
+                        as_index[value] = _as_index(reads, value, flows_into, by_name, index_like)
+                    hit = as_index[value]
+            if hit is not None:
+                _, kind, node, ctx = reads.reads[hit]
+                index_loads[p] = ParamUse(kind=kind, line=node.lineno, column=node.col_offset + 1,
+                                          context=reads.code(ctx))
         picked = sorted(i for n in names for i in by_name.get(n, ()))
         uses: list[ParamUse] = []
         seen = set()
@@ -335,7 +426,7 @@ def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
                     and ctx.args and _is_pointer_base(ctx.args[0], p)):
                 pointers.add(p)
                 break
-    return out, pointers
+    return KernelUses(out, pointers, index_loads)
 
 
 def _is_pointer_base(expr: ast.AST, p: str) -> bool:
