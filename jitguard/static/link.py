@@ -464,9 +464,9 @@ def _index_counts(program: Program) -> None:
                    f"the values as {_AS_INDEX.get(use.kind, 'integers')} (line {use.line} `{use.context}`)")
             rules = [("index-count" if r == "element-count" else r) for r in arg.rules if r != "count-times-dim"]
             evidence = list(arg.evidence)
-            head = evidence[-1].split(": ", 1)[0] if evidence else ""
-            if head.endswith((".numel()", ".nelement()")):
-                evidence[-1] = f"{head}: {why}"  # the count's own step, which said "of an activation"
+            head, _, said = evidence[-1].partition(": ") if evidence else ("", "", "")
+            if said.startswith("element count of"):
+                evidence[-1] = f"{head}: {why}"  # the count's own step (the innermost), which said "of an activation"
             else:
                 evidence.append(f"{tensor.text}: {why}")
             b.args[name] = replace(arg, rules=rules, evidence=evidence)

@@ -907,7 +907,7 @@ def _product(label: str, how: str, dims: list[Prov], rule: str) -> Prov:
     a model dim where a dim fixed for the model (or unknown and innermost) multiplies a varying one."""
     j = join(dims)
     out = Prov(j.cls, "int", (f"{label}: {how}",) + j.evidence, div16=any(x.div16 for x in dims),
-               rules=(rule,) + tuple(r for r in j.rules if r != rule))
+               rules=(rule,) + tuple(r for r in j.rules if r != rule), counted=j.counted)
     if out.cls == VARYING and not out.div16 and counted_times_dim(dims, j):
         out = out.by("count-times-dim")
     return out
