@@ -195,3 +195,31 @@ def k({a}, {i}, {o}):
     tl.store({o} + {pid}, tl.where({s} > {t}, {s}, 0.0))
 """
     assert _index_loads(data, [a, i, o]) == {}
+    # a float's bits as a table index (a bit-exact lookup) and a test of the value against itself
+    # shifted by an arange are no index use of what was loaded
+    bits = f"""
+def k({a}, {i}, {o}):
+    {pid} = tl.program_id(0)
+    {s} = tl.load({a} + {pid}).to(tl.uint16, bitcast=True)
+    {t} = tl.load({i} + {pid})
+    {q} = {t} - tl.arange(0, 4)
+    tl.store({o} + {pid}, tl.load({o} + {s}.to(tl.int32)) * tl.sum(tl.where({q} >= 0, 1.0, 0.0), 0))
+"""
+    assert _index_loads(bits, [a, i, o]) == {}
+
+
+def test_a_pointer_handed_to_a_jit_helper_that_indexes_with_it(tmp_path):
+    # the launched kernel hands its pointer to a helper of the module; the helper does the loads
+    rng = random.Random()
+    helper_src, h = _kernel(rng, USES["address"])
+    _, data = _kernel(rng, DATA_USES["scaled"])
+    nm = _names(rng, "k", "dst", "idx", "src", "n", "stride", "pid")
+    host = _names(rng, "f", "a", "b", "c", "m")
+    for callee, level in ((h, "medium"), (data, "low")):
+        src = (helper_src if callee is h else KERNEL.format(use=DATA_USES["scaled"].format(**data), **data)) + """
+@triton.jit
+def {k}({dst}, {idx}, {src}, {n}, {stride}, BLOCK: tl.constexpr):
+    {pid} = tl.program_id(0)
+    {helper}({dst}, {idx} + 0, {src}, {n}, {stride}, BLOCK)
+""".format(helper=callee["k"], **nm) + HOST.format(k=nm["k"], count=host["b"], **host)
+        assert [lv for lv, _, _ in _count_findings(tmp_path, src, nm["k"])] == [level], (callee, src)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import ast
 
-from jitguard.static.facts import KernelFacts, ParamFacts
+from jitguard.static.facts import KernelFacts, ParamFacts, ParamUse
 from jitguard.static.names import is_triton_name, qualified
 from jitguard.static.param_uses import analyze_uses
 from jitguard.static.scopes import Scope
 
 DNS = "do_not_specialize"
+_HELPER_LEVELS = 3  # jit helpers calling helpers: the codebases measured go 2 deep
 DNSOA = "do_not_specialize_on_alignment"
 
 
@@ -67,6 +68,7 @@ class KernelDiscovery:
     # ---- discovery ----
     def discover(self) -> list[KernelFacts]:
         out: list[KernelFacts] = []
+        self._handed: dict[int, dict[str, list]] = {}  # id(kernel) -> the pointers it hands to helpers
         decorated: set[int] = set()
         for st, scope, info in self.walker.functions:
             jit_dec = jit_call = autotune = None
@@ -101,7 +103,37 @@ class KernelDiscovery:
             out.append(self.kernel(fn, f"{prefix}.{name}" if prefix else name, name, "call", stmt.lineno,
                                    jit_call, autotune, heuristics, stmt))
         out.sort(key=lambda k: (k.decorator_line, k.line))
+        self.handed_index_loads(out)
         return out
+
+    def handed_index_loads(self, kernels: list[KernelFacts]) -> None:
+        """A pointer a kernel hands to a jit helper of this file (``helper(p)``) whose parameter the
+        helper loads integers through is one the kernel loads integers through too (through helpers
+        of helpers, up to a few levels)."""
+        handed = self._handed
+        if not handed:
+            return
+        helpers: dict[str, KernelFacts] = {}
+        for k in kernels:
+            helpers.setdefault(k.function, k)
+        for _ in range(_HELPER_LEVELS):
+            changed = False
+            for k in kernels:
+                for p in k.params:
+                    if p.index_load is not None:
+                        continue
+                    for callee, where in handed.get(id(k), {}).get(p.name, ()):
+                        h = helpers.get(callee)
+                        hp = None if h is None or h is k else (
+                            h.params[where] if isinstance(where, int) and where < len(h.params) else
+                            h.param(where) if isinstance(where, str) else None)
+                        if hp is not None and hp.index_load is not None:
+                            u = hp.index_load
+                            p.index_load = ParamUse(u.kind, u.line, u.column, f"in {callee}: {u.context}")
+                            changed = True
+                            break
+            if not changed:
+                break
 
     def unwrap(self, call: ast.Call, scope: Scope):
         """``[autotune(...)(][heuristics(...)(]triton.jit[(kw)](fn[, kw])...`` -> (fn name, jit call
@@ -186,4 +218,6 @@ class KernelDiscovery:
         if stmt is not None:
             lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
         k.suppressed_lines = sorted(lines)
+        if got.handed:
+            self._handed[id(k)] = got.handed
         return k

@@ -109,6 +109,8 @@ class _Reads:
         # each tl.load: (the name its value is read under, the names read in its pointer outside
         # loads nested in it); the reads of a nested load's pointer: (start, end) in ``reads``
         self.loads: list[tuple[str, frozenset[str]]] = []
+        # arguments of calls of other functions: (callee's name, position or keyword, the argument)
+        self.handed: list[tuple[str, int | str, ast.AST]] = []
         self._load_spans: list[tuple[int, int]] = []
 
     def test(self, node: ast.AST, ctx: ast.AST | None = None) -> None:
@@ -155,7 +157,10 @@ class _Reads:
         name = _call_name(func)
         is_attr = isinstance(func, ast.Attribute)
         if is_attr and name in ("to", "cast") and not (isinstance(func.value, ast.Name) and func.value.id in _LIB_ROOTS):
-            self.expr(func.value, kind, ctx)
+            bitcast = any(kw.arg == "bitcast" and isinstance(kw.value, ast.Constant) and kw.value.value is True
+                          for kw in node.keywords)
+            # x.to(tl.uint16, bitcast=True): new bits, not the value (a float's bits as a table index)
+            self.expr(func.value, USE_OTHER if bitcast and kind == FLOW else kind, ctx)
             for a in node.args:
                 self.expr(a, USE_OTHER, node)
             return
@@ -207,10 +212,14 @@ class _Reads:
             return
         # a call to another function (a jit helper): the args are handed over
         self.expr(func, USE_OTHER, node)
-        for a in node.args:
+        for i, a in enumerate(node.args):
             self.expr(a, USE_CALL, node)
+            if name is not None and not isinstance(a, ast.Starred):
+                self.handed.append((name, i, a))
         for kw in node.keywords:
             self.expr(kw.value, USE_CALL, node)
+            if name is not None and kw.arg is not None:
+                self.handed.append((name, kw.arg, kw.value))
 
     def load(self, node: ast.Call, kind: str, ctx: ast.AST) -> None:
         """``tl.load(ptr, mask, other, ...)``: the pointer is an address, mask and other compare uses;
@@ -326,6 +335,9 @@ class KernelUses(NamedTuple):
     # the parameters through which the kernel loads values that it uses as integers (an offset of
     # an address, a loop bound, a comparison with a program id or an offset): the use that shows it
     index_loads: dict[str, ParamUse]
+    # the functions each parameter is handed to as a pointer (``helper(p)``, ``helper(p + off)``):
+    # (callee's name, position or keyword); kernels.py asks the jit helpers of the file
+    handed: dict[str, list[tuple[str, int | str]]]
 
 
 def _closure(start, flows_into: dict[str, list[str]]) -> set[str]:
@@ -348,15 +360,22 @@ def _as_index(reads: _Reads, value: str, flows_into, by_name, index_like: set[st
     an offset in an address, a loop bound, a comparison with an index of the kernel's iteration
     space (a program id, ``tl.arange``, a loop counter, or what flows from those). None for data:
     loads only feeding arithmetic, stores of values, ``tl.dot``."""
-    for i in sorted(i for n in _closure((value,), flows_into) for i in by_name.get(n, ())):
-        _, kind, _, ctx = reads.reads[i]
+    values = _closure((value,), flows_into)
+    for i in sorted(i for n in values for i in by_name.get(n, ())):
+        _, kind, node, ctx = reads.reads[i]
         if kind in (USE_ADDRESS, USE_LOOP_BOUND):
             return i
-        if kind == USE_COMPARE and isinstance(ctx, ast.Compare) and any(
-                (isinstance(x, ast.Name) and x.id in index_like)
-                or (isinstance(x, ast.Call) and _call_name(x.func) in _INDEX_CALLS)
-                for x in ast.walk(ctx)):
-            return i
+        if kind == USE_COMPARE and isinstance(ctx, ast.Compare):
+            # the other side of the comparison is an index: made of the program id, tl.arange or a
+            # loop counter, and not of the loaded value (``pos - tl.arange(0, W) >= 0`` is no such test)
+            for side in [ctx.left, *ctx.comparators]:
+                inside = list(ast.walk(side))
+                if node in inside:
+                    continue
+                if any(isinstance(x, ast.Call) and _call_name(x.func) in _INDEX_CALLS for x in inside) or (
+                        any(isinstance(x, ast.Name) and x.id in index_like for x in inside)
+                        and not any(isinstance(x, ast.Name) and x.id in values for x in inside)):
+                    return i
     return None
 
 
@@ -369,7 +388,7 @@ def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
     try:
         reads.block(fn.body)
     except RecursionError:
-        return KernelUses({p: [] for p in params}, set(), {})
+        return KernelUses({p: [] for p in params}, set(), {}, {})
     # the locals each name flows into (reads.deps inverted): what a parameter reaches, transitively
     flows_into: dict[str, list[str]] = {}
     for local, srcs in reads.deps.items():
@@ -426,7 +445,12 @@ def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
                     and ctx.args and _is_pointer_base(ctx.args[0], p)):
                 pointers.add(p)
                 break
-    return KernelUses(out, pointers, index_loads)
+    handed: dict[str, list[tuple[str, int | str]]] = {}
+    for callee, where, arg in reads.handed:
+        for p in params:
+            if _is_pointer_base(arg, p):
+                handed.setdefault(p, []).append((callee, where))
+    return KernelUses(out, pointers, index_loads, handed)
 
 
 def _is_pointer_base(expr: ast.AST, p: str) -> bool:
