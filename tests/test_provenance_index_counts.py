@@ -38,6 +38,8 @@ USES = {
     "loop": "for {j} in range(0, {v}):\n        tl.store({dst} + {j} * {stride} + {offs}, {x})",
     # compared with the kernel's offsets: a length masking the block
     "compare": "tl.store({dst} + {pid} * {stride} + {offs}, {x}, mask={offs} < {v})",
+    # added to the kernel's offsets: positions from a start location
+    "positions": "tl.store({dst} + {pid} * {stride} + {offs}, {v} + {offs} + {x} * 0)",
 }
 DATA_USES = {
     # the loaded value only scales, is summed, or is compared with a literal: data, not an index
@@ -196,16 +198,33 @@ def k({a}, {i}, {o}):
 """
     assert _index_loads(data, [a, i, o]) == {}
     # a float's bits as a table index (a bit-exact lookup) and a test of the value against itself
-    # shifted by an arange are no index use of what was loaded
+    # scaled by an arange are no index use of what was loaded
     bits = f"""
 def k({a}, {i}, {o}):
     {pid} = tl.program_id(0)
     {s} = tl.load({a} + {pid}).to(tl.uint16, bitcast=True)
     {t} = tl.load({i} + {pid})
-    {q} = {t} - tl.arange(0, 4)
+    {q} = {t} * tl.arange(0, 4)
     tl.store({o} + {pid}, tl.load({o} + {s}.to(tl.int32)) * tl.sum(tl.where({q} >= 0, 1.0, 0.0), 0))
 """
     assert _index_loads(bits, [a, i, o]) == {}
+    # a start location added to an arange: positions (an index), even though only stored; a loaded
+    # value added to data, or to an arange scaled by another loaded value, is no index
+    positions = f"""
+def k({a}, {i}, {o}):
+    {pid} = tl.program_id(0)
+    {s} = tl.load({i} + {pid})
+    tl.store({o} + {pid} * 4 + tl.arange(0, 4), {s} + tl.arange(0, 4))
+"""
+    assert _index_loads(positions, [a, i, o]) == {i: "index_term"}
+    mixed = f"""
+def k({a}, {i}, {o}):
+    {pid} = tl.program_id(0)
+    {s} = tl.load({i} + {pid})
+    {t} = tl.load({a} + {pid})
+    tl.store({o} + {pid}, {t} + {s} * ({pid} - tl.arange(0, 4)))
+"""
+    assert _index_loads(mixed, [a, i, o]) == {}
 
 
 def test_a_pointer_handed_to_a_jit_helper_that_indexes_with_it(tmp_path):

@@ -12,6 +12,7 @@ from jitguard.static.facts import (
     EntryRef, FileFacts, KernelFacts,
 )
 from jitguard.static.names import reexport
+from jitguard.static.param_uses import INDEX_TERM
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.provenance.conventions import _WARMUP  # one warm-up test
 from jitguard.static.provenance.rules import limit
@@ -426,7 +427,7 @@ def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_n
 
 
 _AS_INDEX = {USE_ADDRESS: "offsets of an address", USE_LOOP_BOUND: "loop bounds",
-             USE_COMPARE: "bounds of its program ids or offsets"}
+             USE_COMPARE: "bounds of its program ids or offsets", INDEX_TERM: "terms of an index"}
 
 
 def _index_counts(program: Program) -> None:

@@ -36,6 +36,7 @@ FLOW = "flow"  # an operand of an expression assigned to a local: its uses are t
 # program id / ``tl.arange`` / a loop counter (an index of the kernel's own iteration space)
 _LOADED = "\0load"
 _INDEX = "\0index"
+INDEX_TERM = "index_term"  # the kind of an index use (KernelUses.index_loads): a term added to an index
 
 # tl.* functions whose listed positional args / keywords need compile-time constants.
 _CONSTEXPR_ARGS: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {
@@ -109,6 +110,8 @@ class _Reads:
         # each tl.load: (the name its value is read under, the names read in its pointer outside
         # loads nested in it); the reads of a nested load's pointer: (start, end) in ``reads``
         self.loads: list[tuple[str, frozenset[str]]] = []
+        # ``a + b`` / ``a - b``: the reads of a in reads[start:middle], of b in reads[middle:end]
+        self.sums: list[tuple[int, int, int, ast.BinOp]] = []
         # arguments of calls of other functions: (callee's name, position or keyword, the argument)
         self.handed: list[tuple[str, int | str, ast.AST]] = []
         self._load_spans: list[tuple[int, int]] = []
@@ -145,6 +148,12 @@ class _Reads:
             self.test(node.test, node)
             self.expr(node.body, kind, ctx)
             self.expr(node.orelse, kind, ctx)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            start = len(self.reads)
+            self.expr(node.left, kind, ctx)
+            middle = len(self.reads)
+            self.expr(node.right, kind, ctx)
+            self.sums.append((start, middle, len(self.reads), node))
         else:
             for name in node_fields(node.__class__):  # in ast.iter_child_nodes's order
                 v = getattr(node, name, None)
@@ -355,16 +364,17 @@ def _closure(start, flows_into: dict[str, list[str]]) -> set[str]:
 _INDEX_CALLS = frozenset({"program_id", "arange"})
 
 
-def _as_index(reads: _Reads, value: str, flows_into, by_name, index_like: set[str]) -> int | None:
-    """The first read of a loaded ``value`` (or of a local it flows into) that uses it as an integer:
-    an offset in an address, a loop bound, a comparison with an index of the kernel's iteration
-    space (a program id, ``tl.arange``, a loop counter, or what flows from those). None for data:
-    loads only feeding arithmetic, stores of values, ``tl.dot``."""
+def _as_index(reads: _Reads, value: str, flows_into, by_name, index_like: set[str],
+              loaded: set[str]) -> ParamUse | None:
+    """The first use of a loaded ``value`` (or of a local it flows into) as an integer: an offset in
+    an address, a loop bound, a comparison with an index of the kernel's iteration space (a program
+    id, ``tl.arange``, a loop counter, or what flows from those), a term added to such an index
+    (``start + tl.arange(0, B)``: positions). None for data: loads only feeding arithmetic, stores of
+    values, ``tl.dot``. ``loaded``: every name a loaded value flows into."""
     values = _closure((value,), flows_into)
     for i in sorted(i for n in values for i in by_name.get(n, ())):
         _, kind, node, ctx = reads.reads[i]
-        if kind in (USE_ADDRESS, USE_LOOP_BOUND):
-            return i
+        hit = kind in (USE_ADDRESS, USE_LOOP_BOUND)
         if kind == USE_COMPARE and isinstance(ctx, ast.Compare):
             # the other side of the comparison is an index: made of the program id, tl.arange or a
             # loop counter, and not of the loaded value (``pos - tl.arange(0, W) >= 0`` is no such test)
@@ -375,7 +385,22 @@ def _as_index(reads: _Reads, value: str, flows_into, by_name, index_like: set[st
                 if any(isinstance(x, ast.Call) and _call_name(x.func) in _INDEX_CALLS for x in inside) or (
                         any(isinstance(x, ast.Name) and x.id in index_like for x in inside)
                         and not any(isinstance(x, ast.Name) and x.id in values for x in inside)):
-                    return i
+                    hit = True
+        if hit:
+            return ParamUse(kind=kind, line=node.lineno, column=node.col_offset + 1, context=reads.code(ctx))
+    for start, middle, end, sum_node in reads.sums:
+        for ours, other in (((start, middle), (middle, end)), ((middle, end), (start, middle))):
+            i = next((i for i in range(*ours) if reads.reads[i][0] in values), None)
+            if i is None:
+                continue
+            names = {reads.reads[j][0] for j in range(*other)}
+            # the other term is an index alone: made of program ids, aranges, loop counters and
+            # values not loaded (``offs * WIDTH``), none of what any load gave
+            if (_INDEX in names or not names.isdisjoint(index_like)) and names.isdisjoint(loaded) \
+                    and not any(n.startswith(_LOADED) for n in names):
+                node = reads.reads[i][2]
+                return ParamUse(kind=INDEX_TERM, line=node.lineno, column=node.col_offset + 1,
+                                context=reads.code(sum_node))
     return None
 
 
@@ -403,7 +428,7 @@ def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
     out: dict[str, list[ParamUse]] = {}
     pointers: set[str] = set()
     index_like: set[str] | None = None
-    as_index: dict[str, int | None] = {}  # loaded value -> the read that uses it as an integer
+    as_index: dict[str, ParamUse | None] = {}  # loaded value -> its use as an integer
     index_loads: dict[str, ParamUse] = {}
     for p in params:
         names = _closure((p,), flows_into)
@@ -414,12 +439,11 @@ def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
                     if value not in as_index:
                         if index_like is None:
                             index_like = _closure((_INDEX,), flows_into)
-                        as_index[value] = _as_index(reads, value, flows_into, by_name, index_like)
+                            loaded = _closure([v for v, _ in reads.loads], flows_into)
+                        as_index[value] = _as_index(reads, value, flows_into, by_name, index_like, loaded)
                     hit = as_index[value]
             if hit is not None:
-                _, kind, node, ctx = reads.reads[hit]
-                index_loads[p] = ParamUse(kind=kind, line=node.lineno, column=node.col_offset + 1,
-                                          context=reads.code(ctx))
+                index_loads[p] = hit
         picked = sorted(i for n in names for i in by_name.get(n, ()))
         uses: list[ParamUse] = []
         seen = set()
