@@ -242,3 +242,30 @@ def {k}({dst}, {idx}, {src}, {n}, {stride}, BLOCK: tl.constexpr):
     {helper}({dst}, {idx} + 0, {src}, {n}, {stride}, BLOCK)
 """.format(helper=callee["k"], **nm) + HOST.format(k=nm["k"], count=host["b"], **host)
         assert [lv for lv, _, _ in _count_findings(tmp_path, src, nm["k"])] == [level], (callee, src)
+
+
+def test_a_loaded_value_handed_to_a_jit_helper_that_addresses_with_it(tmp_path):
+    # the kernel loads a slot and hands the value to a helper, which offsets a pointer by it
+    rng = random.Random()
+    nm = _names(rng, "k", "g", "dst", "idx", "src", "n", "stride", "pid", "v", "w", "offs")
+    host = _names(rng, "f", "a", "b", "c", "m")
+    for body, level in (("tl.store({dst} + {w} * {stride} + {offs}, 1.0)", "medium"),
+                        ("tl.store({dst} + {offs}, {w} * 2.0)", "low")):
+        src = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def {g}({dst}, {w}, {stride}, BLOCK: tl.constexpr):
+    {offs} = tl.arange(0, BLOCK)
+    BODY
+
+@triton.jit
+def {k}({dst}, {idx}, {src}, {n}, {stride}, BLOCK: tl.constexpr):
+    {pid} = tl.program_id(0)
+    if {pid} >= {n}:
+        return
+    {v} = tl.load({idx} + {pid})
+    {g}({dst}, {v}, {stride}, BLOCK)
+""".replace("BODY", body).format(**nm) + HOST.format(k=nm["k"], count=host["b"], **host)
+        assert [lv for lv, _, _ in _count_findings(tmp_path, src, nm["k"])] == [level], src

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from jitguard.static.facts import KernelFacts, ParamFacts, ParamUse
+from jitguard.static.facts import USE_ADDRESS, USE_LOOP_BOUND, KernelFacts, ParamFacts, ParamUse
 from jitguard.static.names import is_triton_name, qualified
 from jitguard.static.param_uses import analyze_uses
 from jitguard.static.scopes import Scope
@@ -109,29 +109,43 @@ class KernelDiscovery:
     def handed_index_loads(self, kernels: list[KernelFacts]) -> None:
         """A pointer a kernel hands to a jit helper of this file (``helper(p)``) whose parameter the
         helper loads integers through is one the kernel loads integers through too (through helpers
-        of helpers, up to a few levels)."""
-        handed = self._handed
-        if not handed:
+        of helpers, up to a few levels); so is one whose loaded values it hands to a helper that uses
+        that parameter in an address or as a loop bound (``helper(tl.load(p + i))``)."""
+        if not self._handed:
             return
         helpers: dict[str, KernelFacts] = {}
         for k in kernels:
             helpers.setdefault(k.function, k)
+
+        def param_of(k, callee, where):
+            h = helpers.get(callee)
+            if h is None or h is k:
+                return None
+            if isinstance(where, int):
+                return h.params[where] if where < len(h.params) else None
+            return h.param(where)
+
         for _ in range(_HELPER_LEVELS):
             changed = False
             for k in kernels:
+                pointers, values = self._handed.get(id(k), ({}, {}))
                 for p in k.params:
                     if p.index_load is not None:
                         continue
-                    for callee, where in handed.get(id(k), {}).get(p.name, ()):
-                        h = helpers.get(callee)
-                        hp = None if h is None or h is k else (
-                            h.params[where] if isinstance(where, int) and where < len(h.params) else
-                            h.param(where) if isinstance(where, str) else None)
+                    for callee, where in pointers.get(p.name, ()):
+                        hp = param_of(k, callee, where)
                         if hp is not None and hp.index_load is not None:
                             u = hp.index_load
                             p.index_load = ParamUse(u.kind, u.line, u.column, f"in {callee}: {u.context}")
-                            changed = True
                             break
+                    for callee, where in values.get(p.name, ()) if p.index_load is None else ():
+                        hp = param_of(k, callee, where)
+                        u = next((u for u in hp.uses if u.kind in (USE_ADDRESS, USE_LOOP_BOUND)), None) \
+                            if hp is not None and not hp.is_constexpr else None
+                        if u is not None:
+                            p.index_load = ParamUse(u.kind, u.line, u.column, f"in {callee}: {u.context}")
+                            break
+                    changed = changed or p.index_load is not None
             if not changed:
                 break
 
@@ -218,6 +232,6 @@ class KernelDiscovery:
         if stmt is not None:
             lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
         k.suppressed_lines = sorted(lines)
-        if got.handed:
-            self._handed[id(k)] = got.handed
+        if got.handed or got.loaded_handed:
+            self._handed[id(k)] = (got.handed, got.loaded_handed)
         return k

@@ -344,9 +344,11 @@ class KernelUses(NamedTuple):
     # the parameters through which the kernel loads values that it uses as integers (an offset of
     # an address, a loop bound, a comparison with a program id or an offset): the use that shows it
     index_loads: dict[str, ParamUse]
-    # the functions each parameter is handed to as a pointer (``helper(p)``, ``helper(p + off)``):
-    # (callee's name, position or keyword); kernels.py asks the jit helpers of the file
+    # the functions each parameter is handed to as a pointer (``helper(p)``, ``helper(p + off)``),
+    # and those the values loaded through it are handed to (``helper(tl.load(p + i))``): (callee's
+    # name, position or keyword); kernels.py asks the jit helpers of the file
     handed: dict[str, list[tuple[str, int | str]]]
+    loaded_handed: dict[str, list[tuple[str, int | str]]]
 
 
 def _closure(start, flows_into: dict[str, list[str]]) -> set[str]:
@@ -362,6 +364,19 @@ def _closure(start, flows_into: dict[str, list[str]]) -> set[str]:
 
 
 _INDEX_CALLS = frozenset({"program_id", "arange"})
+
+
+def _handed_values(reads: _Reads, value: str, flows_into, by_name) -> list[tuple[str, int | str]]:
+    """The calls a loaded ``value`` (or a local it flows into) is handed to as an argument of its own:
+    (callee's name, position or keyword); kernels.py asks the jit helpers of the file how they use it."""
+    args = {id(arg): (callee, where) for callee, where, arg in reads.handed}
+    out = []
+    for n in _closure((value,), flows_into):
+        for i in by_name.get(n, ()):
+            _, kind, node, _ = reads.reads[i]
+            if kind == USE_CALL and id(node) in args:
+                out.append(args[id(node)])
+    return out
 
 
 def _as_index(reads: _Reads, value: str, flows_into, by_name, index_like: set[str],
@@ -413,7 +428,7 @@ def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
     try:
         reads.block(fn.body)
     except RecursionError:
-        return KernelUses({p: [] for p in params}, set(), {}, {})
+        return KernelUses({p: [] for p in params}, set(), {}, {}, {})
     # the locals each name flows into (reads.deps inverted): what a parameter reaches, transitively
     flows_into: dict[str, list[str]] = {}
     for local, srcs in reads.deps.items():
@@ -430,6 +445,7 @@ def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
     index_like: set[str] | None = None
     as_index: dict[str, ParamUse | None] = {}  # loaded value -> its use as an integer
     index_loads: dict[str, ParamUse] = {}
+    loaded_handed: dict[str, list[tuple[str, int | str]]] = {}
     for p in params:
         names = _closure((p,), flows_into)
         if reads.loads and p not in constexprs:
@@ -444,6 +460,11 @@ def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
                     hit = as_index[value]
             if hit is not None:
                 index_loads[p] = hit
+            elif reads.handed:
+                got = [x for value, pointer in reads.loads if not pointer.isdisjoint(names)
+                       for x in _handed_values(reads, value, flows_into, by_name)]
+                if got:
+                    loaded_handed[p] = got
         picked = sorted(i for n in names for i in by_name.get(n, ()))
         uses: list[ParamUse] = []
         seen = set()
@@ -474,7 +495,7 @@ def analyze_uses(fn: ast.FunctionDef, params: list[str], segment,
         for p in params:
             if _is_pointer_base(arg, p):
                 handed.setdefault(p, []).append((callee, where))
-    return KernelUses(out, pointers, index_loads, handed)
+    return KernelUses(out, pointers, index_loads, handed, loaded_handed)
 
 
 def _is_pointer_base(expr: ast.AST, p: str) -> bool:
