@@ -112,6 +112,8 @@ class _Reads:
         self.loads: list[tuple[str, frozenset[str]]] = []
         # ``a + b`` / ``a - b``: the reads of a in reads[start:middle], of b in reads[middle:end]
         self.sums: list[tuple[int, int, int, ast.BinOp]] = []
+        self._sum_terms: list | None = None
+        self._walked: dict[int, tuple[ast.AST, ...]] = {}  # id(node) -> ast.walk of it (nodes live as long)
         # arguments of calls of other functions: (callee's name, position or keyword, the argument)
         self.handed: list[tuple[str, int | str, ast.AST]] = []
         self._load_spans: list[tuple[int, int]] = []
@@ -252,6 +254,25 @@ class _Reads:
         value = f"{_LOADED}{len(self.loads)}"
         self.loads.append((value, names))
         self.reads.append((value, kind, node, ctx))
+
+    def walked(self, node: ast.AST) -> tuple[ast.AST, ...]:
+        """``ast.walk(node)``, made once per node."""
+        got = self._walked.get(id(node))
+        if got is None:
+            got = self._walked[id(node)] = tuple(ast.walk(node))
+        return got
+
+    def sum_terms(self, index_like: set[str], loaded: set[str]) -> list:
+        """For each of ``sums``: ((names read in the left term, whether it is an index alone), the
+        same of the right term); an index alone reads a program id, an arange, a loop counter or what
+        flows from those, and nothing loaded (made once per kernel)."""
+        if self._sum_terms is None:
+            def term(a, b):
+                names = {self.reads[i][0] for i in range(a, b)}
+                return names, (_INDEX in names or not names.isdisjoint(index_like)) and names.isdisjoint(loaded) \
+                    and not any(n.startswith(_LOADED) for n in names)
+            self._sum_terms = [(term(a, m), term(m, b)) for a, m, b, _ in self.sums]
+        return self._sum_terms
 
     # ---- statements ----
     @staticmethod
@@ -394,7 +415,7 @@ def _as_index(reads: _Reads, value: str, flows_into, by_name, index_like: set[st
             # the other side of the comparison is an index: made of the program id, tl.arange or a
             # loop counter, and not of the loaded value (``pos - tl.arange(0, W) >= 0`` is no such test)
             for side in [ctx.left, *ctx.comparators]:
-                inside = list(ast.walk(side))
+                inside = reads.walked(side)
                 if node in inside:
                     continue
                 if any(isinstance(x, ast.Call) and _call_name(x.func) in _INDEX_CALLS for x in inside) or (
@@ -403,17 +424,12 @@ def _as_index(reads: _Reads, value: str, flows_into, by_name, index_like: set[st
                     hit = True
         if hit:
             return ParamUse(kind=kind, line=node.lineno, column=node.col_offset + 1, context=reads.code(ctx))
-    for start, middle, end, sum_node in reads.sums:
-        for ours, other in (((start, middle), (middle, end)), ((middle, end), (start, middle))):
-            i = next((i for i in range(*ours) if reads.reads[i][0] in values), None)
-            if i is None:
-                continue
-            names = {reads.reads[j][0] for j in range(*other)}
-            # the other term is an index alone: made of program ids, aranges, loop counters and
-            # values not loaded (``offs * WIDTH``), none of what any load gave
-            if (_INDEX in names or not names.isdisjoint(index_like)) and names.isdisjoint(loaded) \
-                    and not any(n.startswith(_LOADED) for n in names):
-                node = reads.reads[i][2]
+    for (start, middle, end, sum_node), (left, right) in zip(reads.sums, reads.sum_terms(index_like, loaded)):
+        # a term holds the value; the other is an index alone: made of program ids, aranges, loop
+        # counters and values not loaded (``offs * WIDTH``), none of what any load gave
+        for ours, names, index in (((start, middle), left[0], right[1]), ((middle, end), right[0], left[1])):
+            if index and not names.isdisjoint(values):
+                node = next(reads.reads[i][2] for i in range(*ours) if reads.reads[i][0] in values)
                 return ParamUse(kind=INDEX_TERM, line=node.lineno, column=node.col_offset + 1,
                                 context=reads.code(sum_node))
     return None
