@@ -186,6 +186,14 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
             for call, fn, kernel_fq, via in handed:
                 classifier.at(fn, call)
                 facts.launches.append(self.handed_launch(call, fn, kernel_fq, via, classifier))
+        counted = {c for la in facts.launches for a in la.args for c in a.counts}
+        for c in facts.calls:  # link.py matches counts and tensors of launches only
+            for a in c.args:
+                a.counts, a.tensor_root = [], None
+        for la in facts.launches:  # a tensor's binding matters only where some count is of it
+            for a in la.args:
+                if a.tensor_root is not None and a.tensor_root not in counted:
+                    a.tensor_root = None
         facts.imports = dict(w.imports)
         for qual, value, scope in w.alias_values:
             inner = _unwrap_alias(value)

@@ -65,6 +65,9 @@ class ParamFacts:
     default: str | None = None  # source text of the default, None if none
     pointer: bool = False  # used as a pointer in the body (base of loads/stores)
     uses: list[ParamUse] = field(default_factory=list)
+    # the kernel loads values through it and uses them as integers (an offset of an address, a loop
+    # bound, a comparison with a program id or an offset): the first such use; None otherwise
+    index_load: ParamUse | None = None
 
     @property
     def is_constexpr(self) -> bool:
@@ -82,12 +85,15 @@ class ParamFacts:
             "default": self.default,
             "pointer": self.pointer,
             "uses": [u.to_dict() for u in self.uses],
+            "index_load": self.index_load.to_dict() if self.index_load is not None else None,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ParamFacts":
         obj = _load(cls, data)
         obj.uses = [ParamUse.from_dict(u) for u in data.get("uses", [])]
+        got = data.get("index_load")
+        obj.index_load = ParamUse.from_dict(got) if isinstance(got, dict) else None
         return obj
 
 
@@ -252,6 +258,12 @@ class ArgFacts:
     # the inference rules (provenance/rules.py) the class rests on, outermost first: a finding's
     # confidence follows from them
     rules: list[str] = field(default_factory=list)
+    # an element count resting on the element-count guess: the tensors it counts, and (on a tensor
+    # argument) the tensor it passes, as "<function>:<name>" (the local or parameter read, through
+    # views and slices of one bound once). link.py matches them within the file: a count of a tensor
+    # that a kernel uses as an index (ParamFacts.index_load) is an index count (rule index-count)
+    counts: list[str] = field(default_factory=list)
+    tensor_root: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

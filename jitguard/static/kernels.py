@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import ast
 
-from jitguard.static.facts import KernelFacts, ParamFacts
+from jitguard.static.facts import USE_ADDRESS, USE_LOOP_BOUND, KernelFacts, ParamFacts, ParamUse
 from jitguard.static.names import is_triton_name, qualified
 from jitguard.static.param_uses import analyze_uses
 from jitguard.static.scopes import Scope
 
 DNS = "do_not_specialize"
+_HELPER_LEVELS = 3  # jit helpers calling helpers: the codebases measured go 2 deep
 DNSOA = "do_not_specialize_on_alignment"
 
 
@@ -67,6 +68,7 @@ class KernelDiscovery:
     # ---- discovery ----
     def discover(self) -> list[KernelFacts]:
         out: list[KernelFacts] = []
+        self._handed: dict[int, dict[str, list]] = {}  # id(kernel) -> the pointers it hands to helpers
         decorated: set[int] = set()
         for st, scope, info in self.walker.functions:
             jit_dec = jit_call = autotune = None
@@ -101,7 +103,51 @@ class KernelDiscovery:
             out.append(self.kernel(fn, f"{prefix}.{name}" if prefix else name, name, "call", stmt.lineno,
                                    jit_call, autotune, heuristics, stmt))
         out.sort(key=lambda k: (k.decorator_line, k.line))
+        self.handed_index_loads(out)
         return out
+
+    def handed_index_loads(self, kernels: list[KernelFacts]) -> None:
+        """A pointer a kernel hands to a jit helper of this file (``helper(p)``) whose parameter the
+        helper loads integers through is one the kernel loads integers through too (through helpers
+        of helpers, up to a few levels); so is one whose loaded values it hands to a helper that uses
+        that parameter in an address or as a loop bound (``helper(tl.load(p + i))``)."""
+        if not self._handed:
+            return
+        helpers: dict[str, KernelFacts] = {}
+        for k in kernels:
+            helpers.setdefault(k.function, k)
+
+        def param_of(k, callee, where):
+            h = helpers.get(callee)
+            if h is None or h is k:
+                return None
+            if isinstance(where, int):
+                return h.params[where] if where < len(h.params) else None
+            return h.param(where)
+
+        for _ in range(_HELPER_LEVELS):
+            changed = False
+            for k in kernels:
+                pointers, values = self._handed.get(id(k), ({}, {}))
+                for p in k.params:
+                    if p.index_load is not None:
+                        continue
+                    for callee, where in pointers.get(p.name, ()):
+                        hp = param_of(k, callee, where)
+                        if hp is not None and hp.index_load is not None:
+                            u = hp.index_load
+                            p.index_load = ParamUse(u.kind, u.line, u.column, f"in {callee}: {u.context}")
+                            break
+                    for callee, where in values.get(p.name, ()) if p.index_load is None else ():
+                        hp = param_of(k, callee, where)
+                        u = next((u for u in hp.uses if u.kind in (USE_ADDRESS, USE_LOOP_BOUND)), None) \
+                            if hp is not None and not hp.is_constexpr else None
+                        if u is not None:
+                            p.index_load = ParamUse(u.kind, u.line, u.column, f"in {callee}: {u.context}")
+                            break
+                    changed = changed or p.index_load is not None
+            if not changed:
+                break
 
     def unwrap(self, call: ast.Call, scope: Scope):
         """``[autotune(...)(][heuristics(...)(]triton.jit[(kw)](fn[, kw])...`` -> (fn name, jit call
@@ -139,11 +185,12 @@ class KernelDiscovery:
             if text is not None:
                 kind = "constexpr" if text.split(".")[-1].split("[")[0].strip() == "constexpr" else "typed"
             params.append(ParamFacts(arg.arg, i, kind, text, self.short(dflt) if dflt is not None else None))
-        uses, pointers = analyze_uses(fn, [p.name for p in params], self.src.segment,
-                                      frozenset(p.name for p in params if p.is_constexpr))
+        got = analyze_uses(fn, [p.name for p in params], self.src.segment,
+                           frozenset(p.name for p in params if p.is_constexpr))
         for p in params:
-            p.uses = uses.get(p.name, [])
-            p.pointer = p.name in pointers and not p.is_constexpr
+            p.uses = got.uses.get(p.name, [])
+            p.pointer = p.name in got.pointers and not p.is_constexpr
+            p.index_load = got.index_loads.get(p.name)
         k = KernelFacts(
             qualname=f"{self.module}.{local_qual}" if self.module else local_qual,
             name=name,
@@ -185,4 +232,6 @@ class KernelDiscovery:
         if stmt is not None:
             lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
         k.suppressed_lines = sorted(lines)
+        if got.handed or got.loaded_handed:
+            self._handed[id(k)] = (got.handed, got.loaded_handed)
         return k

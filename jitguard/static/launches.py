@@ -13,6 +13,9 @@ from jitguard.static.provenance import Classifier, FunctionInfo, int_literal
 from jitguard.static.provenance.syntax import own_returns
 
 
+_SCALARS = frozenset({"int", "float", "bool", "none", "str"})
+
+
 def _unwrap_alias(value: ast.AST) -> ast.AST | None:
     """``y`` / ``a.b`` / ``wrap(...)(y)`` / ``wrap(y)``: the Name/Attribute being aliased."""
     for _ in range(6):
@@ -301,6 +304,8 @@ class LaunchExtraction:
             entry=self.entry_ref(prov),
             bucketed=prov.bucket and prov.entry is not None,
             rules=list(dict.fromkeys(prov.rules)),
+            counts=list(prov.counted) if "element-count" in prov.rules else [],
+            tensor_root=classifier.tensor_root(node, fn) if prov.vtype not in _SCALARS else None,
         )
 
     def entry_ref(self, prov) -> EntryRef | None:

@@ -8,9 +8,11 @@ from typing import NamedTuple
 
 from jitguard.findings import Finding
 from jitguard.static.facts import (
-    BUCKETED, METHOD_CALL, STABLE, UNKNOWN, VARYING, Accessor, CallFacts, EntryRef, FileFacts, KernelFacts,
+    BUCKETED, METHOD_CALL, STABLE, UNKNOWN, USE_ADDRESS, USE_COMPARE, USE_LOOP_BOUND, VARYING, Accessor, CallFacts,
+    EntryRef, FileFacts, KernelFacts,
 )
 from jitguard.static.names import reexport
+from jitguard.static.param_uses import INDEX_TERM
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.provenance.conventions import _WARMUP  # one warm-up test
 from jitguard.static.provenance.rules import limit
@@ -418,9 +420,57 @@ def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_n
                     continue
                 seen.add(id(hit[0]))
                 program.launches.append(_bind(la, f, hit[0], hit[1]))
+    _index_counts(program)
     if follow and any(f.calls for f in facts):
         _follow_entries(program, _Callers(facts, index, method_defs))
     return program
+
+
+_AS_INDEX = {USE_ADDRESS: "offsets of an address", USE_LOOP_BOUND: "loop bounds",
+             USE_COMPARE: "bounds of its program ids or offsets", INDEX_TERM: "terms of an index"}
+
+
+def _index_counts(program: Program) -> None:
+    """An element count resting on the element-count guess (``n = x.numel()``) of a tensor that the
+    same launch, or another launch in the same function, passes to a kernel parameter whose loaded
+    values the kernel uses as integers (ParamFacts.index_load): ``x`` is an index or metadata tensor
+    (slots, lengths, request indices), one entry per token or request times a small width, not
+    tokens times a model dim: rule index-count instead of element-count (and of count-times-dim)."""
+    bound: dict[int, list] = {}
+    for b in program.launches:
+        bound.setdefault(id(b.launch), []).append(b)
+    for b in program.launches:
+        for name, arg in list(b.args.items()):
+            if not arg.counts or "element-count" not in arg.rules:
+                continue
+            # this launch first, then the others of the file, in order
+            hit = None
+            for la in [b.launch] + [x for x in b.file.launches if x is not b.launch]:
+                if la.function != b.launch.function:
+                    continue
+                for other in ([b] if la is b.launch else bound.get(id(la), ())):
+                    hit = next(((other, p, a) for p, a in other.args.items()
+                                if a.tensor_root in arg.counts and (q := other.kernel.param(p)) is not None
+                                and q.index_load is not None), None)
+                    if hit is not None:
+                        break
+                if hit is not None:
+                    break
+            if hit is None:
+                continue
+            other, pname, tensor = hit
+            use = other.kernel.param(pname).index_load
+            where = "" if other.launch is b.launch else f" at launch line {other.launch.line}"
+            why = (f"element count of an index tensor: {other.kernel.name}{where} loads through {pname} and uses "
+                   f"the values as {_AS_INDEX.get(use.kind, 'integers')} (line {use.line} `{use.context}`)")
+            rules = [("index-count" if r == "element-count" else r) for r in arg.rules if r != "count-times-dim"]
+            evidence = list(arg.evidence)
+            head, _, said = evidence[-1].partition(": ") if evidence else ("", "", "")
+            if said.startswith("element count of"):
+                evidence[-1] = f"{head}: {why}"  # the count's own step (the innermost), which said "of an activation"
+            else:
+                evidence.append(f"{tensor.text}: {why}")
+            b.args[name] = replace(arg, rules=rules, evidence=evidence)
 
 
 def _silenced(codes: list[str] | None, code: str) -> bool:

@@ -137,6 +137,13 @@ _ALL = (
           "tokens too (a guess); read by hand on the six codebases measured (2026-12-01) the guess was right 13 times "
           "in 20: persistent tables and [tokens, 16-aligned dim] activations are as common as per-call counts, so a "
           "finding resting on it is never above low (where the code shows the rank: `shown-rank`)", name_only=True),
+    _rule("index-count", "VARYING", CONVENTIONAL, "`x.numel()` of a tensor (or of what it views) that the same "
+          "launch, or another launch in the same function, passes to a kernel parameter whose loaded values the "
+          "kernel (or a jit helper of its file it hands the pointer to) uses as integers (an offset of another "
+          "address, a loop bound, a comparison with a program id or an offset; not a bitcast): an index or metadata tensor (slots, lengths, request indices), one entry per token or request "
+          "times a small width, not tokens times a 16-aligned model dim, so its count is a per-call count like the "
+          "leading-dim guess (a convention still: the tensor could be a persistent table); loads only feeding "
+          "arithmetic, stored values or `tl.dot` leave it `element-count`"),
     _rule("rows-of-count", "VARYING", CONVENTIONAL, "`x.numel() // d`, `d` a size fixed for the model and not a "
           "literal (`x.shape[-1]`, `hidden`), divides the model dims back out of an element count: the rows left are "
           "the leading-dim guess, not the element-count one"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from jitguard.static.facts import STABLE, UNKNOWN, VARYING, Accessor, EntryRef
+from jitguard.static.names import dotted
 from jitguard.static.provenance.bindings import FunctionInfo
 from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, strong_stable, weight_like
 from jitguard.static.provenance.syntax import _call_name, int_literal
@@ -22,6 +23,10 @@ _TRANSPOSES = {"t", "T", "mT", "transpose", "permute", "swapaxes", "movedim"}
 _TENSOR_READS = {"stride", "data_ptr", "element_size", "is_contiguous", "contiguous", "numel", "storage_offset"}
 _NEVER = 1 << 30  # no depth: the parameter was never found weight-like (or not) yet
 _TENSOR_OWN_TENSORS = {"data", "grad", "real", "imag", "T", "mT", "H", "mH", "shape"}
+# what keeps the elements of the tensor it is called on (tensor_root: the count of either is of them)
+_VIEWS = _SAME | _TRANSPOSES | {"view", "reshape", "flatten", "ravel", "squeeze", "unsqueeze", "narrow",
+                                "select", "expand", "as_strided", "view_as"}
+_ROOT_DEPTH = 8  # views of views of views: the codebases measured stay under 4
 
 
 class TensorLayouts:
@@ -256,17 +261,50 @@ class TensorLayouts:
         shown = self.shown_dims(t, fn, depth)
         if shown is not None and shown is not _CYCLE:
             return _product(label, shown[1], shown[0], "shown-rank")
+        root = self.tensor_root(t, fn)
+        counted = (root,) if root is not None else ()
         if self.multi_dim(t, fn) or self.copy_multi_dim(t, fn):
             return Prov(VARYING, "int", (f"{label}: element count of an activation of 2 or more dims "
                                          f"(tokens times model dims, by convention a multiple of 16)",), guess=True,
-                        rules=("count-times-dim", "element-count"))
+                        rules=("count-times-dim", "element-count"), counted=counted)
         passed = self.multi_dim_passed(t, fn)
         if passed is not None:
             return Prov(VARYING, "int", (f"{label}: element count of a tensor of 2 or more dims: {passed} "
                                          f"(tokens times model dims, by convention a multiple of 16)",), guess=True,
-                        rules=("count-times-dim", "shown-rank", "element-count"))
+                        rules=("count-times-dim", "shown-rank", "element-count"), counted=counted)
         return Prov(VARYING, "int", (f"{label}: element count of an activation",), guess=True,
-                    rules=("element-count",))
+                    rules=("element-count",), counted=counted)
+
+    def tensor_root(self, t: ast.AST, fn, depth: int = 0) -> str | None:
+        """The binding a tensor expression reads, as ``"<function>:<name>"``: a local or parameter
+        (``x``, ``x.view(-1)``, ``x[:, 0]``, ``x.contiguous()``), or an attribute path off one
+        (``meta.slots``); a local bound once to a view, slice or copy of another is that one's
+        (``flat = x.flatten()``). None for anything else (a call's result, a module constant)."""
+        while depth <= _ROOT_DEPTH:
+            depth += 1
+            if isinstance(t, ast.Call) and isinstance(t.func, ast.Attribute) and t.func.attr in _VIEWS:
+                t = t.func.value
+            elif isinstance(t, ast.Subscript):
+                t = t.value
+            elif isinstance(t, ast.Attribute) and t.attr not in _TENSOR_OWN_TENSORS - {"data"}:
+                path = dotted(t)
+                if path is None:
+                    return None
+                owner, where = self.lookup(path[0], fn)
+                return f"{owner.qual}:{'.'.join(path)}" if where in ("assign", "param") else None
+            elif isinstance(t, ast.Name):
+                owner, where = self.lookup(t.id, fn)
+                if where not in ("assign", "param"):
+                    return None
+                entries = owner.assigns.get(t.id, []) if where == "assign" else []
+                if len(entries) == 1 and entries[0].kind == "expr" and entries[0].node is not None \
+                        and t.id not in self.names_in(entries[0].node) and _is_view(entries[0].node):
+                    t, fn = entries[0].node, owner
+                    continue
+                return f"{owner.qual}:{t.id}"
+            else:
+                return None
+        return None
 
     def rows_of_count(self, e: ast.BinOp, left: Prov, right: Prov, out: Prov, fn) -> Prov:
         """``x.numel() // d`` with ``d`` a size fixed for the model, not written in the code
@@ -892,7 +930,7 @@ def _product(label: str, how: str, dims: list[Prov], rule: str) -> Prov:
     a model dim where a dim fixed for the model (or unknown and innermost) multiplies a varying one."""
     j = join(dims)
     out = Prov(j.cls, "int", (f"{label}: {how}",) + j.evidence, div16=any(x.div16 for x in dims),
-               rules=(rule,) + tuple(r for r in j.rules if r != rule))
+               rules=(rule,) + tuple(r for r in j.rules if r != rule), counted=j.counted)
     if out.cls == VARYING and not out.div16 and counted_times_dim(dims, j):
         out = out.by("count-times-dim")
     return out
@@ -907,6 +945,18 @@ def counted_times_dim(dims: list[Prov], count: Prov) -> bool:
         if model_dim(x, count, inner=after):
             return True
         after = after or x.cls == VARYING
+    return False
+
+
+def _is_view(node: ast.AST) -> bool:
+    """A view, slice or copy of a tensor read off a name (``x.view(-1)``, ``x[:, 0]``, ``x.int()``)."""
+    for _ in range(_ROOT_DEPTH):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS:
+            node = node.func.value
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        else:
+            return isinstance(node, (ast.Name, ast.Attribute)) and dotted(node) is not None
     return False
 
 

@@ -22,6 +22,9 @@ class Prov(NamedTuple):
     bucket: bool = False  # UNKNOWN resting on an entry parameter, bucketed here: BUCKETED if it varies
     # the inference rules (provenance/rules.py) the class rests on, outermost first
     rules: tuple[str, ...] = ()
+    # the tensors (``TensorLayouts.tensor_root`` keys) whose element count the value is, where that
+    # count rests on the element-count guess: link.py asks the kernels they are passed to
+    counted: tuple[str, ...] = ()
 
     def why(self, text: str, *rules: str) -> "Prov":
         """The same value, one step further out: ``text`` says the step, ``rules`` the rules it applies."""
@@ -58,7 +61,7 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
             vtype = "unknown"
     return Prov(best.cls, vtype, best.evidence, div16, best.by_name, best.guess, entry,
                 best.bucket if best.entry is not None else any(p.bucket and p.entry == entry for p in items),
-                best.rules)
+                best.rules, best.counted)
 
 
 # the rules by which a fixed value is a model dimension or configured size (not a literal)
