@@ -201,6 +201,9 @@ def test_a_warm_text_scan_imports_neither_the_engine_nor_the_worker_pool(tree):
     import sys
 
     tmp_path, params = tree
+    # files changed within the racy margin are re-read, and vouched for by a rewritten index, once they
+    # settle: a warm scan writes nothing only for a settled tree, so wait until the files are
+    time.sleep(cache_mod.RACY_MARGIN_NS / 1e9 + 0.2)
     code = ("import sys, runpy\n"
             "sys.argv = ['jitguard', 'scan', 'src', '-j', '1', '--cache-dir', 'cache']\n"
             "try:\n    runpy.run_module('jitguard', run_name='__main__')\n"
