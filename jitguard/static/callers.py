@@ -17,6 +17,8 @@ _LIBRARY_ROOTS = frozenset(getattr(sys, "stdlib_module_names", ())) | {
     "torch", "triton", "numpy", "np", "jax", "cupy", "einops", "transformers", "pytest", "typing_extensions",
     "tl", "libdevice",
 }
+# The base class of a custom autograd function, as imports resolve it.
+_AUTOGRAD_FUNCTION = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
 # A custom op's name in a registration: "op", "ns::op", "ns::op.overload".
 _OP_NAME = re.compile(r"(?:([A-Za-z_]\w*)::)?([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)?\Z")
 # Decorators that register the decorated function under a plain op name ("op"); with "ns::op"
@@ -39,6 +41,7 @@ class CallerFacts:
             arg = self.arg(a, classifier, fn, position=position)
             del arg.evidence[4:]
             arg.layout = self.layout(a, classifier, fn, arg)
+            arg.weight = self.weight_arg(a, classifier, fn, arg)
             cf.args.append(arg)
             position += 1
         for kw in call.keywords:
@@ -48,6 +51,7 @@ class CallerFacts:
             arg = self.arg(kw.value, classifier, fn, keyword=kw.arg)
             del arg.evidence[4:]
             arg.layout = self.layout(kw.value, classifier, fn, arg)
+            arg.weight = self.weight_arg(kw.value, classifier, fn, arg)
             cf.args.append(arg)
         return cf
 
@@ -73,6 +77,59 @@ class CallerFacts:
         if not any(x.provenance in (VARYING, BUCKETED) for x in out.dims + out.strides):
             return None
         return out
+
+    def weight_arg(self, node: ast.AST, classifier: Classifier, fn, arg: ArgFacts) -> bool:
+        """The argument is a weight-like tensor (by its name, or because every caller in this module
+        passes one): an entry parameter's leading dim there is fixed for the model (link.py)."""
+        if arg.value_type not in ("tensor", "unknown") or not isinstance(node, (ast.Name, ast.Attribute, ast.Call)):
+            return False
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" \
+                and node.attr in self.state_attributes():
+            return False  # self.x rebound by a method: state of the step, not the model's
+        return bool(classifier.tensor(node, fn, 0)[2])
+
+    def state_attributes(self) -> frozenset[str]:
+        """``self.x`` the module's methods other than constructors assign (``self.routing_map =
+        routing_map`` in a per-step method): per-call state the object keeps, not a weight."""
+        got = getattr(self, "_state_attributes", None)
+        if got is None:
+            out = set()
+            for st, _, info in self.walker.functions:
+                if info.class_name is None or st.name in ("__init__", "__post_init__", "__new__"):
+                    continue
+                for node in ast.walk(st):
+                    targets = node.targets if isinstance(node, ast.Assign) else \
+                        [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else ()
+                    for t in targets:
+                        for x in ast.walk(t):
+                            if isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) and x.value.id == "self":
+                                out.add(x.attr)
+            got = self._state_attributes = frozenset(out)
+        return got
+
+    # ---- torch.autograd.Function: Fn.apply(a, b) runs Fn.forward(ctx, a, b) ----
+    def autograd_forward(self, func: ast.AST, scope: Scope) -> str | None:
+        """``Fn.apply`` with ``Fn`` a module-level class of this module deriving from
+        ``torch.autograd.Function`` and defining ``forward``: ``Fn.forward`` (rule autograd-apply)."""
+        if not (isinstance(func, ast.Attribute) and func.attr == "apply" and isinstance(func.value, ast.Name)):
+            return None
+        q = qualified(func.value, scope)
+        if not q or q[0][1] != LOCAL:
+            return None
+        cls = self.walker.classes.get(q[0][0])
+        if cls is None or not any(t in _AUTOGRAD_FUNCTION for b in cls.bases for t in self.fq(b, scope)):
+            return None
+        target = f"{cls.name}.forward"
+        return target if target in self.walker.info.functions else None
+
+    @staticmethod
+    def apply_call(call: ast.Call, forward) -> ast.Call:
+        """``Fn.apply(a, b)`` as the call of ``Fn.forward(ctx, a, b)`` it makes: a placeholder takes
+        the place of ``ctx`` (a static ``forward`` counts it among its positions)."""
+        if forward.is_method:
+            return call
+        ctx = ast.copy_location(ast.Constant(value=None), call)
+        return ast.copy_location(ast.Call(func=call.func, args=[ctx] + list(call.args), keywords=call.keywords), call)
 
     # ---- launchers: functions that return a launch's grid and keyword arguments ----
     def instance_call(self, func: ast.AST, scope: Scope) -> str | None:

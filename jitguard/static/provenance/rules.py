@@ -153,7 +153,9 @@ _ALL = (
           "count (`_, n_tokens, d = x.shape`): a stack of layers or blocks over the tokens, so the leading-dim guess "
           "and the code's own reading disagree and the guess is no evidence", name_only=True),
     _rule("constant-tensor", "STABLE", STRUCTURAL, "a tensor built from constants (`torch.arange(<literals>)`, "
-          "`torch.tensor([1, 2])`), and whatever is selected from it or views it, has sizes fixed in the code"),
+          "`torch.tensor([1, 2])`), and whatever is selected from it or views it, has sizes fixed in the code; so does a "
+          "module-level name bound once to one and never rebound nor mutated (the module's own self-check passing "
+          "`a = torch.tensor([1, 2])`)"),
     _rule("model-dim", "STABLE", CONVENTIONAL, "a non-leading dim of a tensor of unknown origin is a model dimension"),
     _rule("existing-stride", "STABLE", CONVENTIONAL, "a stride of a tensor of unknown layout is a product of trailing "
           "model dims"),
@@ -209,6 +211,17 @@ _ALL = (
           levels=(4, "each level re-reads callers' files; past 4 levels no finding was added on vLLM"),
           sites=(50, "as for local callers: a function called from more than 50 sites is a utility"),
           chain=(8, "the chain shown is cut at 8 steps; the rules cited are all kept")),
+    _rule("caller-fixed-leading", "STABLE", STRUCTURAL, "the leading dim guessed to vary (`leading-dim`) of a tensor "
+          "that is, handed down unchanged through the module's callers (itself, `.contiguous()`, `.to()`, `*_like`, "
+          "`ctx.saved_tensors`), an entry parameter's, is fixed when every caller in other modules passes a "
+          "weight-like tensor (not a `self.x` that a method other than the constructor rebinds: state of the "
+          "step, `self.routing_map = routing_map`), one laid out with a fixed leading dim, or an entry parameter of its own for which "
+          "the same holds: structure overturns the guess; one caller passing anything else, or none known, keeps it",
+          levels=(4, "as for caller-elsewhere: each level re-reads callers' files")),
+    _rule("autograd-apply", "binds", STRUCTURAL, "`Fn.apply(a, b)` with `Fn` a `torch.autograd.Function` subclass "
+          "of the module calls `Fn.forward(ctx, a, b)`, and `ctx.saved_tensors` in `Fn.backward` holds, element i, "
+          "argument i of the one `ctx.save_for_backward(...)` in `forward`: callers' layouts and weight-ness pass "
+          "through"),
     _rule("method-by-name", "binds", CONVENTIONAL, "`obj.m(...)` with the object's class unknown binds to the method "
           "`m` by its name, when few files define `m` and the definition nearest the call wins",
           defining_files=(3, "a method name defined in more than 3 files is generic (`forward`, `run`)"),

@@ -40,6 +40,9 @@ class TensorLayouts:
                     got = self._returned_tensor(t.id, entries[0], owner, d)
                     if got is not None:
                         return got
+                    saved = self.saved_tensor(entries[0], owner)
+                    if saved is not None:
+                        return self.tensor(saved[0], saved[1], d)
                 if 1 <= len(entries) <= _BRANCHES and all(e.kind == "expr" for e in entries):
                     key = (id(owner), "tensor:" + t.id)
                     if key in self._busy:
@@ -87,6 +90,17 @@ class TensorLayouts:
                     return dims, strides, w, t.id
             if where == "param":
                 return self._param_value(owner, t.id, d)
+            if where == "module" and t.id not in self.info.rebound and t.id not in self.info.filled:
+                # a module-level tensor bound once (`a = torch.tensor([1, 2])` in the module's own
+                # self-check): its layout is that of its value
+                key = (0, "tensor:" + t.id)
+                if key not in self._busy:
+                    self._busy.add(key)
+                    try:
+                        dims, strides, w, _ = self.tensor(self.info.constants[t.id], None, d)
+                    finally:
+                        self._busy.discard(key)
+                    return dims, strides, w or weight_like(t), t.id
             return None, None, weight_like(t), t.id
         if isinstance(t, ast.IfExp):
             # `a.view(...) if c else a`: either value (a None branch is no tensor, left out)
@@ -519,6 +533,91 @@ class TensorLayouts:
             ("local-caller", "recursive-caller") if len(outside) < len(callers) else ("local-caller",))
         return True
 
+    # ---- torch.autograd.Function: what backward's ctx.saved_tensors holds ----
+    def saved_tensor(self, en, fn: FunctionInfo | None) -> tuple[ast.AST, FunctionInfo] | None:
+        """``a, b = ctx.saved_tensors`` in ``Fn.backward(ctx, ...)``: element i is argument i of the
+        ``ctx.save_for_backward(...)`` call of ``Fn.forward(ctx, ...)`` (its one such call, no
+        starred arguments), with ``forward`` (rule autograd-apply)."""
+        node = en.node
+        if fn is None or fn.name != "backward" or fn.class_name is None or en.index is None \
+                or not (isinstance(node, ast.Attribute) and node.attr == "saved_tensors"
+                        and isinstance(node.value, ast.Name) and node.value.id == _first_param(fn.node)):
+            return None
+        forward = self.info.functions.get(f"{fn.qual.rsplit('.', 1)[0]}.forward")
+        ctx = _first_param(forward.node) if forward is not None else None
+        if ctx is None:
+            return None
+        saves = [c for c in self.walk_of(forward.node, ast.Call)
+                 if isinstance(c.func, ast.Attribute) and c.func.attr == "save_for_backward"
+                 and isinstance(c.func.value, ast.Name) and c.func.value.id == ctx]
+        if len(saves) != 1 or saves[0].keywords or any(isinstance(a, ast.Starred) for a in saves[0].args) \
+                or en.index >= len(saves[0].args):
+            return None
+        return saves[0].args[en.index], forward
+
+    # ---- the leading dim of an entry parameter's tensor, handed down unchanged ----
+    def handed_entry(self, t: ast.AST, fn: FunctionInfo | None, depth: int = 0) -> EntryRef | None:
+        """``t.shape[0]`` where ``t`` is, unchanged (itself, ``.contiguous()``, ``.to(...)``,
+        ``*_like(...)``, through ``ctx.saved_tensors``), the tensor an entry parameter of a
+        module-level function holds, every caller in the module on the way handing it down so (or
+        passing a weight-like tensor): that parameter's ``.shape[0]``, for link.py to ask callers in
+        other modules (rule caller-elsewhere). None where a path leads elsewhere."""
+        while isinstance(t, ast.Call):
+            name = _call_name(t.func)
+            if isinstance(t.func, ast.Attribute) and name in _SAME and name not in ("view_as", "type_as"):
+                t = t.func.value
+            elif name in _LIKE and t.args:
+                t = t.args[0]
+            else:
+                return None
+        if not isinstance(t, ast.Name) or fn is None or depth > _CALLER_DEPTH:
+            return None
+        owner, where = self.lookup(t.id, fn)
+        if owner is None:
+            return None
+        key = (id(owner), "handed:" + t.id)
+        if key in self._tensor_memo:
+            return self._tensor_memo[key]
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        out = None
+        try:
+            if where == "assign":
+                entries = owner.assigns[t.id]
+                if len(entries) == 1 and entries[0].kind == "expr":
+                    out = self.handed_entry(entries[0].node, owner, depth + 1)
+                elif len(entries) == 1 and entries[0].kind == "item":
+                    saved = self.saved_tensor(entries[0], owner)
+                    out = self.handed_entry(saved[0], saved[1], depth + 1) if saved is not None else None
+            elif where == "param" and owner.params[t.id].kind != "star":
+                p = owner.params[t.id]
+                callers = self.info.calls.get(owner.qual, [])
+                if not callers:
+                    if owner.parent is None and owner.class_name is None and not weight_like(t):
+                        out = EntryRef(owner.qual, t.id, p.index, Accessor("shape", 0))
+                elif len(callers) <= _LAYOUT_CALLERS:
+                    refs = set()
+                    for call, caller in callers:
+                        if caller is owner:
+                            continue  # f(x.t()) inside f hands on what f was given (recursive-caller)
+                        arg = self.arg_for(call, p)
+                        if arg is None or isinstance(arg, str):
+                            refs = None
+                            break
+                        if self.tensor(arg, caller, depth + 10)[2]:
+                            continue  # a weight-like tensor: fixed on that path
+                        got = self.handed_entry(arg, caller, depth + 1)
+                        if got is None:
+                            refs = None
+                            break
+                        refs.add(got)
+                    out = refs.pop() if refs and len(refs) == 1 else None
+        finally:
+            self._busy.discard(key)
+        self._tensor_memo[key] = out
+        return out
+
     def weight_why(self, t: ast.AST, fn) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(evidence, rules) for a parameter found weight-like through its callers, not its name."""
         if not isinstance(t, ast.Name) or fn is None:
@@ -585,7 +684,7 @@ class TensorLayouts:
                 return Prov(VARYING, "int", (f"{label}{at}: leading dimension of {tdesc}, but {inner_use}",),
                             guess=True, rules=("conflicting-layout", "leading-dim"))
             return Prov(VARYING, "int", (f"{label}{at}: leading (token/batch) dimension of {tdesc}",), guess=True,
-                        rules=("leading-dim",))
+                        rules=("leading-dim",), entry=self.handed_entry(t, fn))
         if named == VARYING and ndim == 4 and idx in (1, -3):
             # B, T, H, D = q.shape: the position of a batch-first layout and the name agree
             return Prov(VARYING, "int", (f"{label}{at}: the sequence dimension of a batch-first [B, T, H, D] layout",),
@@ -842,6 +941,13 @@ class TensorLayouts:
         if p.kind == "star" or self.info.calls.get(owner.qual) or weight_like(t):
             return None
         return EntryRef(owner.qual, t.id, p.index, accessor)
+
+
+def _first_param(fn_node: ast.AST) -> str | None:
+    """The name of a function's first positional parameter (``ctx`` of an autograd function)."""
+    a = fn_node.args
+    ordered = list(a.posonlyargs) + list(a.args)
+    return ordered[0].arg if ordered else None
 
 
 def _contiguous(dims: list[Prov]) -> list[Prov]:

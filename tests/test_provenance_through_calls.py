@@ -1,0 +1,167 @@
+"""Weight-ness and layouts through calls: ``Fn.apply`` of a ``torch.autograd.Function`` binds to its
+``forward`` (and ``ctx.saved_tensors`` to what ``forward`` saved), the leading dim of an entry
+parameter's tensor is fixed when every caller in other modules passes a fixed one, and a module-level
+tensor bound once has the layout of its value. Random identifiers: structure, not names, decides."""
+from __future__ import annotations
+
+import random
+
+from tests._static_util import MASKED_KERNEL, pairs, rand_ident, scan
+
+
+def _names(rng: random.Random) -> dict[str, str]:
+    keys = ("k", "n", "launch", "helper", "entry", "cls", "attr", "x", "t", "u", "g", "layer", "other")
+    return {key: rand_ident(rng, key[0]) for key in keys}
+
+
+# a wrapper of the kernel reading the leading dim of the tensor it is handed
+_LAUNCH = """
+def {launch}({t}):
+    {u} = {t}.shape[0]
+    {k}[(1,)]({t}, {u}, BLOCK=16)
+"""
+
+_AUTOGRAD = MASKED_KERNEL + _LAUNCH + """
+import torch
+
+class {cls}({base}):
+    @staticmethod
+    def forward(ctx, {x}, {t}):
+        ctx.save_for_backward({t})
+        return {launch}({t}.contiguous())
+
+    @staticmethod
+    def backward(ctx, {g}):
+        ({t},) = ctx.saved_tensors
+        return {launch}({t}), None
+
+class {layer}:
+    def run(self, {x}):
+        return {cls}.apply({x}, {passed})
+"""
+
+
+def test_autograd_apply_binds_to_forward_and_saved_tensors_to_backward():
+    rng = random.Random()
+    for _ in range(5):
+        n = _names(rng)
+        weight = {"m": _AUTOGRAD.format(**n, base="torch.autograd.Function", passed=f"self.{n['attr']}")}
+        # every path (forward, and backward through ctx.saved_tensors) hands on the object's tensor
+        assert not pairs(scan(weight)), weight
+        # a tensor nothing is known of: the leading-dim guess stands
+        unknown = {"m": _AUTOGRAD.format(**n, base="torch.autograd.Function", passed=n["x"])}
+        assert ("JG001", n["k"], n["n"]) in pairs(scan(unknown))
+        # a class that is no autograd function: .apply is some other method, nothing is bound
+        plain = {"m": _AUTOGRAD.format(**n, base="object", passed=f"self.{n['attr']}")}
+        assert ("JG001", n["k"], n["n"]) in pairs(scan(plain))
+
+
+def test_saved_tensors_take_the_forward_s_saved_arguments_in_order():
+    rng = random.Random()
+    n = _names(rng)
+    src = MASKED_KERNEL + _LAUNCH + """
+import torch
+
+class {cls}(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, {x}, {t}):
+        ctx.save_for_backward({x}, {t})
+        return {x}
+
+    @staticmethod
+    def backward(ctx, {g}):
+        {x}, {t} = ctx.saved_tensors
+        return {launch}({saved}), None
+
+class {layer}:
+    def run(self, {x}):
+        return {cls}.apply({x}, self.{attr})
+"""
+    # element 1 is the object's tensor; element 0 the per-call input
+    assert not pairs(scan({"m": src.format(**n, saved=n["t"])}))
+    assert ("JG001", n["k"], n["n"]) in pairs(scan({"m": src.format(**n, saved=n["x"])}))
+
+
+_OPS = MASKED_KERNEL + _LAUNCH + """
+def {helper}({t}):
+    return {launch}({t}.contiguous())
+
+def {entry}({x}, {t}):
+    return {helper}({t})
+"""
+_CALLER = """
+from pkg.ops import {entry}
+
+class {layer}:
+    def forward(self, {x}, {g}):
+        return {entry}({x}, {passed})
+"""
+
+
+def test_the_leading_dim_of_an_entry_tensor_is_fixed_when_every_caller_elsewhere_passes_a_weight():
+    rng = random.Random()
+    for _ in range(5):
+        n = _names(rng)
+        ops = _OPS.format(**n)
+
+        def callers(*passed: str) -> dict[str, str]:
+            out = {"pkg.ops": ops}
+            for i, p in enumerate(passed):
+                out[f"pkg.layer{i}"] = _CALLER.format(**n, passed=p)
+            return out
+
+        finding = ("JG001", n["k"], n["n"])
+        # handed down through two helpers of the module, unchanged: the callers elsewhere decide
+        assert not pairs(scan(callers(f"self.{n['attr']}")))
+        assert not pairs(scan(callers(f"self.{n['attr']}", f"self.{n['other']}")))
+        # one caller passes a tensor nothing is known of: the guess stands
+        assert finding in pairs(scan(callers(f"self.{n['attr']}", n["g"])))
+        assert finding in pairs(scan(callers(n["g"])))
+        # no caller anywhere: the guess stands
+        assert finding in pairs(scan({"pkg.ops": ops}))
+
+
+def test_an_attribute_a_method_rebinds_is_state_of_the_step_not_a_weight():
+    rng = random.Random()
+    n = _names(rng)
+    ops = _OPS.format(**n)
+    caller = _CALLER.format(**n, passed=f"self.{n['attr']}")
+    assert not pairs(scan({"pkg.ops": ops, "pkg.layer": caller}))
+    # the object keeps the step's tensor: `self.x = x` in a method other than the constructor
+    rebinds = caller + f"\n    def prepare(self, {n['t']}):\n        self.{n['attr']} = {n['t']}\n"
+    assert ("JG001", n["k"], n["n"]) in pairs(scan({"pkg.ops": ops, "pkg.layer": rebinds}))
+    # set once in the constructor: held for the model's life
+    held = caller + f"\n    def __init__(self, {n['t']}):\n        self.{n['attr']} = {n['t']}\n"
+    assert not pairs(scan({"pkg.ops": ops, "pkg.layer": held}))
+
+
+def test_a_slice_on_the_way_down_keeps_the_guess():
+    rng = random.Random()
+    n = _names(rng)
+    ops = (MASKED_KERNEL + _LAUNCH + """
+def {entry}({x}, {t}):
+    return {launch}({t}[:{x}.shape[0]])
+""").format(**n)
+    found = pairs(scan({"pkg.ops": ops, "pkg.layer": _CALLER.format(**n, passed=f"self.{n['attr']}")}))
+    assert ("JG001", n["k"], n["n"]) in found
+
+
+def test_a_module_level_tensor_bound_once_has_the_layout_of_its_value():
+    rng = random.Random()
+    for _ in range(5):
+        n = _names(rng)
+        src = MASKED_KERNEL + """
+import torch
+
+def {launch}({t}):
+    {x} = torch.empty_like({t})
+    {u} = {x}.size(0)
+    {k}[(1,)]({x}, {u}, BLOCK=16)
+
+if __name__ == "__main__":
+    {g} = {value}
+    {launch}({g})
+"""
+        assert not pairs(scan({"m": src.format(**n, value="torch.tensor([1, 2])")}))
+        # a value of unknown layout: the leading-dim guess stands
+        assert ("JG001", n["k"], n["n"]) in pairs(scan({"m": src.format(**n, value=f"torch.load({n['other']})")}))
