@@ -45,12 +45,17 @@ class InferenceRule:
     # a finding citing it is never above "low" though the step is structural: what it gives is a few
     # variants per process, which warm-up covers, not a value that varies per call
     few_variants: bool = False
+    # the few values are what a guard before the launch leaves (messages say "bounded by a guard")
+    guard_bound: bool = False
+    # the values it leaves are of one value class: one compile as a plain int (JG001 does not report the
+    # value), like a bucket for a tl.constexpr (JG002 reports it as per call)
+    one_class: bool = False
 
 
 def _rule(id: str, gives: str, evidence: Evidence, reason: str, name_only: bool = False, few_variants: bool = False,
-          **limits: tuple[int, str]) -> InferenceRule:
+          guard_bound: bool = False, one_class: bool = False, **limits: tuple[int, str]) -> InferenceRule:
     return InferenceRule(id, gives, evidence, reason, name_only, {k: Limit(*v) for k, v in limits.items()},
-                         few_variants)
+                         few_variants, guard_bound, one_class)
 
 
 _ALL = (
@@ -257,13 +262,13 @@ _ALL = (
     _rule("range-guard", "STABLE / few variants", STRUCTURAL, "an early exit or assert that dominates the launch "
           "(`if E > C: return`, `assert E <= C`, `if E == 0: return`), C fixed in the code, bounds E: one value "
           "class is STABLE; a few values are a few variants each compiled on first use, reported at the low level "
-          "for warm-up to cover (values are taken for counts, >= 0)", few_variants=True,
+          "for warm-up to cover (values are taken for counts, >= 0)", few_variants=True, guard_bound=True,
           bound=(16, "an upper bound of 16 or less leaves at most 17 values, few enough to warm up; a bound like "
                  "`if n > MAX_TOKENS: raise` (thousands) leaves every value class and is no bound worth using")),
     _rule("range-one-class", "few variants", STRUCTURAL, "the same bounds leaving several values of one value class "
           "(`assert 2 <= m <= 8`): one compile as a plain int (JG001 does not report the value itself); a few values "
           "like a bucket for a `tl.constexpr`; arithmetic on it may span classes again and is reported at the low level",
-          few_variants=True),
+          few_variants=True, guard_bound=True, one_class=True),
     # ---- names (conventions)
     _rule("name-varying", "VARYING", CONVENTIONAL, "with nothing else known, a name like `num_tokens`, `batch_size`, "
           "`seq_len`, `M` says per-call", name_only=True),

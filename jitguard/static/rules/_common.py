@@ -65,9 +65,15 @@ def few_values(arg: ArgFacts) -> str | None:
     takes them, for a message; None for a per-call or a bucketed per-call value."""
     if arg.provenance != BUCKETED or not any(r in RULES and RULES[r].few_variants for r in arg.rules):
         return None
-    if "range-guard" in arg.rules or "range-one-class" in arg.rules:
+    if any(r in RULES and RULES[r].guard_bound for r in arg.rules):
         return "takes a few values (bounded by a guard before the launch)"
     return "takes the same few values each call, a few variants per process each compiled on first use"
+
+
+def one_class(arg: ArgFacts) -> bool:
+    """The value's class is decided by a step that leaves several values of one value class (a
+    ``one_class`` rule, provenance/rules.py): one compile as a plain int, like a bucket."""
+    return bool(arg.rules) and arg.rules[0] in RULES and RULES[arg.rules[0]].one_class
 
 
 def varying_hits(program: Program, accept, provenances=(VARYING,)) -> dict[tuple[int, str], list[tuple[BoundLaunch, ArgFacts]]]:

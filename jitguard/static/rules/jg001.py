@@ -8,7 +8,8 @@ from jitguard.static.facts import (
 from jitguard.static.program import Program
 from jitguard.static.rules import Invalid, Rule
 from jitguard.static.rules._common import (
-    arg_confidence, few_values, kernel_fix, launch_records, most_sure, source_of, uses_record, varying_hits, where,
+    arg_confidence, few_values, kernel_fix, launch_records, most_sure, one_class, source_of, uses_record, varying_hits,
+    where,
     where_used,
 )
 
@@ -40,7 +41,7 @@ def _accept(k, p, arg) -> bool:
         and arg.value_type in ("int", "unknown")
         and not arg.div16
         # bounded by guards to several values of one value class: one compile as a plain int
-        and not (arg.rules and arg.rules[0] == "range-one-class")
+        and not one_class(arg)
         # a bucketed autotune key is the fix JG003 suggests: its few values re-tune anyway
         and not (arg.provenance != VARYING and p.name in (k.autotune_key or ()))
     )

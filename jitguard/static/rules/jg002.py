@@ -6,7 +6,8 @@ from jitguard.static.facts import BUCKETED, USE_CALL, USE_CONSTEXPR, VARYING, Fi
 from jitguard.static.program import Program
 from jitguard.static.rules import Invalid, Rule
 from jitguard.static.rules._common import (
-    arg_confidence, constexpr_spelling, few_values, kernel_fix, launch_records, manual, most_sure, source_of, uses_record,
+    arg_confidence, constexpr_spelling, few_values, kernel_fix, launch_records, manual, most_sure, one_class, source_of,
+    uses_record,
     varying_hits,
     where_used,
 )
@@ -18,9 +19,9 @@ def _accept(k, p, arg) -> bool:
     # a constexpr is a deliberate choice: a name alone is not enough evidence that it varies
     # a few values per process (retry candidates, a held collection, a range guard): reported low, for
     # warm-up to cover; a value bucketed per call is what JG002 asks for, and so are several values of
-    # one value class (range-one-class: like a bucket)
+    # one value class (a one-class rule: like a bucket)
     return p.is_constexpr and p.name not in k.heuristics and arg.value_type in ("int", "unknown") and not arg.by_name \
-        and (arg.provenance == VARYING or (few_values(arg) is not None and arg.rules[0] != "range-one-class"))
+        and (arg.provenance == VARYING or (few_values(arg) is not None and not one_class(arg)))
 
 
 def fix_for(kfile: FileFacts, k: KernelFacts, p: ParamFacts) -> Fix:
