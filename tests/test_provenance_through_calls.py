@@ -165,3 +165,52 @@ if __name__ == "__main__":
         assert not pairs(scan({"m": src.format(**n, value="torch.tensor([1, 2])")}))
         # a value of unknown layout: the leading-dim guess stands
         assert ("JG001", n["k"], n["n"]) in pairs(scan({"m": src.format(**n, value=f"torch.load({n['other']})")}))
+
+
+def test_the_last_unconditional_reassignment_is_what_every_read_sees(tmp_path):
+    from tests.test_provenance_rules import _findings
+
+    body = """
+def w(x, lengths):
+    m = int(lengths.max()) + 3
+{between}    m = {rounded}
+    KERNEL[(1,)](x, m, BLOCK=64)
+"""
+    # rounded up to 16 after every other assignment: one value class, no finding
+    assert _findings(tmp_path, body.format(between="", rounded="round_up(m, 16)")) == {}
+    # the sum itself varies: the reassignment's class is the read's (no join with the earlier value)
+    assert list(_findings(tmp_path, body.format(between="", rounded="m * 2")).values()) == ["high"]
+    # a read between the two assignments sees the earlier value: the join stands
+    between = "    KERNEL[(1,)](x, m, BLOCK=64)\n"
+    assert list(_findings(tmp_path, body.format(between=between, rounded="round_up(m, 16)")).values()) == ["high"]
+    # under an `if` it may not run: both values reach the read
+    cond = """
+def w(x, lengths, c):
+    m = int(lengths.max()) + 3
+    if c:
+        m = round_up(m, 16)
+    KERNEL[(1,)](x, m, BLOCK=64)
+"""
+    assert list(_findings(tmp_path, cond).values()) == ["high"]
+
+
+def test_rounding_a_multiple_of_16_up_to_a_divisor_of_16_keeps_it_one(tmp_path):
+    from tests.test_provenance_rules import _findings
+
+    body = """
+def w(x, lengths, align):
+    m = round_up(int(lengths.max()), {step})
+    KERNEL[(1,)](x, round_up(m, {again}), BLOCK=64)
+"""
+    assert _findings(tmp_path, body.format(step=32, again=4)) == {}
+    # 24 does not divide 16: round_up(32k, 24) is a multiple of 24 only
+    assert list(_findings(tmp_path, body.format(step=32, again=24)).values()) == ["high"]
+    # an alignment the code does not fix, then a literal divisor of 16: the convention, low
+    assert list(_findings(tmp_path, body.format(step="align", again=4)).values()) == ["low"]
+    # an alignment that is a value nothing here tells of (another module's result): the convention too
+    other = """
+def w(x, lengths):
+    align = get_alignment()
+    KERNEL[(1,)](x, round_up(int(lengths.max()), align), BLOCK=64)
+"""
+    assert list(_findings(tmp_path, "from elsewhere import get_alignment\n" + other).values()) == ["low"]

@@ -127,6 +127,10 @@ _ALL = (
           depth=(60, "guards against pathological expressions; chains in the codebases measured stay under 25"),
           branches=(4, "a tensor assigned in more than 4 places is taken as unknown: its layout is no longer one "
                     "thing to follow")),
+    _rule("last-reassignment", "carries", STRUCTURAL, "`x = f(x)` as a statement of the function's own body (not "
+          "under an `if`, a loop or a `try`), after every other assignment of `x` and before every read of it outside "
+          "its own right-hand side, is the value every read sees: its class alone, not the most varying of all "
+          "the assignments (`M = a + b` then `M = round_up(M, 16)`: one value class)"),
     # ---- tensor dims and strides
     _rule("leading-dim", "VARYING", CONVENTIONAL, "the leading dim of a tensor of unknown origin is taken for its "
           "token or batch dim (a guess)"),
@@ -241,14 +245,17 @@ _ALL = (
           "different value classes between sites gives a few variants per process, each compiled on first use: "
           "reported as that, at the low level, for warm-up to cover"),
     _rule("multiple-of-16", "div16", STRUCTURAL, "a value that is always a multiple of 16 (a factor of 16, "
-          "`round_up(v, 16)`, a count times a 16-aligned dim) is one value class however it varies"),
+          "`round_up(v, 16)`, a count times a 16-aligned dim; `round_up(v, 4)` of a multiple of 16 is v) is one "
+          "value class however it varies"),
     _rule("count-times-dim", "div16", CONVENTIONAL, "a varying count times model dims (`x.numel()` of a tensor of "
           "unknown origin whose non-leading dims the code reads, a stride over a varying dim and fixed trailing ones "
           "that are not literals, the layout of a tensor allocated or copied with `*_like` from such dims, "
           "`rows * (x.numel() // rows)`) is by convention a multiple of 16 whenever those dims are: one value class, so a "
           "finding resting on it is never above low (other arithmetic on it, `x.numel() - 1`, is a count again)", name_only=True),
-    _rule("aligned-round-up", "div16", CONVENTIONAL, "`round_up(v, a)` is a multiple of `a`; with `a` not a literal, "
-          "alignments are by convention multiples of 16: a finding resting on it is never above low", name_only=True),
+    _rule("aligned-round-up", "div16", CONVENTIONAL, "`round_up(v, a)` is a multiple of `a`; with `a` not a literal "
+          "and not varying (fixed, or a value nothing here tells of: a helper's or another module's result), "
+          "alignments are by convention multiples of 16: a finding resting on it is never above low; "
+          "`round_up(v, k)` of such a value with k a literal dividing 16 is v itself", name_only=True),
     # ---- guards before the launch
     _rule("alignment-guard", "div16", STRUCTURAL, "an `assert E % K == 0` (or `if E % K: raise/return`) that dominates "
           "the launch, K fixed in the code and a multiple of 16, makes E and what flows from it (`E * c`, `E // c` "
