@@ -136,7 +136,8 @@ _ALL = (
           "token or batch dim (a guess)"),
     _rule("sequence-dim", "VARYING", CONVENTIONAL, "in a 4-d unpacking `B, T, H, D = q.shape` the second dim, named "
           "like a per-call size, is the sequence dim of a batch-first layout: position and name agree (a guess, like "
-          "the leading one)"),
+          "the leading one); not where the same unpacking names the leading dim a sequence length "
+          "(`max_seqlen, batch_size, h, d = q.shape`: sequence-first, the second dim is then taken by its name alone)"),
     _rule("element-count", "VARYING", CONVENTIONAL, "`x.numel()` of a tensor of unknown origin and rank counts its "
           "tokens too (a guess); read by hand on the six codebases measured (2026-12-01) the guess was right 13 times "
           "in 20: persistent tables and [tokens, 16-aligned dim] activations are as common as per-call counts, so a "

@@ -685,7 +685,7 @@ class TensorLayouts:
                             guess=True, rules=("conflicting-layout", "leading-dim"))
             return Prov(VARYING, "int", (f"{label}{at}: leading (token/batch) dimension of {tdesc}",), guess=True,
                         rules=("leading-dim",), entry=self.handed_entry(t, fn))
-        if named == VARYING and ndim == 4 and idx in (1, -3):
+        if named == VARYING and ndim == 4 and idx in (1, -3) and not self.sequence_first(t, fn, line):
             # B, T, H, D = q.shape: the position of a batch-first layout and the name agree
             return Prov(VARYING, "int", (f"{label}{at}: the sequence dimension of a batch-first [B, T, H, D] layout",),
                         guess=True, rules=("sequence-dim",))
@@ -696,6 +696,20 @@ class TensorLayouts:
             return Prov(UNKNOWN, "int", (f"{label}{at}: index not a literal",))
         return Prov(STABLE, "int", (f"{label}{at}: non-leading dimension (a model dimension)",), rules=("model-dim",),
                     entry=self.layout_entry(t, fn, Accessor("shape", idx)))
+
+    @staticmethod
+    def sequence_first(t: ast.AST, fn, line: int) -> bool:
+        """In the same unpacking of ``t``'s shape the leading target is named a sequence length
+        (``max_seqlen, batch_size, h, d = q.shape``): an [S, B, H, D] layout by the code's own
+        naming, so the second dim is no sequence dim (rule sequence-dim)."""
+        if fn is None:
+            return False
+        for name, entries in fn.assigns.items():
+            for en in entries:
+                if en.kind == "dim" and en.node is t and en.index == 0 and en.line == line:
+                    low = name.lower()
+                    return "seq" in low or "len" in low or name in ("S", "T", "L")
+        return False
 
     def stride(self, t, idx, fn, depth) -> Prov:
         dims, strides, weight, desc = self.tensor(t, fn, depth)
