@@ -214,3 +214,26 @@ def w(x, lengths):
     KERNEL[(1,)](x, round_up(int(lengths.max()), align), BLOCK=64)
 """
     assert list(_findings(tmp_path, "from elsewhere import get_alignment\n" + other).values()) == ["low"]
+
+
+def test_a_scan_of_a_tree_reads_the_callers_elsewhere_of_a_guessed_leading_dim(tmp_path):
+    """The runner reads the files calling the entry function (they define no kernel), as it does for
+    values: the scan of the tree, not only the linked facts, drops the guess."""
+    from jitguard.config import Config
+    from jitguard.static.runner import scan_paths
+
+    rng = random.Random()
+    n = _names(rng)
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ops.py").write_text(_OPS.format(**n))
+
+    def found(passed: str) -> set:
+        (pkg / "layer.py").write_text(_CALLER.format(**n, passed=passed))
+        result = scan_paths([str(tmp_path)], Config(select=("JG",), root=str(tmp_path), confidence="low"),
+                            jobs=1, use_cache=False)
+        return pairs(result.findings)
+
+    assert not found(f"self.{n['attr']}")
+    assert ("JG001", n["k"], n["n"]) in found(n["g"])
