@@ -10,6 +10,7 @@ import sys
 from jitguard.static.facts import BUCKETED, UNKNOWN, VARYING, ArgFacts, CallFacts, LayoutItem, TensorLayout
 from jitguard.static.names import IMPORT, LOCAL, Scope, qualified, resolve_relative
 from jitguard.static.provenance import Classifier
+from jitguard.static.provenance.conventions import weight_like
 
 # Callees from these packages are never wrappers of the scanned code's kernels: their calls are not
 # recorded for the cross-module following of entry parameters.
@@ -78,15 +79,20 @@ class CallerFacts:
             return None
         return out
 
-    def weight_arg(self, node: ast.AST, classifier: Classifier, fn, arg: ArgFacts) -> bool:
-        """The argument is a weight-like tensor (by its name, or because every caller in this module
-        passes one): an entry parameter's leading dim there is fixed for the model (link.py)."""
+    def weight_arg(self, node: ast.AST, classifier: Classifier, fn, arg: ArgFacts) -> str:
+        """What the argument's leading dim is by the object that holds it, for an entry parameter's
+        leading dim there (link.py): "weight" for a tensor named like a weight (or that every caller
+        in this module passes weight-like), "held" for another tensor the object holds (``self.buf``:
+        as fixed as the object), "" otherwise: not a ``self.x`` a method rebinds (state of the step)
+        nor a field of a record class (a per-batch object)."""
         if arg.value_type not in ("tensor", "unknown") or not isinstance(node, (ast.Name, ast.Attribute, ast.Call)):
-            return False
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" \
-                and node.attr in self.state_attributes():
-            return False  # self.x rebound by a method: state of the step, not the model's
-        return bool(classifier.tensor(node, fn, 0)[2])
+            return ""
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            record = self.walker.info.records.get(fn.class_name) if fn is not None and fn.class_name else None
+            if node.attr in self.state_attributes() or (record is not None and node.attr in record.fields):
+                return ""
+            return "weight" if weight_like(ast.Name(id=node.attr)) else "held"
+        return "weight" if classifier.tensor(node, fn, 0)[2] else ""
 
     def state_attributes(self) -> frozenset[str]:
         """``self.x`` the module's methods other than constructors assign (``self.routing_map =

@@ -261,7 +261,7 @@ class _Callers:
         sites = [(c, f) for c, f in sites if not _WARMUP.search(c.function or f.module or "")]
         out = None
         if sites and len(sites) <= _SITES:
-            first, used = None, []
+            first, used, held = None, [], False
             for c, f in sites:
                 a = _arg_at(c, ref.param, ref.position)
                 if a is None:
@@ -269,13 +269,17 @@ class _Callers:
                 got = layout_item(a, ref.accessor)
                 if got is not None and got.provenance == STABLE and not got.by_name:
                     why, rules = got.evidence, got.rules
-                elif got is None and getattr(a, "weight", False):
+                elif got is None and getattr(a, "weight", "") == "weight":
                     why, rules = (f"{a.text}: a weight-like tensor, fixed for the model",), ("weight-like",)
+                elif got is None and getattr(a, "weight", "") == "held":
+                    held = True
+                    why, rules = (f"{a.text}: a tensor the object holds, as fixed as the object",), ("held-leading",)
                 elif got is None and _plain_entry(a, f):
                     deeper = self.fixed_everywhere(a.entry.with_accessor(ref.accessor), depth + 1)
                     if deeper is None:
                         return None
                     why, rules = deeper.evidence, deeper.rules
+                    held = held or deeper.provenance == BUCKETED
                 else:
                     return None
                 used += [r for r in rules if r not in used]
@@ -283,7 +287,10 @@ class _Callers:
                     where = f"{short}({ref.param}={a.text}) called in {c.function or f.module} ({f.path}:{c.line})"
                     more = f" and {len(sites) - 1} more caller{'s' if len(sites) > 2 else ''}" if len(sites) > 1 else ""
                     first = (where + more,) + tuple(why)
-            out = CallerValue(STABLE, first, False, False, "int", ("caller-fixed-leading",) + tuple(r for r in used if r != "caller-fixed-leading"))
+            # one caller's tensor is held by an object, not named a weight: a few variants per process
+            out = CallerValue(BUCKETED if held else STABLE, first, False, False, "int",
+                              ("held-leading",) * held + ("caller-fixed-leading",)
+                              + tuple(r for r in used if r not in ("caller-fixed-leading", "held-leading")))
         self.memo[key] = out
         return out
 
@@ -356,7 +363,7 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
                 # the leading dim guessed to vary, of a tensor every caller elsewhere passes fixed
                 got = callers.fixed_everywhere(arg.entry)
                 if got is not None:
-                    b.args[name] = replace(arg, provenance=STABLE, evidence=[arg.evidence[0]] + list(got.evidence)[:_CHAIN - 1]
+                    b.args[name] = replace(arg, provenance=got.provenance, evidence=[arg.evidence[0]] + list(got.evidence)[:_CHAIN - 1]
                                            if arg.evidence else list(got.evidence)[:_CHAIN], guess=False, div16=False,
                                            rules=list(got.rules) + [r for r in arg.rules if r not in got.rules])
                 continue

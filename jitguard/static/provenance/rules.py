@@ -221,13 +221,18 @@ _ALL = (
           levels=(4, "each level re-reads callers' files; past 4 levels no finding was added on vLLM"),
           sites=(50, "as for local callers: a function called from more than 50 sites is a utility"),
           chain=(8, "the chain shown is cut at 8 steps; the rules cited are all kept")),
-    _rule("caller-fixed-leading", "STABLE", STRUCTURAL, "the leading dim guessed to vary (`leading-dim`) of a tensor "
-          "that is, handed down unchanged through the module's callers (itself, `.contiguous()`, `.to()`, `*_like`, "
-          "`ctx.saved_tensors`), an entry parameter's, is fixed when every caller in other modules passes a "
-          "weight-like tensor (not a `self.x` that a method other than the constructor rebinds: state of the "
-          "step, `self.routing_map = routing_map`), one laid out with a fixed leading dim, or an entry parameter of its own for which "
-          "the same holds: structure overturns the guess; one caller passing anything else, or none known, keeps it",
+    _rule("caller-fixed-leading", "STABLE", CONVENTIONAL, "the leading dim guessed to vary (`leading-dim`) of a "
+          "tensor that is, handed down unchanged through the module's callers (itself, `.contiguous()`, `.to()`, "
+          "`*_like`, `ctx.saved_tensors`), an entry parameter's, is fixed when every caller in other modules passes "
+          "a tensor named like a weight (`W`, `self.weight_packed`, `kv_cache`: the `weight-like` convention), one "
+          "laid out with a fixed leading dim, or an entry parameter of its own for which the same holds; one caller "
+          "passing anything else, or none known, keeps the guess",
           levels=(4, "as for caller-elsewhere: each level re-reads callers' files")),
+    _rule("held-leading", "few variants", CONVENTIONAL, "in `caller-fixed-leading`, a caller passing a tensor an "
+          "object holds (`self.buf`, its name not a weight's) fixes the leading dim only as much as the object: one "
+          "value per instance (a plan or buffer per CUDA-graph size), a few variants per process, reported at the low "
+          "level; not a `self.x` a method other than the constructor rebinds, nor a field of a record class (a "
+          "per-batch object): those keep the guess", few_variants=True),
     _rule("autograd-apply", "binds", STRUCTURAL, "`Fn.apply(a, b)` with `Fn` a `torch.autograd.Function` subclass "
           "of the module calls `Fn.forward(ctx, a, b)`, and `ctx.saved_tensors` in `Fn.backward` holds, element i, "
           "argument i of the one `ctx.save_for_backward(...)` in `forward`: callers' layouts and weight-ness pass "
