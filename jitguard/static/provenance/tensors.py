@@ -133,9 +133,10 @@ class TensorLayouts:
                 dims = [Prov(STABLE, "int", (f"{self.code(t)}: a selection from a tensor built from constants",),
                              rules=("constant-tensor",))]
                 return dims, _contiguous(dims), w, desc
-            first = t.slice.elts[0] if isinstance(t.slice, ast.Tuple) and t.slice.elts else t.slice
-            if isinstance(first, ast.Slice) and (first.upper is not None or first.lower is not None):
-                # buf[:n] of a persistent buffer: its leading dim is n, which may vary
+            parts = t.slice.elts if isinstance(t.slice, ast.Tuple) else [t.slice]
+            if any(isinstance(p, ast.Slice) and (p.upper is not None or p.lower is not None) for p in parts):
+                # buf[:n] of a persistent buffer: its leading dim is n, which may vary; so is that of
+                # buf[i, a:b] (the row's slice is the result's leading dim)
                 return None, None, False, self.code(t)
             return None, None, w, desc
         if isinstance(t, ast.Call):
