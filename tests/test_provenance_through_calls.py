@@ -253,3 +253,23 @@ def test_a_scan_of_a_tree_reads_the_callers_elsewhere_of_a_guessed_leading_dim(t
 
     assert not found(f"self.weight_{n['attr']}")
     assert ("JG001", n["k"], n["n"]) in found(n["g"])
+
+
+def test_a_middle_minus_one_kept_apart_from_a_guessed_leading_dim_is_not_a_model_dim(tmp_path):
+    from tests.test_provenance_rules import _findings
+
+    body = """
+def w(v):
+    n = v.shape[0]
+    d = v.shape[-1]
+    v3 = v.reshape({shape})
+    {target} = v3.shape[1]
+    KERNEL[(1,)](v3, {target}, BLOCK=64)
+"""
+    # [n, -1, d]: the -1 holds v's middle dims, unknown: the name decides, low
+    assert list(_findings(tmp_path, body.format(shape="n, -1, d", target="n_tokens")).values()) == ["low"]
+    rng = random.Random()
+    assert _findings(tmp_path, body.format(shape="n, -1, d", target=rand_ident(rng))) == {}
+    # [n, -1]: the rest once the varying dim is kept apart, a model dim as before
+    body2 = body.replace("v3.shape[1]", "v3.shape[1]").replace("{shape}", "n, -1")
+    assert _findings(tmp_path, body2.format(target="n_tokens")) == {}

@@ -87,10 +87,15 @@ class CallerFacts:
         nor a field of a record class (a per-batch object)."""
         if arg.value_type not in ("tensor", "unknown") or not isinstance(node, (ast.Name, ast.Attribute, ast.Call)):
             return ""
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-            record = self.walker.info.records.get(fn.class_name) if fn is not None and fn.class_name else None
-            if node.attr in self.state_attributes() or (record is not None and node.attr in record.fields):
-                return ""
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(node, ast.Attribute) and isinstance(root, ast.Name) and root.id == "self":
+            # self.x / self.states.x: held by the object
+            if isinstance(node.value, ast.Name):
+                record = self.walker.info.records.get(fn.class_name) if fn is not None and fn.class_name else None
+                if node.attr in self.state_attributes() or (record is not None and node.attr in record.fields):
+                    return ""
             return "weight" if weight_like(ast.Name(id=node.attr)) else "held"
         return "weight" if classifier.tensor(node, fn, 0)[2] else ""
 

@@ -364,7 +364,9 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
                 got = callers.fixed_everywhere(arg.entry)
                 if got is not None:
                     b.args[name] = replace(arg, provenance=got.provenance, evidence=[arg.evidence[0]] + list(got.evidence)[:_CHAIN - 1]
-                                           if arg.evidence else list(got.evidence)[:_CHAIN], guess=False, div16=False,
+                                           if arg.evidence else list(got.evidence)[:_CHAIN],
+                                           # held by an object: still the guess, as fixed as the object
+                                           guess=got.provenance == BUCKETED, div16=False,
                                            rules=list(got.rules) + [r for r in arg.rules if r not in got.rules])
                 continue
             if not arg.entry or (arg.provenance == VARYING and not arg.by_name):

@@ -182,7 +182,8 @@ _ALL = (
           "with the data"),
     _rule("allocated-layout", "carries", STRUCTURAL, "dims and strides of a tensor allocated in the code "
           "(`empty/zeros/full/new_*`, `*_like`, views, transposes, `as_strided`) follow from the sizes it was made "
-          "of; stride i is the product of the dims after i",
+          "of; stride i is the product of the dims after i; a -1 between kept dims (`v.reshape(n, -1, d)`) whose kept "
+          "varying dim is only the leading-dim guess absorbs middle dims nothing tells of (unknown)",
           depth=(80, "views of views rarely go past 10; the bound only stops cycles the memo misses")),
     _rule("shape-product", "carries", STRUCTURAL, "a loop over a tensor's dims (`for s in x.shape[1:]: n *= s`) takes "
           "dims, not counter values: non-leading ones are model dims, the whole shape includes the leading dim"),

@@ -218,7 +218,12 @@ class TensorLayouts:
                         dims.append(src_dims[at] if src_dims is not None and at >= 0 else
                                     Prov(UNKNOWN, "int", (f"-1 in {self.code(t)}: a dim of {desc}",)))
                     elif int_literal(x) == -1:
-                        if keeps_leading and src_dims is None:
+                        if keeps_leading and src_dims is None and 0 < pos < len(shape) - 1 \
+                                and all(o.guess for o in others if o.cls == VARYING):
+                            # V.reshape(N, -1, D), N only the guess that V's leading dim varies: the -1
+                            # absorbs V's middle dims, which no convention tells of
+                            dims.append(Prov(UNKNOWN, "int", (f"-1 in {self.code(t)}: the middle dims of {desc}",)))
+                        elif keeps_leading and src_dims is None:
                             dims.append(Prov(STABLE, "int", (f"-1 in {self.code(t)}: the rest of {desc} once its varying dimension is kept apart",),
                                              rules=("model-dim",)))
                         elif src_dims is not None and keeps_leading and len(src_dims) >= 2 \
