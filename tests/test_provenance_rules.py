@@ -243,6 +243,10 @@ def w(q):
     assert list(_findings(tmp_path, body.format(a="B", b="H", c="T", d="D", pick="T")).values()) == ["low"]
     # a model dim at that position (its name does not say per-call): not reported
     assert _findings(tmp_path, body.format(a="B", b="H", c="T", d="D", pick="H")) == {}
+    # the leading dim named a sequence length: sequence-first [S, B, H, D], the second dim by its name alone
+    assert list(_findings(tmp_path, body.format(a="max_seqlen", b="batch_size", c="H", d="D", pick="batch_size")
+                          ).values()) == ["low"]
+    assert list(_findings(tmp_path, body.format(a="S", b="bs", c="H", d="D", pick="bs")).values()) == ["low"]
 
 
 def test_a_kernel_and_its_arguments_handed_to_a_launch_helper_as_a_dict(tmp_path):

@@ -185,6 +185,10 @@ def test_slices_of_persistent_buffers_and_per_token_weights_vary():
     assert provenance("{a} = self.buf[: x.shape[0]]\nARG = {a}.shape[0]", rng, params="self, x")[0] == VARYING
     assert provenance("ARG = topk_weights.shape[0]", rng, params="x, topk_weights")[0] == VARYING
     assert provenance("ARG = self.buf.shape[0]", rng, params="self, x")[0] == STABLE
+    # a row of it sliced, buf[i, a:b]: the slice is the result's leading dim
+    assert provenance("{a} = self.buf[i0, lo:hi]\nARG = {a}.shape[0]", rng, params="self, x, i0, lo, hi")[0] == VARYING
+    # a row of it, whole: the trailing dims are the buffer's
+    assert provenance("{a} = self.buf[i0]\nARG = {a}.shape[0]", rng, params="self, x, i0")[0] == STABLE
 
 
 def test_cache_capacities_are_fixed():

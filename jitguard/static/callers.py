@@ -10,6 +10,7 @@ import sys
 from jitguard.static.facts import BUCKETED, UNKNOWN, VARYING, ArgFacts, CallFacts, LayoutItem, TensorLayout
 from jitguard.static.names import IMPORT, LOCAL, Scope, qualified, resolve_relative
 from jitguard.static.provenance import Classifier
+from jitguard.static.provenance.conventions import weight_like
 
 # Callees from these packages are never wrappers of the scanned code's kernels: their calls are not
 # recorded for the cross-module following of entry parameters.
@@ -17,6 +18,8 @@ _LIBRARY_ROOTS = frozenset(getattr(sys, "stdlib_module_names", ())) | {
     "torch", "triton", "numpy", "np", "jax", "cupy", "einops", "transformers", "pytest", "typing_extensions",
     "tl", "libdevice",
 }
+# The base class of a custom autograd function, as imports resolve it.
+_AUTOGRAD_FUNCTION = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
 # A custom op's name in a registration: "op", "ns::op", "ns::op.overload".
 _OP_NAME = re.compile(r"(?:([A-Za-z_]\w*)::)?([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)?\Z")
 # Decorators that register the decorated function under a plain op name ("op"); with "ns::op"
@@ -39,6 +42,7 @@ class CallerFacts:
             arg = self.arg(a, classifier, fn, position=position)
             del arg.evidence[4:]
             arg.layout = self.layout(a, classifier, fn, arg)
+            arg.weight = self.weight_arg(a, classifier, fn, arg)
             cf.args.append(arg)
             position += 1
         for kw in call.keywords:
@@ -48,6 +52,7 @@ class CallerFacts:
             arg = self.arg(kw.value, classifier, fn, keyword=kw.arg)
             del arg.evidence[4:]
             arg.layout = self.layout(kw.value, classifier, fn, arg)
+            arg.weight = self.weight_arg(kw.value, classifier, fn, arg)
             cf.args.append(arg)
         return cf
 
@@ -73,6 +78,69 @@ class CallerFacts:
         if not any(x.provenance in (VARYING, BUCKETED) for x in out.dims + out.strides):
             return None
         return out
+
+    def weight_arg(self, node: ast.AST, classifier: Classifier, fn, arg: ArgFacts) -> str:
+        """What the argument's leading dim is by the object that holds it, for an entry parameter's
+        leading dim there (link.py): "weight" for a tensor named like a weight (or that every caller
+        in this module passes weight-like), "held" for another tensor the object holds (``self.buf``:
+        as fixed as the object), "" otherwise: not a ``self.x`` a method rebinds (state of the step)
+        nor a field of a record class (a per-batch object)."""
+        if arg.value_type not in ("tensor", "unknown") or not isinstance(node, (ast.Name, ast.Attribute, ast.Call)):
+            return ""
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(node, ast.Attribute) and isinstance(root, ast.Name) and root.id == "self":
+            # self.x / self.states.x: held by the object
+            if isinstance(node.value, ast.Name):
+                record = self.walker.info.records.get(fn.class_name) if fn is not None and fn.class_name else None
+                if node.attr in self.state_attributes() or (record is not None and node.attr in record.fields):
+                    return ""
+            return "weight" if weight_like(ast.Name(id=node.attr)) else "held"
+        return "weight" if classifier.tensor(node, fn, 0)[2] else ""
+
+    def state_attributes(self) -> frozenset[str]:
+        """``self.x`` the module's methods other than constructors assign (``self.routing_map =
+        routing_map`` in a per-step method): per-call state the object keeps, not a weight."""
+        got = getattr(self, "_state_attributes", None)
+        if got is None:
+            out = set()
+            for st, _, info in self.walker.functions:
+                if info.class_name is None or st.name in ("__init__", "__post_init__", "__new__"):
+                    continue
+                for node in ast.walk(st):
+                    targets = node.targets if isinstance(node, ast.Assign) else \
+                        [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else ()
+                    for t in targets:
+                        for x in ast.walk(t):
+                            if isinstance(x, ast.Attribute) and isinstance(x.value, ast.Name) and x.value.id == "self":
+                                out.add(x.attr)
+            got = self._state_attributes = frozenset(out)
+        return got
+
+    # ---- torch.autograd.Function: Fn.apply(a, b) runs Fn.forward(ctx, a, b) ----
+    def autograd_forward(self, func: ast.AST, scope: Scope) -> str | None:
+        """``Fn.apply`` with ``Fn`` a module-level class of this module deriving from
+        ``torch.autograd.Function`` and defining ``forward``: ``Fn.forward`` (rule autograd-apply)."""
+        if not (isinstance(func, ast.Attribute) and func.attr == "apply" and isinstance(func.value, ast.Name)):
+            return None
+        q = qualified(func.value, scope)
+        if not q or q[0][1] != LOCAL:
+            return None
+        cls = self.walker.classes.get(q[0][0])
+        if cls is None or not any(t in _AUTOGRAD_FUNCTION for b in cls.bases for t in self.fq(b, scope)):
+            return None
+        target = f"{cls.name}.forward"
+        return target if target in self.walker.info.functions else None
+
+    @staticmethod
+    def apply_call(call: ast.Call, forward) -> ast.Call:
+        """``Fn.apply(a, b)`` as the call of ``Fn.forward(ctx, a, b)`` it makes: a placeholder takes
+        the place of ``ctx`` (a static ``forward`` counts it among its positions)."""
+        if forward.is_method:
+            return call
+        ctx = ast.copy_location(ast.Constant(value=None), call)
+        return ast.copy_location(ast.Call(func=call.func, args=[ctx] + list(call.args), keywords=call.keywords), call)
 
     # ---- launchers: functions that return a launch's grid and keyword arguments ----
     def instance_call(self, func: ast.AST, scope: Scope) -> str | None:

@@ -123,6 +123,9 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
                     imported.append((call, fn, METHOD_CALL + func.attr))
             if callee is not None and callee in info.functions:
                 info.calls.setdefault(callee, []).append((call, fn))
+            elif (forward := self.autograd_forward(func, scope)) is not None:
+                # Fn.apply(a, b) calls Fn.forward(ctx, a, b): its arguments bind one place on
+                info.calls.setdefault(forward, []).append((self.apply_call(call, info.functions[forward]), fn))
         facts.custom_ops = self.op_registrations()
         if op_calls:
             # an op registered in this module binds like a local call (layouts, positions, keywords);

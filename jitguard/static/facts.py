@@ -255,6 +255,11 @@ class ArgFacts:
     # dim or stride of it varies: an entry parameter's ``p.shape[i]`` / ``p.stride(i)`` there is taken
     # from it (link.py)
     layout: TensorLayout | None = None
+    # at a call of another module's function, what fixes the tensor's leading dim: "weight" (named
+    # like a weight, or every caller in this module passes one: fixed), "held" (another tensor the
+    # object holds, ``self.buf``: as fixed as the object), "" (nothing): link.py reads it for an entry
+    # parameter's leading dim
+    weight: str = ""
     # the inference rules (provenance/rules.py) the class rests on, outermost first: a finding's
     # confidence follows from them
     rules: list[str] = field(default_factory=list)

@@ -21,6 +21,7 @@ from jitguard.static.provenance.value import _RANK  # one class order
 _LEVELS = limit("caller-elsewhere", "levels")
 _SITES = limit("caller-elsewhere", "sites")
 _CHAIN = limit("caller-elsewhere", "chain")
+_FIXED_LEVELS = limit("caller-fixed-leading", "levels")
 
 NON_OPTIONS = {"grid", "warmup"}
 
@@ -243,6 +244,58 @@ class _Callers:
         self.memo[key] = best
         return best
 
+    def fixed_everywhere(self, ref: EntryRef, depth: int = 0) -> CallerValue | None:
+        """``p.shape[0]`` of the entry parameter ``ref`` when every caller in other modules passes a
+        tensor whose leading dim is fixed: weight-like, or laid out with a fixed leading dim, or
+        handed on from an entry parameter of its own for which the same holds (rule
+        caller-elsewhere). None when one caller passes something else or the callers are unknown."""
+        if ref.accessor is None or depth > _FIXED_LEVELS:
+            return None
+        key = ("fixed", ref)
+        if key in self.memo:
+            return self.memo[key]
+        self.memo[key] = None  # a cycle fixes nothing
+        fq, short = ref.function, ref.function.rsplit(".", 1)[-1]
+        sites = self.sites.get(fq)
+        if sites is None:
+            sites = [x for k in self.by_leaf.get(short, ()) if k.endswith("." + fq) or fq.endswith("." + k)
+                     for x in self.sites[k]]
+        sites = [(c, f) for c, f in sites if not _WARMUP.search(c.function or f.module or "")]
+        out = None
+        if sites and len(sites) <= _SITES:
+            first, used, held = None, [], False
+            for c, f in sites:
+                a = _arg_at(c, ref.param, ref.position)
+                if a is None:
+                    return None
+                got = layout_item(a, ref.accessor)
+                if got is not None and got.provenance == STABLE and not got.by_name:
+                    why, rules = got.evidence, got.rules
+                elif got is None and getattr(a, "weight", "") == "weight":
+                    why, rules = (f"{a.text}: a weight-like tensor, fixed for the model",), ("weight-like",)
+                elif got is None and getattr(a, "weight", "") == "held":
+                    held = True
+                    why, rules = (f"{a.text}: a tensor the object holds, as fixed as the object",), ("held-leading",)
+                elif got is None and _plain_entry(a, f):
+                    deeper = self.fixed_everywhere(a.entry.with_accessor(ref.accessor), depth + 1)
+                    if deeper is None:
+                        return None
+                    why, rules = deeper.evidence, deeper.rules
+                    held = held or deeper.provenance == BUCKETED
+                else:
+                    return None
+                used += [r for r in rules if r not in used]
+                if first is None:
+                    where = f"{short}({ref.param}={a.text}) called in {c.function or f.module} ({f.path}:{c.line})"
+                    more = f" and {len(sites) - 1} more caller{'s' if len(sites) > 2 else ''}" if len(sites) > 1 else ""
+                    first = (where + more,) + tuple(why)
+            # one caller's tensor is held by an object, not named a weight: a few variants per process
+            out = CallerValue(BUCKETED if held else STABLE, first, False, False, "int",
+                              ("held-leading",) * held + ("caller-fixed-leading",)
+                              + tuple(r for r in used if r not in ("caller-fixed-leading", "held-leading")))
+        self.memo[key] = out
+        return out
+
     def method_callers(self, fq: str) -> list[tuple[CallFacts, FileFacts]]:
         """``obj.meth(...)`` calls that bind to the method ``fq`` = module.Class.meth: the tree defines
         few functions named ``meth`` (the runner's ``method_defs``), and of those this one is the
@@ -308,6 +361,16 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
     take the class of what callers in other modules pass: structure over names."""
     for b in program.launches:
         for name, arg in list(b.args.items()):
+            if _guessed_leading(arg):
+                # the leading dim guessed to vary, of a tensor every caller elsewhere passes fixed
+                got = callers.fixed_everywhere(arg.entry)
+                if got is not None:
+                    b.args[name] = replace(arg, provenance=got.provenance, evidence=[arg.evidence[0]] + list(got.evidence)[:_CHAIN - 1]
+                                           if arg.evidence else list(got.evidence)[:_CHAIN],
+                                           # held by an object: still the guess, as fixed as the object
+                                           guess=got.provenance == BUCKETED, div16=False,
+                                           rules=list(got.rules) + [r for r in arg.rules if r not in got.rules])
+                continue
             if not arg.entry or (arg.provenance == VARYING and not arg.by_name):
                 continue
             got = callers.resolve(arg.entry)
@@ -327,10 +390,23 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
             )
 
 
+def _guessed_leading(arg) -> bool:
+    """VARYING only as the guessed leading dim of an entry parameter's tensor (handed_entry): callers
+    elsewhere that all pass a fixed one make it STABLE."""
+    return arg.provenance == VARYING and arg.guess and not arg.by_name and arg.entry is not None \
+        and arg.entry.accessor is not None and arg.entry.accessor.kind == "shape"
+
+
+def leading_ref(ref: EntryRef) -> bool:
+    """``p.shape[0]`` of an entry parameter: asked of callers elsewhere only where its leading dim was
+    guessed to vary (``_guessed_leading``; layouts of model dims are read from files read anyway)."""
+    return ref.accessor is not None and ref.accessor.kind == "shape" and ref.accessor.index == 0
+
+
 def _unsettled(arg) -> bool:
     """An argument whose class callers elsewhere could still change."""
     return bool(arg.entry) and arg.value_type in ("int", "unknown") and \
-        not (arg.provenance == VARYING and not arg.by_name)
+        (not (arg.provenance == VARYING and not arg.by_name) or _guessed_leading(arg))
 
 
 def launch_entry_refs(facts: list[FileFacts]) -> set[EntryRef]:

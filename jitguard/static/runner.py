@@ -480,10 +480,13 @@ def scan_paths(
             methods = methods or _Methods(contents, by_module, word_index)
             # a layout asked of callers (p.shape[i] / p.stride(i)) is read from the files read anyway for
             # values (their calls of these names are recorded): reading more files for layouts cost ~20% of
-            # the cold scan on vLLM for one finding
-            plain = [r for r in refs if not methods.is_method(r) and r.accessor is None]
+            # the cold scan on vLLM for one finding. A guessed leading dim that callers elsewhere may fix
+            # (rule caller-fixed-leading) is asked of the files calling it, as values are
+            plain = [r for r in refs if not methods.is_method(r) and (r.accessor is None or _link.leading_ref(r))]
             # a call of f is "f(" (f imported) or "<its module's name>.f(" (ops.f), no object's method
-            quals = frozenset(r.function.split(".")[-2].encode() for r in plain if r.function.count(".") >= 1)
+            # (module names come from file names, which may hold bytes that are not UTF-8)
+            quals = frozenset(r.function.split(".")[-2].encode("utf-8", "surrogateescape")
+                              for r in plain if r.function.count(".") >= 1)
             matcher = prefilter.NameMatcher(r.function.rsplit(".", 1)[-1] for r in plain)
             # functions registered as PyTorch custom ops are called as torch.ops.<ns>.<op>(...)
             ops = prefilter.NameMatcher(op for r in refs if r.accessor is None

@@ -241,7 +241,14 @@ class Classifier(TensorLayouts, GuardedValues):
                 first = [self.entry(name, en, owner, depth) for en in entries if all(en is not o for o in own)]
                 if own and first:
                     self._memo[key] = join(first)
-                out = join(first + [self.entry(name, en, owner, depth) for en in own])
+                last = self.last_reassignment(name, entries, own, owner)
+                if last is not None:
+                    # x = f(x) unconditionally after every other assignment and before every read:
+                    # the reads see its value alone (it sees the earlier ones)
+                    out = self.entry(name, last, owner, depth).why(
+                        f"{name} as reassigned at line {last.line}, before every read", "last-reassignment")
+                else:
+                    out = join(first + [self.entry(name, en, owner, depth) for en in own])
             finally:
                 self._busy.discard(key)
                 self._memo.pop(key, None)
@@ -269,6 +276,27 @@ class Classifier(TensorLayouts, GuardedValues):
         if where == "import":
             return Prov(STABLE, "unknown", (f"{name}: imported constant",), rules=("imported-name",))
         return self.apply_name(name, Prov(UNKNOWN))
+
+    def last_reassignment(self, name: str, entries: list[Entry], own: list[Entry], fn: FunctionInfo) -> Entry | None:
+        """The ``name = f(name)`` statement of ``fn``'s own body (not under an ``if``, loop or ``try``)
+        that comes after every other assignment of ``name`` and before every read of it outside its
+        own right-hand side: what every read sees (rule last-reassignment). None otherwise."""
+        if len(entries) < 2 or not own:
+            return None
+        last = max(entries, key=lambda en: en.line)
+        if last.kind != "expr" or all(last is not o for o in own) \
+                or sum(en.line == last.line for en in entries) != 1:
+            return None
+        st = next((st for st in fn.node.body if isinstance(st, ast.Assign) and st.value is last.node
+                   and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)), None)
+        if st is None:
+            return None
+        inside = {id(n) for n in self.walk(st.value)}
+        end = st.end_lineno or st.lineno
+        for node in self.walk_of(fn.node, ast.Name):
+            if node.id == name and isinstance(node.ctx, ast.Load) and id(node) not in inside and node.lineno <= end:
+                return None
+        return last
 
     def entry(self, name: str, en: Entry, fn: FunctionInfo, depth: int) -> Prov:
         where = f"line {en.line}"
@@ -1086,8 +1114,13 @@ class Classifier(TensorLayouts, GuardedValues):
                 # math.ceil(n / BLOCK), int(a / b): a true division rounded to an int
                 out = out.as_type("int")
             if name in _ROUND_UP and len(parts) == 2:
-                out = out._replace(div16=parts[1].div16)
-                if out.cls == VARYING and not out.div16 and int_literal(args[1]) is None and parts[1].cls == STABLE:
+                step = int_literal(args[1])
+                # round_up(v, 4) of a multiple of 16 is v itself: it stays one
+                keeps = step is not None and 0 < step and 16 % step == 0
+                out = out._replace(div16=parts[1].div16 or (keeps and parts[0].div16))
+                if out.cls == VARYING and not out.div16 and step is None and parts[1].cls in (STABLE, UNKNOWN):
+                    out = out.by("aligned-round-up")
+                elif out.cls == VARYING and not out.div16 and keeps and "aligned-round-up" in parts[0].rules:
                     out = out.by("aligned-round-up")
             elif name in ("min", "max"):
                 # min(round_up(v, 64), cap): a multiple of 16, or the one fixed cap: the parts fixed

@@ -127,12 +127,17 @@ _ALL = (
           depth=(60, "guards against pathological expressions; chains in the codebases measured stay under 25"),
           branches=(4, "a tensor assigned in more than 4 places is taken as unknown: its layout is no longer one "
                     "thing to follow")),
+    _rule("last-reassignment", "carries", STRUCTURAL, "`x = f(x)` as a statement of the function's own body (not "
+          "under an `if`, a loop or a `try`), after every other assignment of `x` and before every read of it outside "
+          "its own right-hand side, is the value every read sees: its class alone, not the most varying of all "
+          "the assignments (`M = a + b` then `M = round_up(M, 16)`: one value class)"),
     # ---- tensor dims and strides
     _rule("leading-dim", "VARYING", CONVENTIONAL, "the leading dim of a tensor of unknown origin is taken for its "
           "token or batch dim (a guess)"),
     _rule("sequence-dim", "VARYING", CONVENTIONAL, "in a 4-d unpacking `B, T, H, D = q.shape` the second dim, named "
           "like a per-call size, is the sequence dim of a batch-first layout: position and name agree (a guess, like "
-          "the leading one)"),
+          "the leading one); not where the same unpacking names the leading dim a sequence length "
+          "(`max_seqlen, batch_size, h, d = q.shape`: sequence-first, the second dim is then taken by its name alone)"),
     _rule("element-count", "VARYING", CONVENTIONAL, "`x.numel()` of a tensor of unknown origin and rank counts its "
           "tokens too (a guess); read by hand on the six codebases measured (2026-12-01) the guess was right 13 times "
           "in 20: persistent tables and [tokens, 16-aligned dim] activations are as common as per-call counts, so a "
@@ -165,7 +170,9 @@ _ALL = (
           "count (`_, n_tokens, d = x.shape`): a stack of layers or blocks over the tokens, so the leading-dim guess "
           "and the code's own reading disagree and the guess is no evidence", name_only=True),
     _rule("constant-tensor", "STABLE", STRUCTURAL, "a tensor built from constants (`torch.arange(<literals>)`, "
-          "`torch.tensor([1, 2])`), and whatever is selected from it or views it, has sizes fixed in the code"),
+          "`torch.tensor([1, 2])`), and whatever is selected from it or views it, has sizes fixed in the code; so does a "
+          "module-level name bound once to one and never rebound nor mutated (the module's own self-check passing "
+          "`a = torch.tensor([1, 2])`)"),
     _rule("model-dim", "STABLE", CONVENTIONAL, "a non-leading dim of a tensor of unknown origin is a model dimension"),
     _rule("existing-stride", "STABLE", CONVENTIONAL, "a stride of a tensor of unknown layout is a product of trailing "
           "model dims"),
@@ -182,7 +189,8 @@ _ALL = (
           "with the data"),
     _rule("allocated-layout", "carries", STRUCTURAL, "dims and strides of a tensor allocated in the code "
           "(`empty/zeros/full/new_*`, `*_like`, views, transposes, `as_strided`) follow from the sizes it was made "
-          "of; stride i is the product of the dims after i",
+          "of; stride i is the product of the dims after i; a -1 between kept dims (`v.reshape(n, -1, d)`) whose kept "
+          "varying dim is only the leading-dim guess absorbs middle dims nothing tells of (unknown)",
           depth=(80, "views of views rarely go past 10; the bound only stops cycles the memo misses")),
     _rule("shape-product", "carries", STRUCTURAL, "a loop over a tensor's dims (`for s in x.shape[1:]: n *= s`) takes "
           "dims, not counter values: non-leading ones are model dims, the whole shape includes the leading dim"),
@@ -221,6 +229,22 @@ _ALL = (
           levels=(4, "each level re-reads callers' files; past 4 levels no finding was added on vLLM"),
           sites=(50, "as for local callers: a function called from more than 50 sites is a utility"),
           chain=(8, "the chain shown is cut at 8 steps; the rules cited are all kept")),
+    _rule("caller-fixed-leading", "STABLE", CONVENTIONAL, "the leading dim guessed to vary (`leading-dim`) of a "
+          "tensor that is, handed down unchanged through the module's callers (itself, `.contiguous()`, `.to()`, "
+          "`*_like`, `ctx.saved_tensors`), an entry parameter's, is fixed when every caller in other modules passes "
+          "a tensor named like a weight (`W`, `self.weight_packed`, `kv_cache`: the `weight-like` convention), one "
+          "laid out with a fixed leading dim, or an entry parameter of its own for which the same holds; one caller "
+          "passing anything else, or none known, keeps the guess",
+          levels=(4, "as for caller-elsewhere: each level re-reads callers' files")),
+    _rule("held-leading", "few variants", CONVENTIONAL, "in `caller-fixed-leading`, a caller passing a tensor an "
+          "object holds (`self.buf`, its name not a weight's) fixes the leading dim only as much as the object: one "
+          "value per instance (a plan or buffer per CUDA-graph size), a few variants per process, reported at the low "
+          "level; not a `self.x` a method other than the constructor rebinds, nor a field of a record class (a "
+          "per-batch object): those keep the guess", few_variants=True),
+    _rule("autograd-apply", "binds", STRUCTURAL, "`Fn.apply(a, b)` with `Fn` a `torch.autograd.Function` subclass "
+          "of the module calls `Fn.forward(ctx, a, b)`, and `ctx.saved_tensors` in `Fn.backward` holds, element i, "
+          "argument i of the one `ctx.save_for_backward(...)` in `forward`: callers' layouts and weight-ness pass "
+          "through"),
     _rule("method-by-name", "binds", CONVENTIONAL, "`obj.m(...)` with the object's class unknown binds to the method "
           "`m` by its name, when few files define `m` and the definition nearest the call wins",
           defining_files=(3, "a method name defined in more than 3 files is generic (`forward`, `run`)"),
@@ -235,14 +259,17 @@ _ALL = (
           "different value classes between sites gives a few variants per process, each compiled on first use: "
           "reported as that, at the low level, for warm-up to cover"),
     _rule("multiple-of-16", "div16", STRUCTURAL, "a value that is always a multiple of 16 (a factor of 16, "
-          "`round_up(v, 16)`, a count times a 16-aligned dim) is one value class however it varies"),
+          "`round_up(v, 16)`, a count times a 16-aligned dim; `round_up(v, 4)` of a multiple of 16 is v) is one "
+          "value class however it varies"),
     _rule("count-times-dim", "div16", CONVENTIONAL, "a varying count times model dims (`x.numel()` of a tensor of "
           "unknown origin whose non-leading dims the code reads, a stride over a varying dim and fixed trailing ones "
           "that are not literals, the layout of a tensor allocated or copied with `*_like` from such dims, "
           "`rows * (x.numel() // rows)`) is by convention a multiple of 16 whenever those dims are: one value class, so a "
           "finding resting on it is never above low (other arithmetic on it, `x.numel() - 1`, is a count again)", name_only=True),
-    _rule("aligned-round-up", "div16", CONVENTIONAL, "`round_up(v, a)` is a multiple of `a`; with `a` not a literal, "
-          "alignments are by convention multiples of 16: a finding resting on it is never above low", name_only=True),
+    _rule("aligned-round-up", "div16", CONVENTIONAL, "`round_up(v, a)` is a multiple of `a`; with `a` not a literal "
+          "and not varying (fixed, or a value nothing here tells of: a helper's or another module's result), "
+          "alignments are by convention multiples of 16: a finding resting on it is never above low; "
+          "`round_up(v, k)` of such a value with k a literal dividing 16 is v itself", name_only=True),
     # ---- guards before the launch
     _rule("alignment-guard", "div16", STRUCTURAL, "an `assert E % K == 0` (or `if E % K: raise/return`) that dominates "
           "the launch, K fixed in the code and a multiple of 16, makes E and what flows from it (`E * c`, `E // c` "

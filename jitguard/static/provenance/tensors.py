@@ -46,6 +46,9 @@ class TensorLayouts:
                     got = self._returned_tensor(t.id, entries[0], owner, d)
                     if got is not None:
                         return got
+                    saved = self.saved_tensor(entries[0], owner)
+                    if saved is not None:
+                        return self.tensor(saved[0], saved[1], d)
                 if 1 <= len(entries) <= _BRANCHES and all(e.kind == "expr" for e in entries):
                     key = (id(owner), "tensor:" + t.id)
                     if key in self._busy:
@@ -93,6 +96,17 @@ class TensorLayouts:
                     return dims, strides, w, t.id
             if where == "param":
                 return self._param_value(owner, t.id, d)
+            if where == "module" and t.id not in self.info.rebound and t.id not in self.info.filled:
+                # a module-level tensor bound once (`a = torch.tensor([1, 2])` in the module's own
+                # self-check): its layout is that of its value
+                key = (0, "tensor:" + t.id)
+                if key not in self._busy:
+                    self._busy.add(key)
+                    try:
+                        dims, strides, w, _ = self.tensor(self.info.constants[t.id], None, d)
+                    finally:
+                        self._busy.discard(key)
+                    return dims, strides, w or weight_like(t), t.id
             return None, None, weight_like(t), t.id
         if isinstance(t, ast.IfExp):
             # `a.view(...) if c else a`: either value (a None branch is no tensor, left out)
@@ -125,9 +139,10 @@ class TensorLayouts:
                 dims = [Prov(STABLE, "int", (f"{self.code(t)}: a selection from a tensor built from constants",),
                              rules=("constant-tensor",))]
                 return dims, _contiguous(dims), w, desc
-            first = t.slice.elts[0] if isinstance(t.slice, ast.Tuple) and t.slice.elts else t.slice
-            if isinstance(first, ast.Slice) and (first.upper is not None or first.lower is not None):
-                # buf[:n] of a persistent buffer: its leading dim is n, which may vary
+            parts = t.slice.elts if isinstance(t.slice, ast.Tuple) else [t.slice]
+            if any(isinstance(p, ast.Slice) and (p.upper is not None or p.lower is not None) for p in parts):
+                # buf[:n] of a persistent buffer: its leading dim is n, which may vary; so is that of
+                # buf[i, a:b] (the row's slice is the result's leading dim)
                 return None, None, False, self.code(t)
             return None, None, w, desc
         if isinstance(t, ast.Call):
@@ -209,7 +224,12 @@ class TensorLayouts:
                         dims.append(src_dims[at] if src_dims is not None and at >= 0 else
                                     Prov(UNKNOWN, "int", (f"-1 in {self.code(t)}: a dim of {desc}",)))
                     elif int_literal(x) == -1:
-                        if keeps_leading and src_dims is None:
+                        if keeps_leading and src_dims is None and 0 < pos < len(shape) - 1 \
+                                and all(o.guess for o in others if o.cls == VARYING):
+                            # V.reshape(N, -1, D), N only the guess that V's leading dim varies: the -1
+                            # absorbs V's middle dims, which no convention tells of
+                            dims.append(Prov(UNKNOWN, "int", (f"-1 in {self.code(t)}: the middle dims of {desc}",)))
+                        elif keeps_leading and src_dims is None:
                             dims.append(Prov(STABLE, "int", (f"-1 in {self.code(t)}: the rest of {desc} once its varying dimension is kept apart",),
                                              rules=("model-dim",)))
                         elif src_dims is not None and keeps_leading and len(src_dims) >= 2 \
@@ -579,6 +599,91 @@ class TensorLayouts:
             ("local-caller", "recursive-caller") if len(outside) < len(callers) else ("local-caller",))
         return True
 
+    # ---- torch.autograd.Function: what backward's ctx.saved_tensors holds ----
+    def saved_tensor(self, en, fn: FunctionInfo | None) -> tuple[ast.AST, FunctionInfo] | None:
+        """``a, b = ctx.saved_tensors`` in ``Fn.backward(ctx, ...)``: element i is argument i of the
+        ``ctx.save_for_backward(...)`` call of ``Fn.forward(ctx, ...)`` (its one such call, no
+        starred arguments), with ``forward`` (rule autograd-apply)."""
+        node = en.node
+        if fn is None or fn.name != "backward" or fn.class_name is None or en.index is None \
+                or not (isinstance(node, ast.Attribute) and node.attr == "saved_tensors"
+                        and isinstance(node.value, ast.Name) and node.value.id == _first_param(fn.node)):
+            return None
+        forward = self.info.functions.get(f"{fn.qual.rsplit('.', 1)[0]}.forward")
+        ctx = _first_param(forward.node) if forward is not None else None
+        if ctx is None:
+            return None
+        saves = [c for c in self.walk_of(forward.node, ast.Call)
+                 if isinstance(c.func, ast.Attribute) and c.func.attr == "save_for_backward"
+                 and isinstance(c.func.value, ast.Name) and c.func.value.id == ctx]
+        if len(saves) != 1 or saves[0].keywords or any(isinstance(a, ast.Starred) for a in saves[0].args) \
+                or en.index >= len(saves[0].args):
+            return None
+        return saves[0].args[en.index], forward
+
+    # ---- the leading dim of an entry parameter's tensor, handed down unchanged ----
+    def handed_entry(self, t: ast.AST, fn: FunctionInfo | None, depth: int = 0) -> EntryRef | None:
+        """``t.shape[0]`` where ``t`` is, unchanged (itself, ``.contiguous()``, ``.to(...)``,
+        ``*_like(...)``, through ``ctx.saved_tensors``), the tensor an entry parameter of a
+        module-level function holds, every caller in the module on the way handing it down so (or
+        passing a weight-like tensor): that parameter's ``.shape[0]``, for link.py to ask callers in
+        other modules (rule caller-elsewhere). None where a path leads elsewhere."""
+        while isinstance(t, ast.Call):
+            name = _call_name(t.func)
+            if isinstance(t.func, ast.Attribute) and name in _SAME and name not in ("view_as", "type_as"):
+                t = t.func.value
+            elif name in _LIKE and t.args:
+                t = t.args[0]
+            else:
+                return None
+        if not isinstance(t, ast.Name) or fn is None or depth > _CALLER_DEPTH:
+            return None
+        owner, where = self.lookup(t.id, fn)
+        if owner is None:
+            return None
+        key = (id(owner), "handed:" + t.id)
+        if key in self._tensor_memo:
+            return self._tensor_memo[key]
+        if key in self._busy:
+            return None
+        self._busy.add(key)
+        out = None
+        try:
+            if where == "assign":
+                entries = owner.assigns[t.id]
+                if len(entries) == 1 and entries[0].kind == "expr":
+                    out = self.handed_entry(entries[0].node, owner, depth + 1)
+                elif len(entries) == 1 and entries[0].kind == "item":
+                    saved = self.saved_tensor(entries[0], owner)
+                    out = self.handed_entry(saved[0], saved[1], depth + 1) if saved is not None else None
+            elif where == "param" and owner.params[t.id].kind != "star":
+                p = owner.params[t.id]
+                callers = self.info.calls.get(owner.qual, [])
+                if not callers:
+                    if owner.parent is None and owner.class_name is None and not weight_like(t):
+                        out = EntryRef(owner.qual, t.id, p.index, Accessor("shape", 0))
+                elif len(callers) <= _LAYOUT_CALLERS:
+                    refs = set()
+                    for call, caller in callers:
+                        if caller is owner:
+                            continue  # f(x.t()) inside f hands on what f was given (recursive-caller)
+                        arg = self.arg_for(call, p)
+                        if arg is None or isinstance(arg, str):
+                            refs = None
+                            break
+                        if self.tensor(arg, caller, depth + 10)[2]:
+                            continue  # a weight-like tensor: fixed on that path
+                        got = self.handed_entry(arg, caller, depth + 1)
+                        if got is None:
+                            refs = None
+                            break
+                        refs.add(got)
+                    out = refs.pop() if refs and len(refs) == 1 else None
+        finally:
+            self._busy.discard(key)
+        self._tensor_memo[key] = out
+        return out
+
     def weight_why(self, t: ast.AST, fn) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(evidence, rules) for a parameter found weight-like through its callers, not its name."""
         if not isinstance(t, ast.Name) or fn is None:
@@ -645,8 +750,8 @@ class TensorLayouts:
                 return Prov(VARYING, "int", (f"{label}{at}: leading dimension of {tdesc}, but {inner_use}",),
                             guess=True, rules=("conflicting-layout", "leading-dim"))
             return Prov(VARYING, "int", (f"{label}{at}: leading (token/batch) dimension of {tdesc}",), guess=True,
-                        rules=("leading-dim",))
-        if named == VARYING and ndim == 4 and idx in (1, -3):
+                        rules=("leading-dim",), entry=self.handed_entry(t, fn))
+        if named == VARYING and ndim == 4 and idx in (1, -3) and not self.sequence_first(t, fn, line):
             # B, T, H, D = q.shape: the position of a batch-first layout and the name agree
             return Prov(VARYING, "int", (f"{label}{at}: the sequence dimension of a batch-first [B, T, H, D] layout",),
                         guess=True, rules=("sequence-dim",))
@@ -657,6 +762,20 @@ class TensorLayouts:
             return Prov(UNKNOWN, "int", (f"{label}{at}: index not a literal",))
         return Prov(STABLE, "int", (f"{label}{at}: non-leading dimension (a model dimension)",), rules=("model-dim",),
                     entry=self.layout_entry(t, fn, Accessor("shape", idx)))
+
+    @staticmethod
+    def sequence_first(t: ast.AST, fn, line: int) -> bool:
+        """In the same unpacking of ``t``'s shape the leading target is named a sequence length
+        (``max_seqlen, batch_size, h, d = q.shape``): an [S, B, H, D] layout by the code's own
+        naming, so the second dim is no sequence dim (rule sequence-dim)."""
+        if fn is None:
+            return False
+        for name, entries in fn.assigns.items():
+            for en in entries:
+                if en.kind == "dim" and en.node is t and en.index == 0 and en.line == line:
+                    low = name.lower()
+                    return "seq" in low or "len" in low or name in ("S", "T", "L")
+        return False
 
     def stride(self, t, idx, fn, depth) -> Prov:
         dims, strides, weight, desc = self.tensor(t, fn, depth)
@@ -903,6 +1022,13 @@ class TensorLayouts:
         if p.kind == "star" or self.info.calls.get(owner.qual) or weight_like(t):
             return None
         return EntryRef(owner.qual, t.id, p.index, accessor)
+
+
+def _first_param(fn_node: ast.AST) -> str | None:
+    """The name of a function's first positional parameter (``ctx`` of an autograd function)."""
+    a = fn_node.args
+    ordered = list(a.posonlyargs) + list(a.args)
+    return ordered[0].arg if ordered else None
 
 
 def _contiguous(dims: list[Prov]) -> list[Prov]:

@@ -47,6 +47,10 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
     entry = best.entry
     if entry is None and best.cls != VARYING:
         entry = next((p.entry for p in items if p.entry is not None), None)
+    elif entry is not None and best.cls == VARYING and any(p.cls == VARYING and p.entry != entry for p in items):
+        # a guessed leading dim that callers elsewhere may fix (handed_entry), joined with a value
+        # varying for another reason: fixing the one does not fix the whole
+        entry = None
     if vtype is None:
         types = {p.vtype for p in items if p.vtype not in ("unknown", "none")}
         if "float" in types:
