@@ -155,6 +155,12 @@ _ALL = (
     _rule("constant-tensor", "STABLE", STRUCTURAL, "a tensor built from constants (`torch.arange(<literals>)`, "
           "`torch.tensor([1, 2])`), and whatever is selected from it or views it, has sizes fixed in the code"),
     _rule("model-dim", "STABLE", CONVENTIONAL, "a non-leading dim of a tensor of unknown origin is a model dimension"),
+    _rule("resized-dim", "VARYING", CONVENTIONAL, "a non-leading dim of a tensor of unknown origin that the function "
+          "resizes like another non-leading dim of the same tensor (scaled by the same factor: `h * s`, `w * s`, "
+          "`2 * h`, `2 * w`; or padded by terms of one form: `h + 2 * ph`, `w + 2 * pw`), not rounded after (`(n + b - "
+          "1) // b`), the term not itself a dim nor a literal pad (`h - 1`), is a spatial dim of a feature map or "
+          "image, whose size is the request's, not the model's: rows and channels are not resized in pairs. A "
+          "weight-like tensor's dims stay fixed (a padded weight `N + pad_n`, `K + pad_k`)"),
     _rule("existing-stride", "STABLE", CONVENTIONAL, "a stride of a tensor of unknown layout is a product of trailing "
           "model dims"),
     _rule("shown-rank", "carries", STRUCTURAL, "`x.numel()` of a tensor whose layout is not known but whose rank "
