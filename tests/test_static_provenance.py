@@ -464,6 +464,7 @@ RESIZED = [
     ("{a}, {b}, {c}, {d} = x.shape\n{t} = ({c} * {p}, {d} * {p})\nARG = {c}", VARYING),
     ("{c}, {d} = x.shape[-2:]\n{t} = torch.empty(({c} + {p}, {d} + {q}))\nARG = {d}", VARYING),
     ("{t} = torch.empty((x.shape[0], x.shape[1] * {p}, x.shape[2] * {p}))\nARG = x.shape[2]", VARYING),
+    ("{a}, {b}, {c}, {d} = x.shape\n{t} = torch.empty(({a}, {b} + {p}, {c} + 2 * {q}))\nARG = {b}", VARYING),
     # one dim padded: a model dim brought to a multiple, not a picture
     ("{a}, {b}, {c}, {d} = x.shape\n{t} = {c} + {p}\nARG = {c}", STABLE),
     # rounded up to blocks: (n + bn - 1) // bn on two model dims

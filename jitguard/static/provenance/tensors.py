@@ -23,17 +23,6 @@ _TENSOR_READS = {"stride", "data_ptr", "element_size", "is_contiguous", "contigu
 _TENSOR_OWN_TENSORS = {"data", "grad", "real", "imag", "T", "mT", "H", "mH", "shape"}
 
 
-def _names_erased(e: ast.AST) -> ast.AST:
-    """``e`` with every name and attribute leaf made one placeholder: the form of a term."""
-    class Erase(ast.NodeTransformer):
-        def visit_Name(self, n):
-            return ast.Name(id="_", ctx=ast.Load())
-
-        def visit_Attribute(self, n):
-            return ast.Name(id="_", ctx=ast.Load())
-    return Erase().visit(ast.parse(ast.unparse(e), mode="eval").body)
-
-
 class TensorLayouts:
     """The tensor half of the Classifier (mixed into it): uses its ``lookup``, ``_classify``, ``code``,
     ``by_name``, ``apply_name``, ``arg_for``, ``_callee`` and memo tables."""
@@ -747,7 +736,7 @@ class TensorLayouts:
     def resized_dim(self, t: ast.AST, idx: int | None, ndim: int | None, fn: FunctionInfo | None) -> str | None:
         """Dim ``idx`` (not the leading one) of ``t`` where ``fn`` resizes it the way it resizes another
         non-leading dim of the same tensor: scaled by the same factor (``h * s``, ``w * s``; ``2 * h``,
-        ``2 * w``) or padded by terms of one form (``h + 2 * ph``, ``w + 2 * pw``), not rounded after
+        ``2 * w``) or padded (``h + 2 * ph``, ``w + 2 * pw``, ``t + front``), not rounded after
         (``(n + b - 1) // b``), the term not itself a dim, a literal pad (``h - 1``) no resize. Rows
         and channels are not resized in pairs; the spatial dims of a feature map or image are. A
         description, or None."""
@@ -808,7 +797,7 @@ class TensorLayouts:
                 else:
                     if lit is not None or isinstance(term, ast.Constant):
                         continue  # h - 1: an index, not a pad
-                    form = ast.dump(_names_erased(term))  # pads of one form
+                    form = ""  # a pad, whatever its form (`h + 2 * ph`, `t + front`)
                 forms.setdefault((got[0], type(b.op).__name__ + form), {}).setdefault(got[1], self.code(b))
         out: dict[str, dict[int, str]] = {}
         for (tensor, _), at in forms.items():
