@@ -458,3 +458,40 @@ def test_a_comprehension_over_a_written_tuple_unpacks_element_by_element(open_, 
     assert provenance(body, rng)[0] != VARYING
     body = "{a}, {b} = x.shape\n{c}, {u} = " + f"{open_}{{d}} // 2 for {{d}} in y{close}" + "\nARG = {c}"
     assert provenance(body, rng, params="x, y")[0] != VARYING
+
+
+# resized-dim: a non-leading dim the code resizes like another dim of the same tensor (a spatial dim
+# of a feature map or image) varies; a model dim resized alone, rounded, or by a literal stays fixed
+RESIZED = [
+    ("{a}, {b}, {c}, {d} = x.shape\n{t}, {u} = {c} + 2 * {p}, {d} + 2 * {q}\nARG = {c}", VARYING),
+    ("{a}, {b}, {c}, {d} = x.shape\n{t} = torch.empty(({a}, {b}, 2 * {c}, 2 * {d}))\nARG = {d}", VARYING),
+    ("{a}, {b}, {c}, {d} = x.shape\n{t} = ({c} * {p}, {d} * {p})\nARG = {c}", VARYING),
+    ("{c}, {d} = x.shape[-2:]\n{t} = torch.empty(({c} + {p}, {d} + {q}))\nARG = {d}", VARYING),
+    ("{t} = torch.empty((x.shape[0], x.shape[1] * {p}, x.shape[2] * {p}))\nARG = x.shape[2]", VARYING),
+    ("{a}, {b}, {c}, {d} = x.shape\n{t} = torch.empty(({a}, {b} + {p}, {c} + 2 * {q}))\nARG = {b}", VARYING),
+    # one dim padded: a model dim brought to a multiple, not a picture
+    ("{a}, {b}, {c}, {d} = x.shape\n{t} = {c} + {p}\nARG = {c}", STABLE),
+    # rounded up to blocks: (n + bn - 1) // bn on two model dims
+    ("{a}, {b}, {c} = x.shape\n{t}, {u} = ({b} + {p} - 1) // {p}, ({c} + {q} - 1) // {q}\nARG = {c}", STABLE),
+    # a literal offset is an index, not a pad
+    ("{a}, {b}, {c} = x.shape\n{t}, {u} = {b} - 1, {c} - 1\nARG = {c}", STABLE),
+    # different factors, and products with another dim (rows times heads), are no resize
+    ("{a}, {b}, {c} = x.shape\n{t}, {u} = {b} * {p}, {c} * {q}\nARG = {c}", STABLE),
+    ("{a}, {b}, {c} = x.shape\n{t}, {u} = {a} * {b}, {a} * {c}\nARG = {c}", STABLE),
+    ("{a}, {b}, {c} = x.shape\n{t}, {u} = {b} * 1, {c} * 1\nARG = {c}", STABLE),
+]
+
+
+@pytest.mark.parametrize("body,expected", RESIZED)
+def test_resized_dims(body, expected):
+    rng = random.Random()
+    names = {n: rand_ident(rng) for n in ("a", "b", "c", "d", "t", "u", "p", "q")}
+    fn = rand_ident(rng, "f")
+    text = body.format(**names)
+    src = KERNEL + f"\ndef {fn}(x, {names['p']}, {names['q']}):\n" + \
+        "".join(f"    {line}\n" for line in text.splitlines()) + "    kern[(1,)](x, ARG, BLOCK=16)\n"
+    facts = extract_file("m.py", src, "m")
+    (launch,) = [la for la in facts.launches if la.callee == "kern"]
+    arg = next(a for a in launch.args if a.position == 1)
+    assert arg.provenance == expected, text
+    assert ("resized-dim" in arg.rules) == (expected == VARYING), (text, arg.rules)

@@ -174,6 +174,12 @@ _ALL = (
           "module-level name bound once to one and never rebound nor mutated (the module's own self-check passing "
           "`a = torch.tensor([1, 2])`)"),
     _rule("model-dim", "STABLE", CONVENTIONAL, "a non-leading dim of a tensor of unknown origin is a model dimension"),
+    _rule("resized-dim", "VARYING", CONVENTIONAL, "a non-leading dim of a tensor of unknown origin that the function "
+          "resizes like another non-leading dim of the same tensor (scaled by the same factor: `h * s`, `w * s`, "
+          "`2 * h`, `2 * w`; or both padded: `h + 2 * ph`, `w + 2 * pw`, `t + front`), not rounded after (`(n + b - "
+          "1) // b`), the term not itself a dim nor a literal pad (`h - 1`), is a spatial dim of a feature map or "
+          "image, whose size is the request's, not the model's: rows and channels are not resized in pairs. A "
+          "weight-like tensor's dims stay fixed (a padded weight `N + pad_n`, `K + pad_k`)"),
     _rule("existing-stride", "STABLE", CONVENTIONAL, "a stride of a tensor of unknown layout is a product of trailing "
           "model dims"),
     _rule("shown-rank", "carries", STRUCTURAL, "`x.numel()` of a tensor whose layout is not known but whose rank "

@@ -755,6 +755,11 @@ class TensorLayouts:
             # B, T, H, D = q.shape: the position of a batch-first layout and the name agree
             return Prov(VARYING, "int", (f"{label}{at}: the sequence dimension of a batch-first [B, T, H, D] layout",),
                         guess=True, rules=("sequence-dim",))
+        resized = self.resized_dim(t, idx, ndim, fn)
+        if resized is not None:
+            # a spatial dim of a feature map or image: the size of the picture, not of the model
+            return Prov(VARYING, "int", (f"{label}{at}: non-leading dimension, but {resized}",),
+                        rules=("resized-dim",))
         if named == VARYING:
             return Prov(VARYING, "int", (f"{label}{at}: {target} names a per-call dimension",), False, True,
                         rules=(self.name_rule(target, VARYING),))
@@ -915,6 +920,81 @@ class TensorLayouts:
                 found = f"line {node.lineno} unpacks its shape leaving the leading place out and names {named[0]} the count"
                 break
         return found
+
+    def resized_dim(self, t: ast.AST, idx: int | None, ndim: int | None, fn: FunctionInfo | None) -> str | None:
+        """Dim ``idx`` (not the leading one) of ``t`` where ``fn`` resizes it the way it resizes another
+        non-leading dim of the same tensor: scaled by the same factor (``h * s``, ``w * s``; ``2 * h``,
+        ``2 * w``) or padded (``h + 2 * ph``, ``w + 2 * pw``, ``t + front``), not rounded after
+        (``(n + b - 1) // b``), the term not itself a dim, a literal pad (``h - 1``) no resize. Rows
+        and channels are not resized in pairs; the spatial dims of a feature map or image are. A
+        description, or None."""
+        if fn is None or idx is None or not isinstance(t, ast.Name):
+            return None
+        key = (id(fn), "resized")
+        if key not in self._tensor_memo:
+            self._tensor_memo[key] = self._resized_dims(fn)
+        found = self._tensor_memo[key].get(t.id, {})
+        pos = idx + ndim if idx < 0 and ndim is not None else idx
+        return found.get(pos) or found.get(idx)
+
+    def _resized_dims(self, fn: FunctionInfo) -> dict[str, dict[int, str]]:
+        """``{tensor: {dim: description}}`` for ``resized_dim``: every dim of a local tensor that ``fn``
+        resizes alike with another of its non-leading dims."""
+        dims: dict[str, tuple[str, int]] = {}  # local name -> (tensor, dim) for `b, c, h, w = x.shape`
+        for name, entries in fn.assigns.items():
+            if len(entries) == 1 and entries[0].kind == "dim" and isinstance(entries[0].node, ast.Name) \
+                    and entries[0].index is not None:
+                en = entries[0]
+                pos = en.index + en.ndim if en.index < 0 and en.ndim is not None else en.index
+                dims[name] = (en.node.id, pos)
+
+        def dim_of(e: ast.AST) -> tuple[str, int] | None:
+            if isinstance(e, ast.Name):
+                return dims.get(e.id)
+            if isinstance(e, ast.Subscript) and isinstance(e.value, ast.Attribute) and e.value.attr == "shape" \
+                    and isinstance(e.value.value, ast.Name) and (i := int_literal(e.slice)) is not None:
+                return e.value.value.id, i
+            return None
+
+        def mentions_dim(e: ast.AST) -> bool:
+            return any(isinstance(n, ast.Name) and n.id in dims or isinstance(n, ast.Attribute)
+                       and n.attr in ("shape", "size", "numel") for n in ast.walk(e))
+
+        rounded: set[int] = set()  # BinOps that are the numerator of a floor division or modulo
+        for b in self.walk_of(fn.node, ast.BinOp):
+            if isinstance(b.op, (ast.FloorDiv, ast.Mod, ast.Div)):
+                inner = b.left
+                while isinstance(inner, ast.BinOp) and isinstance(inner.op, (ast.Add, ast.Sub)):
+                    rounded.add(id(inner))
+                    inner = inner.left
+                rounded.add(id(inner))
+        forms: dict[tuple[str, str], dict[int, str]] = {}
+        for b in self.walk_of(fn.node, ast.BinOp):
+            if not isinstance(b.op, (ast.Mult, ast.Add, ast.Sub)) or id(b) in rounded:
+                continue
+            sides = ((b.left, b.right), (b.right, b.left)) if isinstance(b.op, (ast.Mult, ast.Add)) else ((b.left, b.right),)
+            for side, term in sides:
+                got = dim_of(side)
+                if got is None or got[1] == 0 or mentions_dim(term):
+                    continue
+                lit = int_literal(term)
+                if isinstance(b.op, ast.Mult):
+                    if lit is not None and lit < 2:
+                        continue
+                    form = ast.dump(term)  # the same factor
+                else:
+                    if lit is not None or isinstance(term, ast.Constant):
+                        continue  # h - 1: an index, not a pad
+                    form = ""  # a pad, whatever its form (`h + 2 * ph`, `t + front`)
+                forms.setdefault((got[0], type(b.op).__name__ + form), {}).setdefault(got[1], self.code(b))
+        out: dict[str, dict[int, str]] = {}
+        for (tensor, _), at in forms.items():
+            if len(at) < 2:
+                continue
+            how = ", ".join(f"`{code}`" for code in at.values())
+            for pos in at:
+                out.setdefault(tensor, {}).setdefault(pos, f"the code resizes it like another dim of {tensor} ({how})")
+        return out
 
     def tensor_holder(self, t: ast.AST, fn: FunctionInfo | None) -> str | None:
         """``qs.shape`` where the function also reads a tensor off ``qs`` (``qs.scale.stride(0)``,
