@@ -179,7 +179,10 @@ _ALL = (
           "`2 * h`, `2 * w`; or both padded: `h + 2 * ph`, `w + 2 * pw`, `t + front`), not rounded after (`(n + b - "
           "1) // b`), the term not itself a dim nor a literal pad (`h - 1`), is a spatial dim of a feature map or "
           "image, whose size is the request's, not the model's: rows and channels are not resized in pairs. A "
-          "weight-like tensor's dims stay fixed (a padded weight `N + pad_n`, `K + pad_k`)"),
+          "weight-like tensor's dims stay fixed (a padded weight `N + pad_n`, `K + pad_k`). Never above low: read by "
+          "hand in random samples it was right on 4 of 13 findings (encoders fed fixed-size tiles, `w + 2` pads that "
+          "stay in one value class: what sizes reach the map is configuration the code does not show)",
+          name_only=True),
     _rule("existing-stride", "STABLE", CONVENTIONAL, "a stride of a tensor of unknown layout is a product of trailing "
           "model dims"),
     _rule("shown-rank", "carries", STRUCTURAL, "`x.numel()` of a tensor whose layout is not known but whose rank "
