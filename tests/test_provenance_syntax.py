@@ -1,11 +1,12 @@
 """The syntax helpers the classifier reads every function through: ``walk`` (ast.walk's nodes and
-order, less contexts and operators), ``own_returns`` and the Classifier's per-node memo of them."""
+order, less contexts and operators), ``statements``, ``own_returns`` and the Classifier's per-node
+memo of them."""
 import ast
 import pathlib
 
 from jitguard.static.provenance import Classifier
 from jitguard.static.provenance.bindings import ModuleInfo
-from jitguard.static.provenance.syntax import node_fields, own_returns, walk
+from jitguard.static.provenance.syntax import node_fields, own_returns, statements, walk
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 _LEAVES = (ast.expr_context, ast.operator, ast.boolop, ast.cmpop, ast.unaryop)
@@ -55,6 +56,20 @@ def test_walk_is_ast_walk_less_contexts_and_operators():
             got = walk(node)
             assert len(got) == len(expected) and all(a is b for a, b in zip(got, expected)), path
             checked += 1
+    assert checked > 500
+
+
+def test_statements_are_the_statements_ast_walk_finds():
+    checked = 0
+    for path in _sources():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef)))]:
+            expected = {id(n) for n in ast.walk(node) if isinstance(n, ast.stmt) and n is not node}
+            got = statements(node)
+            assert len(got) == len(expected) and {id(n) for n in got} == expected, path
+            checked += 1
+    tree = ast.parse(_RETURNS)  # try / except / else / finally, match cases, loops' else
+    assert {id(n) for n in statements(tree)} == {id(n) for n in ast.walk(tree) if isinstance(n, ast.stmt)}
     assert checked > 500
 
 

@@ -11,6 +11,7 @@ from jitguard.static.facts import BUCKETED, UNKNOWN, VARYING, ArgFacts, CallFact
 from jitguard.static.names import IMPORT, LOCAL, Scope, qualified, resolve_relative
 from jitguard.static.provenance import Classifier
 from jitguard.static.provenance.conventions import weight_like
+from jitguard.static.provenance.syntax import statements
 
 # Callees from these packages are never wrappers of the scanned code's kernels: their calls are not
 # recorded for the cross-module following of entry parameters.
@@ -108,7 +109,7 @@ class CallerFacts:
             for st, _, info in self.walker.functions:
                 if info.class_name is None or st.name in ("__init__", "__post_init__", "__new__"):
                     continue
-                for node in ast.walk(st):
+                for node in statements(st):  # assignments are statements: no need to walk expressions
                     targets = node.targets if isinstance(node, ast.Assign) else \
                         [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else ()
                     for t in targets:

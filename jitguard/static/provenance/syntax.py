@@ -62,6 +62,23 @@ def walk(node: ast.AST) -> list[ast.AST]:
     return out
 
 
+def statements(node: ast.AST) -> list[ast.stmt]:
+    """Every statement inside ``node`` (nested functions and classes included, as ``ast.walk`` finds
+    them), without walking expressions: a statement's statements are in its ``body``, ``orelse``,
+    ``finalbody`` and its handlers' and cases' bodies."""
+    out = []
+    stack = list(getattr(node, "body", ()))
+    while stack:
+        st = stack.pop()
+        out.append(st)
+        for attr in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(st, attr, ()))
+        for attr in ("handlers", "cases"):
+            for h in getattr(st, attr, []) or []:
+                stack.extend(h.body)
+    return out
+
+
 def own_returns(fn_node: ast.AST) -> list[ast.Return]:
     """The ``return`` statements of a function's own body (those of nested functions and classes
     left out), through every compound statement, ``except`` handlers and ``match`` cases."""
