@@ -30,6 +30,14 @@ def rand_ident(rng: random.Random, prefix: str = "v") -> str:
     return prefix + "".join(rng.choice(string.ascii_lowercase) for _ in range(5)) + str(rng.randint(10, 99)) + "q"
 
 
+def rand_names(rng: random.Random, *keys: str) -> dict[str, str]:
+    """A distinct random identifier (``rand_ident``) for each of ``keys``: the braces of a template."""
+    out: dict[str, str] = {}
+    while len(set(out.values())) < len(keys):
+        out = {key: rand_ident(rng) for key in keys}
+    return out
+
+
 # one kernel whose plain int {n} only bounds a mask: the provenance tests append launches to it
 MASKED_KERNEL = """
 import triton

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from jitguard.static.param_uses import analyze_uses
-from tests._static_util import rand_ident
+from tests._static_util import rand_ident, rand_names
 from tests.test_provenance_rules import _scan
 
 # a kernel that loads one value per program through {idx} and uses it as USE says; {n} bounds the
@@ -55,19 +55,20 @@ def {f}({a}, {b}, {c}):
 """
 
 
-def _names(rng: random.Random, *keys: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    while len(out) < len(keys):
-        out = {key: rand_ident(rng) for key in keys}
-        if len(set(out.values())) < len(keys):
-            out = {}
-    return out
-
-
 def _kernel(rng: random.Random, use: str, **given: str) -> tuple[str, dict[str, str]]:
-    nm = _names(rng, "k", "dst", "idx", "src", "n", "stride", "pid", "offs", "v", "x", "j")
+    nm = rand_names(rng, "k", "dst", "idx", "src", "n", "stride", "pid", "offs", "v", "x", "j")
     nm.update(given)
     return KERNEL.format(use=use.format(**nm), **nm), nm
+
+
+def _counted(tmp_path, use: str, count: str) -> tuple[dict[str, str], list[tuple[str, list[str], list[str]]]]:
+    """The kernel with ``use`` launched by HOST counting its ``count`` argument ("b": the index
+    tensor, "c": the data tensor beside it): its names and ``_count_findings``."""
+    rng = random.Random()
+    src, nm = _kernel(rng, use)
+    host = rand_names(rng, "f", "a", "b", "c", "m")
+    src += HOST.format(k=nm["k"], count=host[count], **host)
+    return nm, _count_findings(tmp_path, src, nm["k"])
 
 
 def _count_findings(tmp_path, src: str, kernel: str) -> list[tuple[str, list[str], list[str]]]:
@@ -78,11 +79,7 @@ def _count_findings(tmp_path, src: str, kernel: str) -> list[tuple[str, list[str
 
 @pytest.mark.parametrize("use", sorted(USES))
 def test_the_count_of_a_tensor_the_kernel_indexes_with_is_medium(tmp_path, use):
-    rng = random.Random()
-    src, nm = _kernel(rng, USES[use])
-    host = _names(rng, "f", "a", "b", "c", "m")
-    src += HOST.format(k=nm["k"], count=host["b"], **host)
-    got = _count_findings(tmp_path, src, nm["k"])
+    nm, got = _counted(tmp_path, USES[use], "b")
     assert len(got) == 1, got
     level, rules, evidence = got[0]
     assert level == "medium", got
@@ -92,22 +89,14 @@ def test_the_count_of_a_tensor_the_kernel_indexes_with_is_medium(tmp_path, use):
 
 @pytest.mark.parametrize("use", sorted(DATA_USES))
 def test_the_count_of_a_tensor_whose_loads_are_data_stays_low(tmp_path, use):
-    rng = random.Random()
-    src, nm = _kernel(rng, DATA_USES[use])
-    host = _names(rng, "f", "a", "b", "c", "m")
-    src += HOST.format(k=nm["k"], count=host["b"], **host)
-    got = _count_findings(tmp_path, src, nm["k"])
+    _, got = _counted(tmp_path, DATA_USES[use], "b")
     assert [(level, "element-count" in rules, "index-count" in rules) for level, rules, _ in got] \
         == [("low", True, False)], got
 
 
 def test_the_count_of_another_tensor_of_the_launch_stays_low(tmp_path):
     # the index tensor is passed, but the count is of the data tensor beside it
-    rng = random.Random()
-    src, nm = _kernel(rng, USES["address"])
-    host = _names(rng, "f", "a", "b", "c", "m")
-    src += HOST.format(k=nm["k"], count=host["c"], **host)
-    got = _count_findings(tmp_path, src, nm["k"])
+    _, got = _counted(tmp_path, USES["address"], "c")
     assert [level for level, _, _ in got] == ["low"], got
 
 
@@ -115,7 +104,7 @@ def test_a_view_of_the_index_tensor_counts_its_elements(tmp_path):
     # flat = b.view(-1): the count of the view is of the tensor the launch passes
     rng = random.Random()
     src, nm = _kernel(rng, USES["address"])
-    host = _names(rng, "f", "a", "b", "c", "m", "w")
+    host = rand_names(rng, "f", "a", "b", "c", "m", "w")
     src += """
 def {f}({a}, {b}, {c}):
     {w} = {b}.view(-1)
@@ -131,7 +120,7 @@ def test_the_tensor_passed_to_another_launch_of_the_same_function(tmp_path):
     d_src, d = _kernel(rng, DATA_USES["scaled"])
     i_src, i = _kernel(rng, USES["address"])
     src = d_src + i_src.split("\n", 3)[3]  # one import block
-    host = _names(rng, "f", "g", "a", "b", "c", "m")
+    host = rand_names(rng, "f", "g", "a", "b", "c", "m")
     # alone, d's count of b stays low
     alone = src + HOST.format(k=d["k"], count=host["b"], **host)
     assert [level for level, _, _ in _count_findings(tmp_path, alone, d["k"])] == ["low"]
@@ -232,8 +221,8 @@ def test_a_pointer_handed_to_a_jit_helper_that_indexes_with_it(tmp_path):
     rng = random.Random()
     helper_src, h = _kernel(rng, USES["address"])
     _, data = _kernel(rng, DATA_USES["scaled"])
-    nm = _names(rng, "k", "dst", "idx", "src", "n", "stride", "pid")
-    host = _names(rng, "f", "a", "b", "c", "m")
+    nm = rand_names(rng, "k", "dst", "idx", "src", "n", "stride", "pid")
+    host = rand_names(rng, "f", "a", "b", "c", "m")
     for callee, level in ((h, "medium"), (data, "low")):
         src = (helper_src if callee is h else KERNEL.format(use=DATA_USES["scaled"].format(**data), **data)) + """
 @triton.jit
@@ -247,8 +236,8 @@ def {k}({dst}, {idx}, {src}, {n}, {stride}, BLOCK: tl.constexpr):
 def test_a_loaded_value_handed_to_a_jit_helper_that_addresses_with_it(tmp_path):
     # the kernel loads a slot and hands the value to a helper, which offsets a pointer by it
     rng = random.Random()
-    nm = _names(rng, "k", "g", "dst", "idx", "src", "n", "stride", "pid", "v", "w", "offs")
-    host = _names(rng, "f", "a", "b", "c", "m")
+    nm = rand_names(rng, "k", "g", "dst", "idx", "src", "n", "stride", "pid", "v", "w", "offs")
+    host = rand_names(rng, "f", "a", "b", "c", "m")
     for body, level in (("tl.store({dst} + {w} * {stride} + {offs}, 1.0)", "medium"),
                         ("tl.store({dst} + {offs}, {w} * 2.0)", "low")):
         src = """

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from tests._static_util import MASKED_KERNEL, pairs, rand_ident, scan
+from tests._static_util import MASKED_KERNEL, pairs, rand_ident, rand_names, scan
 
 
 def levels(findings, code: str = "JG001") -> dict[tuple[str, str], str]:
@@ -15,8 +15,7 @@ def levels(findings, code: str = "JG001") -> dict[tuple[str, str], str]:
 
 
 def _names(rng: random.Random) -> dict[str, str]:
-    keys = ("k", "n", "launch", "helper", "entry", "cls", "attr", "x", "t", "u", "g", "layer", "other")
-    return {key: rand_ident(rng, key[0]) for key in keys}
+    return rand_names(rng, "k", "n", "launch", "helper", "entry", "cls", "attr", "x", "t", "u", "g", "layer", "other")
 
 
 # a wrapper of the kernel reading the leading dim of the tensor it is handed
