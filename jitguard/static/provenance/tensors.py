@@ -506,6 +506,21 @@ class TensorLayouts:
                     return f"{callee.name}() reads a non-leading dim of it (line {node.lineno})"
         return None
 
+    def _memo_cycle(self, key, compute, cycle=None):
+        """``compute()`` once per ``key`` (in the layout memo); ``cycle`` when asked again while it
+        runs (a path that leads back to where it started adds nothing)."""
+        if key in self._tensor_memo:
+            return self._tensor_memo[key]
+        if key in self._busy:
+            return cycle
+        self._busy.add(key)
+        try:
+            out = compute()
+        finally:
+            self._busy.discard(key)
+        self._tensor_memo[key] = out
+        return out
+
     def _param_tensor(self, fn: FunctionInfo, name: str, depth: int) -> tuple[list[Prov], list[Prov]] | None:
         """Dims and strides of a wrapper's tensor parameter when every caller in this module passes a
         tensor whose layout is known (allocated there, or a view of one): each dim and stride is the
@@ -515,32 +530,27 @@ class TensorLayouts:
         if p is None or p.kind == "star" or not callers or depth > _CALLER_DEPTH:
             return None
         key = (id(fn), "ptensor:" + name)
-        if key in self._tensor_memo:
-            return self._tensor_memo[key]
-        if key in self._busy:
-            return None
-        self._busy.add(key)
+        return self._memo_cycle(key, lambda: self._param_tensor_from_callers(fn, p, name, callers, depth))
+
+    def _param_tensor_from_callers(self, fn: FunctionInfo, p, name: str, callers, depth: int):
+        """``_param_tensor`` once the memo has not answered: the callers' layouts, joined."""
         out = None
-        try:
-            got = []
-            for call, caller in callers[:_LAYOUT_CALLERS]:
-                arg = self.arg_for(call, p)
-                if arg is None or isinstance(arg, str):
-                    break
-                dims, strides, w, _ = self.tensor(arg, caller, depth + 4)
-                if dims is None or w or (got and len(dims) != len(got[0][0])):
-                    break
-                cname = caller.qual if caller is not None else "module level"
-                why = f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"
-                got.append(([x.why(why, "caller-layout") for x in dims], [x.why(why, "caller-layout") for x in strides]))
-            else:
-                if got:
-                    n = len(got[0][0])
-                    out = ([join([g[0][i] for g in got], "int") for i in range(n)],
-                           [join([g[1][i] for g in got], "int") for i in range(n)])
-        finally:
-            self._busy.discard(key)
-        self._tensor_memo[key] = out
+        got = []
+        for call, caller in callers[:_LAYOUT_CALLERS]:
+            arg = self.arg_for(call, p)
+            if arg is None or isinstance(arg, str):
+                break
+            dims, strides, w, _ = self.tensor(arg, caller, depth + 4)
+            if dims is None or w or (got and len(dims) != len(got[0][0])):
+                break
+            cname = caller.qual if caller is not None else "module level"
+            why = f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"
+            got.append(([x.why(why, "caller-layout") for x in dims], [x.why(why, "caller-layout") for x in strides]))
+        else:
+            if got:
+                n = len(got[0][0])
+                out = ([join([g[0][i] for g in got], "int") for i in range(n)],
+                       [join([g[1][i] for g in got], "int") for i in range(n)])
         return out
 
     def _param_weight(self, fn: FunctionInfo, name: str, depth: int) -> bool:
@@ -642,46 +652,42 @@ class TensorLayouts:
         if owner is None:
             return None
         key = (id(owner), "handed:" + t.id)
-        if key in self._tensor_memo:
-            return self._tensor_memo[key]
-        if key in self._busy:
-            return None
-        self._busy.add(key)
+        return self._memo_cycle(key, lambda: self._handed_entry_of(t, owner, where, depth))
+
+    def _handed_entry_of(self, t: ast.Name, owner: FunctionInfo, where: str, depth: int) -> EntryRef | None:
+        """``handed_entry`` of the name ``t`` bound in ``owner`` (assigned or a parameter there), once
+        the memo has not answered."""
         out = None
-        try:
-            if where == "assign":
-                entries = owner.assigns[t.id]
-                if len(entries) == 1 and entries[0].kind == "expr":
-                    out = self.handed_entry(entries[0].node, owner, depth + 1)
-                elif len(entries) == 1 and entries[0].kind == "item":
-                    saved = self.saved_tensor(entries[0], owner)
-                    out = self.handed_entry(saved[0], saved[1], depth + 1) if saved is not None else None
-            elif where == "param" and owner.params[t.id].kind != "star":
-                p = owner.params[t.id]
-                callers = self.info.calls.get(owner.qual, [])
-                if not callers:
-                    if owner.parent is None and owner.class_name is None and not weight_like(t):
-                        out = EntryRef(owner.qual, t.id, p.index, Accessor("shape", 0))
-                elif len(callers) <= _LAYOUT_CALLERS:
-                    refs = set()
-                    for call, caller in callers:
-                        if caller is owner:
-                            continue  # f(x.t()) inside f hands on what f was given (recursive-caller)
-                        arg = self.arg_for(call, p)
-                        if arg is None or isinstance(arg, str):
-                            refs = None
-                            break
-                        if self.tensor(arg, caller, depth + 10)[2]:
-                            continue  # a weight-like tensor: fixed on that path
-                        got = self.handed_entry(arg, caller, depth + 1)
-                        if got is None:
-                            refs = None
-                            break
-                        refs.add(got)
-                    out = refs.pop() if refs and len(refs) == 1 else None
-        finally:
-            self._busy.discard(key)
-        self._tensor_memo[key] = out
+        if where == "assign":
+            entries = owner.assigns[t.id]
+            if len(entries) == 1 and entries[0].kind == "expr":
+                out = self.handed_entry(entries[0].node, owner, depth + 1)
+            elif len(entries) == 1 and entries[0].kind == "item":
+                saved = self.saved_tensor(entries[0], owner)
+                out = self.handed_entry(saved[0], saved[1], depth + 1) if saved is not None else None
+        elif where == "param" and owner.params[t.id].kind != "star":
+            p = owner.params[t.id]
+            callers = self.info.calls.get(owner.qual, [])
+            if not callers:
+                if owner.parent is None and owner.class_name is None and not weight_like(t):
+                    out = EntryRef(owner.qual, t.id, p.index, Accessor("shape", 0))
+            elif len(callers) <= _LAYOUT_CALLERS:
+                refs = set()
+                for call, caller in callers:
+                    if caller is owner:
+                        continue  # f(x.t()) inside f hands on what f was given (recursive-caller)
+                    arg = self.arg_for(call, p)
+                    if arg is None or isinstance(arg, str):
+                        refs = None
+                        break
+                    if self.tensor(arg, caller, depth + 10)[2]:
+                        continue  # a weight-like tensor: fixed on that path
+                    got = self.handed_entry(arg, caller, depth + 1)
+                    if got is None:
+                        refs = None
+                        break
+                    refs.add(got)
+                out = refs.pop() if refs and len(refs) == 1 else None
         return out
 
     def weight_why(self, t: ast.AST, fn) -> tuple[tuple[str, ...], tuple[str, ...]]:
