@@ -62,20 +62,27 @@ def walk(node: ast.AST) -> list[ast.AST]:
     return out
 
 
+def _inner_statements(st: ast.AST) -> list[ast.stmt]:
+    """A statement's own statements: its ``body``, ``orelse``, ``finalbody``, then its handlers' and
+    cases' bodies, in this order of ``_fields``."""
+    out = []
+    for attr in ("body", "orelse", "finalbody"):
+        out.extend(getattr(st, attr, ()))
+    for attr in ("handlers", "cases"):
+        for h in getattr(st, attr, []) or []:
+            out.extend(h.body)
+    return out
+
+
 def statements(node: ast.AST) -> list[ast.stmt]:
     """Every statement inside ``node`` (nested functions and classes included, as ``ast.walk`` finds
-    them), without walking expressions: a statement's statements are in its ``body``, ``orelse``,
-    ``finalbody`` and its handlers' and cases' bodies."""
+    them), without walking expressions."""
     out = []
     stack = list(getattr(node, "body", ()))
     while stack:
         st = stack.pop()
         out.append(st)
-        for attr in ("body", "orelse", "finalbody"):
-            stack.extend(getattr(st, attr, ()))
-        for attr in ("handlers", "cases"):
-            for h in getattr(st, attr, []) or []:
-                stack.extend(h.body)
+        stack.extend(_inner_statements(st))
     return out
 
 
@@ -91,12 +98,7 @@ def own_returns(fn_node: ast.AST) -> list[ast.Return]:
         if isinstance(st, ast.Return):
             out.append(st)
             continue
-        # a statement's own statements are in these fields, in this order of ``_fields``
-        for attr in ("body", "orelse", "finalbody"):
-            stack.extend(getattr(st, attr, ()))
-        for attr in ("handlers", "cases"):
-            for h in getattr(st, attr, []) or []:
-                stack.extend(h.body)
+        stack.extend(_inner_statements(st))
     return out
 
 
