@@ -23,16 +23,22 @@ def kern(x_ptr, v, BLOCK: tl.constexpr):
 """
 
 
-def provenance(body: str, rng: random.Random, params: str = "x") -> tuple[str, str]:
-    """Class and value type of the argument passed as ``v`` by ``body`` (which binds ``ARG``)."""
-    names = {n: rand_ident(rng) for n in ("a", "b", "c", "d", "t", "u")}
+def launch_arg(body: str, rng: random.Random, params: str = "x", keys: str = "abcdtu"):
+    """The facts of the argument passed as ``v`` by ``body`` (which binds ``ARG``), in a function
+    taking ``params``; ``{k}`` for each of ``keys`` in both is a random identifier."""
+    names = {n: rand_ident(rng) for n in keys}
     fn = rand_ident(rng, "f")
     text = body.format(**names)
-    src = KERNEL + f"\ndef {fn}({params}):\n" + "".join(f"    {line}\n" for line in text.splitlines()) + \
-        "    kern[(1,)](x, ARG, BLOCK=16)\n"
+    src = KERNEL + f"\ndef {fn}({params.format(**names)}):\n" + \
+        "".join(f"    {line}\n" for line in text.splitlines()) + "    kern[(1,)](x, ARG, BLOCK=16)\n"
     facts = extract_file("m.py", src, "m")
     (launch,) = [la for la in facts.launches if la.callee == "kern"]
-    arg = next(a for a in launch.args if a.position == 1)
+    return next(a for a in launch.args if a.position == 1)
+
+
+def provenance(body: str, rng: random.Random, params: str = "x") -> tuple[str, str]:
+    """Class and value type of the argument passed as ``v`` by ``body`` (which binds ``ARG``)."""
+    arg = launch_arg(body, rng, params)
     return arg.provenance, arg.value_type
 
 
@@ -483,16 +489,8 @@ RESIZED = [
 
 @pytest.mark.parametrize("body,expected", RESIZED)
 def test_resized_dims(body, expected):
-    rng = random.Random()
-    names = {n: rand_ident(rng) for n in ("a", "b", "c", "d", "t", "u", "p", "q")}
-    fn = rand_ident(rng, "f")
-    text = body.format(**names)
-    src = KERNEL + f"\ndef {fn}(x, {names['p']}, {names['q']}):\n" + \
-        "".join(f"    {line}\n" for line in text.splitlines()) + "    kern[(1,)](x, ARG, BLOCK=16)\n"
-    facts = extract_file("m.py", src, "m")
-    (launch,) = [la for la in facts.launches if la.callee == "kern"]
-    arg = next(a for a in launch.args if a.position == 1)
-    assert arg.provenance == expected, text
-    assert ("resized-dim" in arg.rules) == (expected == VARYING), (text, arg.rules)
+    arg = launch_arg(body, random.Random(), params="x, {p}, {q}", keys="abcdtupq")
+    assert arg.provenance == expected, body
+    assert ("resized-dim" in arg.rules) == (expected == VARYING), (body, arg.rules)
     if expected == VARYING:  # what sizes reach the map is configuration: never above low
         assert confidence(arg.rules, arg.by_name) == "low", arg.rules
