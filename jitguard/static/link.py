@@ -173,6 +173,15 @@ class _Callers:
         target = reexport(name, self.index.modules)
         return self.canonical(target, depth + 1) if target is not None else name
 
+    def direct_sites(self, fq: str) -> list[tuple[CallFacts, FileFacts]]:
+        """The calls of ``fq`` by its name (not through methods or custom ops)."""
+        sites = self.sites.get(fq)
+        if sites is None:  # module names computed from another root ("ops.f" vs "pkg.ops.f")
+            short = fq.rsplit(".", 1)[-1]
+            sites = [x for k in self.by_leaf.get(short, ()) if k.endswith("." + fq) or fq.endswith("." + k)
+                     for x in self.sites[k]]
+        return sites
+
     def resolve(self, ref: EntryRef | None, depth: int = 0) -> CallerValue | None:
         """What callers elsewhere pass for the entry parameter ``ref``; the most varying caller wins."""
         if not isinstance(ref, EntryRef) or depth > _LEVELS:
@@ -184,10 +193,7 @@ class _Callers:
         fq, base, index, acc = ref.function, ref.param, ref.position, ref.accessor
         short = fq.rsplit(".", 1)[-1]
         best, aligned = None, True
-        sites = self.sites.get(fq)
-        if sites is None:  # module names computed from another root ("ops.f" vs "pkg.ops.f")
-            sites = [x for k in self.by_leaf.get(short, ()) if k.endswith("." + fq) or fq.endswith("." + k)
-                     for x in self.sites[k]]
+        sites = self.direct_sites(fq)
         # torch.ops.<ns>.<op>(...) where this function is registered as custom op <op>
         via: dict[int, str] = {}
         for c, f in self.method_callers(fq):
@@ -256,10 +262,7 @@ class _Callers:
             return self.memo[key]
         self.memo[key] = None  # a cycle fixes nothing
         fq, short = ref.function, ref.function.rsplit(".", 1)[-1]
-        sites = self.sites.get(fq)
-        if sites is None:
-            sites = [x for k in self.by_leaf.get(short, ()) if k.endswith("." + fq) or fq.endswith("." + k)
-                     for x in self.sites[k]]
+        sites = self.direct_sites(fq)
         sites = [(c, f) for c, f in sites if not _WARMUP.search(c.function or f.module or "")]
         out = None
         if sites and len(sites) <= _SITES:
