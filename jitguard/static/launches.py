@@ -301,6 +301,7 @@ class LaunchExtraction:
             entry=self.entry_ref(prov),
             bucketed=prov.bucket and prov.entry is not None,
             rules=list(dict.fromkeys(prov.rules)),
+            returns=prov.ret,
         )
 
     def entry_ref(self, prov) -> EntryRef | None:

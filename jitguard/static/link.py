@@ -8,9 +8,10 @@ from typing import NamedTuple
 
 from jitguard.findings import Finding
 from jitguard.static.facts import (
-    BUCKETED, METHOD_CALL, STABLE, UNKNOWN, VARYING, Accessor, CallFacts, EntryRef, FileFacts, KernelFacts,
+    BUCKETED, METHOD_CALL, STABLE, UNKNOWN, VARYING, Accessor, ArgFacts, CallFacts, EntryRef, FileFacts, KernelFacts,
+    ReturnFacts, ReturnRef,
 )
-from jitguard.static.names import reexport
+from jitguard.static.names import module_prefixes, reexport
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.provenance.conventions import _WARMUP  # one warm-up test
 from jitguard.static.provenance.rules import limit
@@ -393,9 +394,109 @@ def caller_entry_refs(facts: list[FileFacts], refs: set[EntryRef], registry=None
     return out
 
 
+class _Returns:
+    """returns-elsewhere: arguments resting on what a function of another module returns at one call
+    take the class of that module's summary of it (FileFacts.returns) bound to the call's arguments."""
+
+    def __init__(self, facts: list[FileFacts], modules: dict[str, FileFacts]):
+        self.modules = modules
+        self.summaries: dict[tuple[str, int | None], ReturnFacts] = {}
+        for f in facts:
+            for r in f.returns:
+                self.summaries.setdefault((f"{f.module}.{r.function}" if f.module else r.function, r.item), r)
+
+    def summary(self, ref: ReturnRef) -> ReturnFacts | None:
+        name: str | None = ref.function
+        for _ in range(8):  # through re-exports: pkg.f where pkg/__init__.py imports f from .ops
+            got = self.summaries.get((name, ref.item))
+            if got is not None or name is None:
+                return got
+            name = reexport(name, self.modules)
+        return None
+
+    def resolve(self, arg: ArgFacts, depth: int = 0) -> ArgFacts:
+        """``arg`` with the class its ReturnRef gives (VARYING / BUCKETED by structure, or the entry
+        parameter a varying return would rest on), or ``arg`` itself."""
+        ref = arg.returns
+        if ref is None or depth > 4 or (arg.provenance != UNKNOWN and not arg.by_name):
+            return arg
+        s = self.summary(ref)
+        if s is None:
+            return arg
+        short = ref.function.rsplit(".", 1)[-1]
+        what = f"{ref.text}: {'' if ref.item is None else f'element {ref.item} of '}what {short}() " \
+            f"({ref.function}) returns with this call's arguments"
+        found = []  # (class, evidence, rules, guess, by_name)
+        if s.provenance in (VARYING, BUCKETED):
+            found.append((s.provenance, [what] + s.evidence, s.rules, s.guess, s.by_name))
+        entry, bucketed = None, False
+        for dep in s.deps:
+            a = _arg_at(ref, dep.param, dep.position)
+            if a is None:
+                continue
+            a = self.resolve(a, depth + 1)
+            if a.provenance in (VARYING, BUCKETED):
+                cls = BUCKETED if BUCKETED in (a.provenance, dep.provenance) else VARYING
+                found.append((cls, [what] + dep.evidence + [f"{dep.param} = {a.text} (line {ref.line})"] + a.evidence,
+                              dep.rules + a.rules, a.guess, a.by_name))
+            elif a.provenance == UNKNOWN and a.entry is not None and entry is None:
+                entry, bucketed = a.entry, dep.provenance == BUCKETED or a.bucketed
+        if not found:
+            if entry is not None and arg.entry is None and arg.provenance == UNKNOWN:
+                return replace(arg, entry=entry, bucketed=bucketed)
+            return arg
+        cls, evidence, rules, guess, by_name = max(found, key=lambda x: (_RANK[x[0]], not x[4]))
+        if by_name and arg.by_name:
+            return arg  # a name against a name: nothing structural to overturn it with
+        return replace(arg, provenance=cls, evidence=list(dict.fromkeys(evidence))[:_CHAIN], by_name=by_name,
+                       guess=guess, rules=list(dict.fromkeys(["returns-elsewhere"] + list(rules))), div16=False,
+                       value_type=arg.value_type if arg.value_type not in ("unknown", "none") else s.value_type,
+                       returns=None)
+
+    def apply(self, facts: list[FileFacts]) -> None:
+        if not self.summaries:
+            return
+        for f in facts:
+            for la in f.launches:
+                la.args = [self.resolve(a) for a in la.args]
+            for c in f.calls:
+                c.args = [self.resolve(a) for a in c.args]
+
+
+def return_refs(facts: list[FileFacts]) -> set[tuple[str, int | None]]:
+    """(function, element) of the calls of other modules' functions that unsettled arguments of
+    value-specialized launch parameters rest on (their arguments' own such calls too): the runner
+    reads the defining modules for what those return (returns-elsewhere)."""
+    out: set[tuple[str, int | None]] = set()
+
+    def add(a: ArgFacts, depth: int = 0) -> None:
+        ref = a.returns
+        if ref is None or depth > 4 or (a.provenance != UNKNOWN and not a.by_name):
+            return
+        out.add((ref.function, ref.item))
+        for x in ref.args:
+            add(x, depth + 1)
+
+    for b in build_program(facts, follow=False).launches:
+        k = b.kernel
+        skip = k.unspecialized() | set(k.heuristics)
+        for name, arg in b.args.items():
+            p = k.param(name)
+            if p is not None and not p.pointer and name not in skip:
+                add(arg)
+    return out
+
+
+def return_modules(ref: str, modules) -> list[tuple[str, str]]:
+    """(module, function qualified in it) that may define the function ``ref`` names: the longest
+    module prefixes first."""
+    return [(m, ref[len(m) + 1:]) for m in module_prefixes(ref) if m in modules and "." not in ref[len(m) + 1:]]
+
+
 def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=frozenset(),
                   follow: bool = True, method_defs: dict[str, list[str]] | None = None) -> Program:
     index = _Index(facts)
+    _Returns(facts, index.modules).apply(facts)
     program = Program(files=list(facts), kernels=index.kernels, all_kernels=index.all,
                       varying_names=frozenset(varying_names), stable_names=frozenset(stable_names))
     forwarders = {q for f in facts for q in f.forwarders}

@@ -117,6 +117,16 @@ _ALL = (
           "bound (`*args`, `**kw`) or the return reads a free or global name, `returns` over the callers decides",
           nesting=(6, "helpers bound inside helpers: the six codebases measured (2026-12-01) nest at most 4 "
                    "(liger-kernel); each level classifies the helper's body afresh, so the bound keeps that cost small")),
+    _rule("returns-elsewhere", "carries", STRUCTURAL, "a call of a function imported from another module of the "
+          "scanned tree has the class its return takes there with its parameters bound to this call's arguments: the "
+          "module that defines it records the class with the parameters unknown and each parameter the return varies "
+          "with; a parameter bound to a varying argument makes the call vary (bucketed where either side buckets), one "
+          "bound to an entry parameter hands the question on to that parameter's callers elsewhere",
+          arguments=(16, "a call with more arguments is a constructor or a configuration builder, not a size helper; "
+                     "the six codebases measured (2026-12-01) call the helpers a launch rests on with at most 6"),
+          levels=(1, "one module hop: the defining module summarizes the function with its own helpers (same-module "
+                  "returns); a summary resting on a third module's function is not followed (each hop re-reads "
+                  "files)")),
     _rule("assignment", "carries", STRUCTURAL, "a local has the class of the values assigned to it, the most varying "
           "of them",
           depth=(60, "guards against pathological expressions; chains in the codebases measured stay under 25"),

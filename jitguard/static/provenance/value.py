@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef
+from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef, ReturnRef
 
 _RANK = {VARYING: 3, BUCKETED: 2, UNKNOWN: 1, STABLE: 0}
 
@@ -22,6 +22,9 @@ class Prov(NamedTuple):
     bucket: bool = False  # UNKNOWN resting on an entry parameter, bucketed here: BUCKETED if it varies
     # the inference rules (provenance/rules.py) the class rests on, outermost first
     rules: tuple[str, ...] = ()
+    # UNKNOWN resting on what a function of another module returns at one call (returns-elsewhere):
+    # link.py binds that module's summary of the function to the call's arguments
+    ret: ReturnRef | None = None
 
     def why(self, text: str, *rules: str) -> "Prov":
         """The same value, one step further out: ``text`` says the step, ``rules`` the rules it applies."""
@@ -44,6 +47,10 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
     entry = best.entry
     if entry is None and best.cls != VARYING:
         entry = next((p.entry for p in items if p.entry is not None), None)
+    # an unknown part that another module's function returns may still make the whole vary
+    ret = best.ret if best.cls == UNKNOWN else None
+    if ret is None and best.cls == UNKNOWN:
+        ret = next((p.ret for p in items if p.ret is not None), None)
     if vtype is None:
         types = {p.vtype for p in items if p.vtype not in ("unknown", "none")}
         if "float" in types:
@@ -58,7 +65,7 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
             vtype = "unknown"
     return Prov(best.cls, vtype, best.evidence, div16, best.by_name, best.guess, entry,
                 best.bucket if best.entry is not None else any(p.bucket and p.entry == entry for p in items),
-                best.rules)
+                best.rules, ret)
 
 
 # the rules by which a fixed value is a model dimension or configured size (not a literal)
