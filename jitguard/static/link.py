@@ -319,6 +319,11 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
                 continue  # only structure may overturn a class, and only one resting on a name
             if cls == arg.provenance and by_name:
                 continue
+            if "returns-elsewhere" in arg.rules:
+                # what another module's function returns with this parameter: that chain, then the
+                # callers' (in place of the parameter's name, its last step, where a name classed it)
+                evidence = tuple(arg.evidence[:-1] if arg.by_name else arg.evidence) + tuple(evidence)
+                rules = ("returns-elsewhere",) + tuple(r for r in rules if r != "returns-elsewhere")
             b.args[name] = replace(
                 arg, provenance=cls, evidence=list(evidence)[:_CHAIN], by_name=by_name, guess=guess, rules=list(rules),
                 div16=arg.div16 or div16,
@@ -426,10 +431,10 @@ class _Returns:
         short = ref.function.rsplit(".", 1)[-1]
         what = f"{ref.text}: {'' if ref.item is None else f'element {ref.item} of '}what {short}() " \
             f"({ref.function}) returns with this call's arguments"
-        found = []  # (class, evidence, rules, guess, by_name)
+        found = []  # (class, evidence, rules, guess, by_name, entry the class may still be settled by)
         if s.provenance in (VARYING, BUCKETED):
-            found.append((s.provenance, [what] + s.evidence, s.rules, s.guess, s.by_name))
-        entry, bucketed = None, False
+            found.append((s.provenance, [what] + s.evidence, s.rules, s.guess, s.by_name, None))
+        entry, bucketed, chain, chain_rules = None, False, [], []
         for dep in s.deps:
             a = _arg_at(ref, dep.param, dep.position)
             if a is None:
@@ -438,18 +443,25 @@ class _Returns:
             if a.provenance in (VARYING, BUCKETED):
                 cls = BUCKETED if BUCKETED in (a.provenance, dep.provenance) else VARYING
                 found.append((cls, [what] + dep.evidence + [f"{dep.param} = {a.text} (line {ref.line})"] + a.evidence,
-                              dep.rules + a.rules, a.guess, a.by_name))
+                              dep.rules + a.rules, a.guess, a.by_name, a.entry if a.by_name else None))
             elif a.provenance == UNKNOWN and a.entry is not None and entry is None:
                 entry, bucketed = a.entry, dep.provenance == BUCKETED or a.bucketed
+                chain = [what] + dep.evidence + [f"{dep.param} = {a.text} (line {ref.line})"] + a.evidence
+                chain_rules = ["returns-elsewhere"] + dep.rules + a.rules
         if not found:
             if entry is not None and arg.entry is None and arg.provenance == UNKNOWN:
-                return replace(arg, entry=entry, bucketed=bucketed)
+                # unknown here: the entry parameter the return varies with, for its callers elsewhere
+                return replace(arg, entry=entry, bucketed=bucketed, evidence=list(dict.fromkeys(chain))[:_CHAIN],
+                               rules=list(dict.fromkeys(chain_rules)))
             return arg
-        cls, evidence, rules, guess, by_name = max(found, key=lambda x: (_RANK[x[0]], not x[4]))
+        cls, evidence, rules, guess, by_name, named_entry = max(found, key=lambda x: (_RANK[x[0]], not x[4]))
         if by_name and arg.by_name:
             return arg  # a name against a name: nothing structural to overturn it with
-        return replace(arg, provenance=cls, evidence=list(dict.fromkeys(evidence))[:_CHAIN], by_name=by_name,
-                       guess=guess, rules=list(dict.fromkeys(["returns-elsewhere"] + list(rules))), div16=False,
+        if named_entry is not None and arg.entry is None:
+            # varying by the name of an entry parameter: what its callers elsewhere pass may settle it
+            entry = named_entry
+        return replace(arg, provenance=cls, entry=arg.entry or entry, bucketed=arg.bucketed or bucketed,
+                       evidence=list(dict.fromkeys(evidence))[:_CHAIN], by_name=by_name, guess=guess, rules=list(dict.fromkeys(["returns-elsewhere"] + list(rules))), div16=False,
                        value_type=arg.value_type if arg.value_type not in ("unknown", "none") else s.value_type,
                        returns=None)
 
