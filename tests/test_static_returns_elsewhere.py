@@ -161,3 +161,41 @@ def test_an_unknown_resting_on_another_module_s_return_keeps_that_reference_thro
     assert out.cls == UNKNOWN and out.ret is ref
     # a varying part decides alone: the reference is not needed
     assert join([Prov(VARYING, "int", ("x",)), Prov(UNKNOWN, ret=ref)]).ret is None
+
+
+@pytest.mark.parametrize("form", ["{p} + {q}", "{q} + {p}", "max({p}, {q})", "{p} if x.is_cuda else {q}"])
+def test_a_part_whose_callers_say_nothing_does_not_hide_a_part_that_varies(tmp_path, rng, form):
+    # both parts rest on entry parameters; the callers elsewhere pass something unknown for one and a
+    # device read for the other: the value varies, whichever part comes first
+    n, wrapper, p, q = rand_ident(rng), rand_ident(rng, "w"), rand_ident(rng, "p"), rand_ident(rng, "q")
+    value = form.format(p=p, q=q)
+    src = MASKED_KERNEL.format(k="kk", n=n) + f"""
+
+def {wrapper}(x, {p}, {q}):
+    kk[(1,)](x, {value}, BLOCK=16)
+"""
+    user = f"from pkg.launch import {wrapper}\n\ndef forward(x, z):\n    {wrapper}(x, z.foo(), x.sum().item())\n"
+    got = _by_param(_tree(tmp_path, {"launch": src, "user": user}))
+    assert n in got and "device-data" in got[n].details["rules"], value
+
+
+def test_a_sum_is_fixed_only_when_every_part_is(tmp_path, rng):
+    n, wrapper, p, q = rand_ident(rng), rand_ident(rng, "w"), rand_ident(rng, "p"), rand_ident(rng, "q")
+    src = MASKED_KERNEL.format(k="kk", n=n) + f"""
+
+def {wrapper}(x, {p}, {q}):
+    kk[(1,)](x, {p} + {q}, BLOCK=16)
+"""
+    from jitguard.static.link import build_program
+
+    def arg_for(user_args: str):
+        facts = [extract_file("pkg/launch.py", src, "pkg.launch"),
+                 extract_file("pkg/user.py", f"from pkg.launch import {wrapper}\n\ndef forward(x, z):\n"
+                                             f"    {wrapper}(x, {user_args})\n", "pkg.user",
+                              calls_of=frozenset({wrapper}))]
+        (b,) = build_program(facts).launches
+        return b.args[n]
+
+    assert arg_for("3, 5").provenance == "STABLE"
+    # one part fixed, the other nothing is known of: not fixed
+    assert arg_for("3, z.foo()").provenance == UNKNOWN

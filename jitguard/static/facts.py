@@ -283,6 +283,9 @@ class ArgFacts:
     # the value is (or rests on) what a function of another module returns at this call: link.py
     # takes its class from that module's ReturnFacts, bound to this call's arguments
     returns: "ReturnRef | None" = None
+    # the other entry parameters an unknown value rests on besides ``entry`` (``p + q``): link.py asks
+    # each of them of its callers elsewhere
+    also: list[EntryRef] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -293,6 +296,7 @@ class ArgFacts:
         obj.entry = EntryRef.from_dict(data.get("entry"))
         obj.layout = TensorLayout.from_dict(data.get("layout"))
         obj.returns = ReturnRef.from_dict(data.get("returns"))
+        obj.also = [e for e in map(EntryRef.from_dict, data.get("also") or ()) if e is not None]
         return obj
 
 

@@ -302,6 +302,7 @@ class LaunchExtraction:
             bucketed=prov.bucket and prov.entry is not None,
             rules=list(dict.fromkeys(prov.rules)),
             returns=prov.ret,
+            also=[self.entry_ref(prov._replace(entry=e)) for e in prov.also],
         )
 
     def entry_ref(self, prov) -> EntryRef | None:

@@ -215,7 +215,7 @@ class _Callers:
                 got = CallerValue(a.provenance, tuple(a.evidence), a.by_name, a.guess, a.value_type, tuple(a.rules),
                                   a.div16)
             if acc is None and a.entry and a.provenance != VARYING:
-                deeper = self.resolve(a.entry, depth + 1)
+                deeper = self.resolve_parts(a.entry, a.also, depth + 1)
                 if deeper is not None and deeper.provenance != UNKNOWN:
                     got = deeper
                     if got.provenance == VARYING and (a.provenance == BUCKETED or a.bucketed):
@@ -241,6 +241,20 @@ class _Callers:
             best = best._replace(div16=aligned)
         self.memo[key] = best
         return best
+
+    def resolve_parts(self, ref: EntryRef, also, depth: int = 0) -> CallerValue | None:
+        """``resolve`` over a value resting on ``ref`` and the entry parameters ``also`` (``p + q``):
+        the most varying part that callers make vary; fixed only when every part is fixed."""
+        got = self.resolve(ref, depth)
+        if not also:
+            return got
+        parts = [got] + [self.resolve(e, depth) for e in also]
+        moving = [g for g in parts if g is not None and g.provenance in (VARYING, BUCKETED)]
+        if moving:
+            return max(moving, key=lambda g: (_RANK[g.provenance], not g.by_name))
+        if any(g is None or g.provenance == UNKNOWN for g in parts):
+            return None  # a part nothing is known of: the whole is not known fixed
+        return got
 
     def method_callers(self, fq: str) -> list[tuple[CallFacts, FileFacts]]:
         """``obj.meth(...)`` calls that bind to the method ``fq`` = module.Class.meth: the tree defines
@@ -309,7 +323,7 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
         for name, arg in list(b.args.items()):
             if not arg.entry or (arg.provenance == VARYING and not arg.by_name):
                 continue
-            got = callers.resolve(arg.entry)
+            got = callers.resolve_parts(arg.entry, arg.also)
             if got is None or got.provenance == UNKNOWN:
                 continue
             cls, evidence, by_name, guess, vtype, rules, div16 = got
@@ -349,6 +363,7 @@ def launch_entry_refs(facts: list[FileFacts]) -> set[EntryRef]:
             if p is None or p.pointer or name in skip or not _unsettled(arg):
                 continue
             out.add(arg.entry)
+            out.update(arg.also)
     return out
 
 
@@ -396,6 +411,7 @@ def caller_entry_refs(facts: list[FileFacts], refs: set[EntryRef], registry=None
                             out.add(a.entry.with_accessor(ref.accessor))
                     elif _unsettled(a):
                         out.add(a.entry)
+                        out.update(e for e in a.also if e.accessor is None)
     return out
 
 

@@ -1141,13 +1141,16 @@ class Classifier(TensorLayouts, GuardedValues):
     def call_arg(self, node: ast.AST, fn: FunctionInfo | None, depth: int, position: int | None,
                  keyword: str | None) -> ArgFacts:
         p = self._classify(node, fn, depth + 1)
-        entry = p.entry
-        if entry is not None and self.module:
-            entry = EntryRef(f"{self.module}.{entry.function}", entry.param, entry.position, entry.accessor)
+        def qualify(entry: EntryRef | None) -> EntryRef | None:
+            if entry is None or not self.module:
+                return entry
+            return EntryRef(f"{self.module}.{entry.function}", entry.param, entry.position, entry.accessor)
+
+        entry = qualify(p.entry)
         return ArgFacts(text=self.code(node), position=position, keyword=keyword, provenance=p.cls, value_type=p.vtype,
                         evidence=list(p.evidence[:4]), line=getattr(node, "lineno", 0), div16=p.div16, guess=p.guess,
                         by_name=p.by_name, entry=entry, bucketed=p.bucket and p.entry is not None,
-                        rules=list(dict.fromkeys(p.rules)), returns=p.ret)
+                        rules=list(dict.fromkeys(p.rules)), returns=p.ret, also=[qualify(e) for e in p.also])
 
     def return_facts(self, qual: str, item: int | None) -> ReturnFacts | None:
         """What module-level function ``qual`` returns (element ``item``), for calls in other modules:

@@ -218,7 +218,11 @@ _ALL = (
           "what callers in other modules pass, a few levels up; structure may overturn a class resting on a name",
           levels=(4, "each level re-reads callers' files; past 4 levels no finding was added on vLLM"),
           sites=(50, "as for local callers: a function called from more than 50 sites is a utility"),
-          chain=(8, "the chain shown is cut at 8 steps; the rules cited are all kept")),
+          chain=(8, "the chain shown is cut at 8 steps; the rules cited are all kept"),
+          parts=(4, "the entry parameters besides the first that an unknown value joins (`p + q`, a value assigned "
+                 "from p or q): each is asked of its callers and the most varying answer wins, so one part whose "
+                 "callers tell nothing does not hide another that varies; past 4 parts the value is a long formula "
+                 "over a configuration, not a size")),
     _rule("method-by-name", "binds", CONVENTIONAL, "`obj.m(...)` with the object's class unknown binds to the method "
           "`m` by its name, when few files define `m` and the definition nearest the call wins",
           defining_files=(3, "a method name defined in more than 3 files is generic (`forward`, `run`)"),
