@@ -22,7 +22,7 @@ def rng():
 
 def _tree(tmp_path, files: dict[str, str]):
     pkg = tmp_path / "pkg"
-    pkg.mkdir()
+    pkg.mkdir(exist_ok=True)
     (pkg / "__init__.py").write_text("")
     for name, src in files.items():
         (pkg / f"{name}.py").write_text(src)
@@ -199,3 +199,20 @@ def {wrapper}(x, {p}, {q}):
     assert arg_for("3, 5").provenance == "STABLE"
     # one part fixed, the other nothing is known of: not fixed
     assert arg_for("3, z.foo()").provenance == UNKNOWN
+
+
+def test_a_helper_re_exported_by_a_package_is_read_where_it_is_defined(tmp_path, rng):
+    nm = _names(rng)
+    n = rand_ident(rng)
+    sub = tmp_path / "pkg" / "sub"
+    sub.mkdir(parents=True)
+    (sub / "__init__.py").write_text(f"from .helpers import {nm['h']}\n")
+    (sub / "helpers.py").write_text(_helper_module(nm))
+    src = MASKED_KERNEL.format(k="kk", n=n) + f"""
+from pkg.sub import {nm['h']}
+
+def go(x):
+    kk[(1,)](x, {nm['h']}(x.shape[0], 3), BLOCK=16)
+"""
+    got = _by_param(_tree(tmp_path, {"launch": src}))
+    assert "returns-elsewhere" in got[n].details["rules"]

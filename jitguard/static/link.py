@@ -20,6 +20,8 @@ from jitguard.static.provenance.value import _RANK  # one class order
 _LEVELS = limit("caller-elsewhere", "levels")
 _SITES = limit("caller-elsewhere", "sites")
 _CHAIN = limit("caller-elsewhere", "chain")
+_RETURN_NESTING = limit("returns-elsewhere", "nesting")
+_REEXPORTS = limit("returns-elsewhere", "reexports")
 
 NON_OPTIONS = {"grid", "warmup"}
 
@@ -428,7 +430,7 @@ class _Returns:
 
     def summary(self, ref: ReturnRef) -> ReturnFacts | None:
         name: str | None = ref.function
-        for _ in range(8):  # through re-exports: pkg.f where pkg/__init__.py imports f from .ops
+        for _ in range(_REEXPORTS):  # through re-exports: pkg.f where pkg/__init__.py imports f from .ops
             got = self.summaries.get((name, ref.item))
             if got is not None or name is None:
                 return got
@@ -439,7 +441,7 @@ class _Returns:
         """``arg`` with the class its ReturnRef gives (VARYING / BUCKETED by structure, or the entry
         parameter a varying return would rest on), or ``arg`` itself."""
         ref = arg.returns
-        if ref is None or depth > 4 or (arg.provenance != UNKNOWN and not arg.by_name):
+        if ref is None or depth > _RETURN_NESTING or (arg.provenance != UNKNOWN and not arg.by_name):
             return arg
         s = self.summary(ref)
         if s is None:
@@ -499,7 +501,7 @@ def return_refs(facts: list[FileFacts]) -> set[tuple[str, int | None]]:
 
     def add(a: ArgFacts, depth: int = 0) -> None:
         ref = a.returns
-        if ref is None or depth > 4 or (a.provenance != UNKNOWN and not a.by_name):
+        if ref is None or depth > _RETURN_NESTING or (a.provenance != UNKNOWN and not a.by_name):
             return
         out.add((ref.function, ref.item))
         for x in ref.args:

@@ -467,16 +467,28 @@ def scan_paths(
                 "<returns in other modules>", f"internal error (please report): {type(exc).__name__}: {exc}"))
             result.internal_tracebacks.append(("<returns in other modules>", traceback.format_exc(limit=-6)))
             refs_r = set()
-        wanted_r: dict[str, set] = {}
-        for fq, item in sorted(refs_r, key=lambda r: (r[0], -1 if r[1] is None else r[1])):
-            for mod, qual in _link.return_modules(fq, by_module):
-                wanted_r.setdefault(by_module[mod], set()).add((qual, item))
+        from jitguard.static.names import reexport
+
+        order = lambda r: (r[0], -1 if r[1] is None else r[1])  # noqa: E731
+        seen_r = set(refs_r)
+        for _ in range(_link._REEXPORTS):
+            wanted_r: dict[str, set] = {}
+            for fq, item in sorted(refs_r, key=order):
+                for mod, qual in _link.return_modules(fq, by_module):
+                    wanted_r.setdefault(by_module[mod], set()).add((qual, item))
+                    break
+            grown = [d for d, asked_here in wanted_r.items() if not asked_here <= set(returns_asked.get(d, ()))]
+            for d in grown:
+                returns_asked[d] = tuple(sorted(set(returns_asked.get(d, ())) | wanted_r[d], key=order))
+            if not grown:
                 break
-        for d, asked_here in wanted_r.items():
-            returns_asked[d] = tuple(sorted(asked_here, key=lambda r: (r[0], -1 if r[1] is None else r[1])))
-        if wanted_r:
-            extract(sorted(wanted_r), "analyzing returns in", calls_of=frozenset())
-            done_set.update(wanted_r)
+            extract(sorted(grown), "analyzing returns in", calls_of=frozenset())
+            done_set.update(grown)
+            # pkg.f where pkg/__init__.py imports f from .ops: ask pkg/ops.py next
+            modules = {f.module: f for f in facts_by_path.values() if f.module}
+            refs_r = {(t, item) for fq, item in refs_r if (t := reexport(fq, modules)) is not None and t != fq}
+            refs_r -= seen_r
+            seen_r |= refs_r
 
         # Phase 4: callers of entry functions, i.e. wrappers whose launch arguments rest on a parameter
         # no caller in their own module passes (pkg/layer.py calling pkg/ops.py's wrapper with

@@ -1125,7 +1125,7 @@ class Classifier(TensorLayouts, GuardedValues):
         ``import pkg.m as m; m.f(...)``), with its arguments classified here: link.py binds them to
         the parameters of that module's summary of ``f`` (returns-elsewhere). None for anything else,
         and for calls whose arguments can't be mapped (``*args``, ``**kw``)."""
-        if self.resolve is None or not call.args and not call.keywords:
+        if self.resolve is None or (not call.args and not call.keywords):
             return None
         parts = dotted(call.func)
         if parts is None or self.lookup(parts[0], fn)[1] != "import" or len(call.args) + len(call.keywords) > _ELSEWHERE_ARGS \

@@ -124,9 +124,11 @@ _ALL = (
           "bound to an entry parameter hands the question on to that parameter's callers elsewhere",
           arguments=(16, "a call with more arguments is a constructor or a configuration builder, not a size helper; "
                      "the six codebases measured (2026-12-01) call the helpers a launch rests on with at most 6"),
-          levels=(1, "one module hop: the defining module summarizes the function with its own helpers (same-module "
-                  "returns); a summary resting on a third module's function is not followed (each hop re-reads "
-                  "files)")),
+          nesting=(4, "calls nested in a call's arguments (`f(g(h(n)))`), each bound in turn; the summary itself is "
+                   "one module hop: the defining module follows its own helpers (same-module returns), not a third "
+                   "module's functions (each hop would re-read files); the codebases measured nest at most 2"),
+          reexports=(8, "re-exports followed to the defining module (`pkg.f` where pkg/__init__.py imports f), as "
+                     "for kernels")),
     _rule("assignment", "carries", STRUCTURAL, "a local has the class of the values assigned to it, the most varying "
           "of them",
           depth=(60, "guards against pathological expressions; chains in the codebases measured stay under 25"),
