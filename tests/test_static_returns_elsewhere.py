@@ -216,3 +216,12 @@ def go(x):
 """
     got = _by_param(_tree(tmp_path, {"launch": src}))
     assert "returns-elsewhere" in got[n].details["rules"]
+
+
+def test_a_list_built_by_appending_handed_whole_to_the_kernel_varies_with_what_is_appended(rng):
+    from tests.test_static_provenance import provenance
+
+    loop = "{a} = []\nfor {t} in range(x.sum().item()):\n    {a}.append({t})\nARG = tuple({a})"
+    assert provenance(loop, rng)[0] == VARYING
+    fixed = "{a} = []\nfor {t} in (1, 2, 4):\n    {a}.append({t})\nARG = tuple({a})"
+    assert provenance(fixed, rng)[0] != VARYING

@@ -959,25 +959,31 @@ class Classifier(TensorLayouts, GuardedValues):
                     if -len(els) <= idx < len(els) and not any(isinstance(x, ast.Starred) for x in els):
                         return self._classify(els[idx], owner, depth)
             if where == "assign" and len(owner.assigns[v.id]) > 1:
-                entries = owner.assigns[v.id]
-                first = entries[0]
-                if first.kind == "expr" and isinstance(first.node, ast.List) and all(en.kind == "aug" for en in entries[1:]) \
-                        and not any(isinstance(x, ast.Starred) for x in first.node.elts):
-                    # a list built by appending: an element is any of the values put in
-                    key = (id(owner), "items:" + v.id)
-                    if key in self._busy:
-                        return Prov(UNKNOWN)
-                    self._busy.add(key)
-                    try:
-                        items = [self._classify(x, owner, depth) for x in first.node.elts]
-                        items += [self._classify(en.node, owner, depth) for en in entries[1:]]
-                    finally:
-                        self._busy.discard(key)
-                    out = join(items)
+                out = self.appended_items(v, owner, depth)
+                if out is not None:
                     if out.cls == VARYING:
                         return out.why(f"{self.code(e)}: an element of {v.id}, built by appending per-call values", "appended-list")
                     return out
         return Prov(UNKNOWN)
+
+    def appended_items(self, v: ast.Name, owner: FunctionInfo, depth: int) -> Prov | None:
+        """Any element of the list ``v`` names, built by appending (``v = [...]`` then ``v.append(x)``):
+        the most varying of the values put in; None where ``v`` is bound otherwise."""
+        entries = owner.assigns[v.id]
+        first = entries[0]
+        if len(entries) < 2 or first.kind != "expr" or not isinstance(first.node, ast.List) \
+                or not all(en.kind == "aug" for en in entries[1:]) or any(isinstance(x, ast.Starred) for x in first.node.elts):
+            return None
+        key = (id(owner), "items:" + v.id)
+        if key in self._busy:
+            return Prov(UNKNOWN)
+        self._busy.add(key)
+        try:
+            items = [self._classify(x, owner, depth) for x in first.node.elts]
+            items += [self._classify(en.node, owner, depth) for en in entries[1:]]
+        finally:
+            self._busy.discard(key)
+        return join(items)
 
     def assigned_attr(self, attr: str, depth: int, item: int | None = None) -> Prov | None:
         """What ``<obj>.attr`` holds, from this module's ``<obj>.attr = value`` assignments and
@@ -1083,6 +1089,15 @@ class Classifier(TensorLayouts, GuardedValues):
                 return reduced
         if name in _STABLE_CALLS:
             return Prov(STABLE, "int", (f"{self.code(e)}: device/tensor property",), rules=("tensor-metadata",))
+        if name in ("tuple", "list") and isinstance(e.func, ast.Name) and len(e.args) == 1 and not e.keywords \
+                and isinstance(e.args[0], ast.Name):
+            # tuple(v) of a list built by appending, handed to a kernel whole: each element is a value
+            # of the key (a tuple argument is specialized element by element)
+            owner, where = self.lookup(e.args[0].id, fn)
+            out = self.appended_items(e.args[0], owner, depth) if where == "assign" else None
+            if out is not None and out.cls == VARYING:
+                return out.why(f"{self.code(e)}: the elements of {e.args[0].id}, built by appending per-call values",
+                               "appended-list")
         if name in ("float", "bool") and isinstance(e.func, ast.Name):
             inner = self._classify(args[0], fn, depth) if args else Prov(STABLE)
             return inner._replace(vtype=name, div16=False)
