@@ -225,3 +225,52 @@ def test_a_list_built_by_appending_handed_whole_to_the_kernel_varies_with_what_i
     assert provenance(loop, rng)[0] == VARYING
     fixed = "{a} = []\nfor {t} in (1, 2, 4):\n    {a}.append({t})\nARG = tuple({a})"
     assert provenance(fixed, rng)[0] != VARYING
+
+
+def _split_module(nm: dict, structural: bool) -> str:
+    # a tuple whose element 2 is, on one path, a field of the record passed in (named like a per-call
+    # count: a name alone), on another a literal, and (``structural``) on a third a host read of a
+    # tensor's element (device data)
+    last = f"{nm['q']}[{nm['f']}].item()" if structural else "0"
+    return f"""
+def {nm['h']}({nm['m']}, {nm['c']}=1):
+    {nm['t']} = {nm['m']}.{nm['t']}
+    {nm['qs']} = {nm['m']}.{nm['q']}
+    if {nm['m']}.{nm['w']} <= {nm['c']}:
+        return 1, 0, {nm['t']}, 0
+    {nm['f']} = ({nm['qs']} > {nm['c']}).int().argmax(dim=-1).item()
+    {nm['q']} = {nm['qs']}
+    {nm['v']} = {last}
+    return ({nm['f']}, 2, {nm['v']}, {nm['t']} - {nm['v']})
+"""
+
+
+@pytest.mark.parametrize("structural", [True, False])
+def test_a_name_varying_value_rests_on_an_imported_return_one_of_whose_paths_varies_by_structure(
+        tmp_path, rng, structural):
+    nm = {k: rand_ident(rng, k[0]) for k in ("h", "m", "c", "q", "qs", "f", "v", "w", "g", "b", "u")}
+    nm["t"] = rand_ident(rng, "t") + "_tokens"  # named like a per-call count: the name alone says varies
+    n = rand_ident(rng)
+    src = MASKED_KERNEL.format(k="kk", n=n) + f"""
+
+def {nm['g']}(x, {n}):
+    kk[(1,)](x, {n}, BLOCK=16)
+
+def {nm['b']}({nm['u']}, x, {nm['m']}):
+    from pkg.helpers import {nm['h']}
+    _a, _b, {nm['t']}, _d = {nm['h']}({nm['m']}, {nm['c']}={nm['u']}.{nm['c']})
+    {nm['g']}(x, {n}={nm['t']})
+"""
+    got = _by_param(_tree(tmp_path, {"helpers": _split_module(nm, structural), "launch": src}))
+    if structural:
+        f = got[n]
+        # one path of the return varies per call by structure: enough for a recompile; the chain keeps
+        # the local caller's step and ends at the device read, not at the name
+        assert "returns-elsewhere" in f.details["rules"] and "device-data" in f.details["rules"], f.details
+        assert f.confidence != "low"
+        assert any("called in" in e for e in f.details["evidence"]) and not any(
+            "the name suggests" in e for e in f.details["evidence"]), f.details["evidence"]
+    else:
+        # every path a name or a literal: nothing structural to lift the name with (a name alone is
+        # reported at the low level only, below the default)
+        assert n not in got

@@ -557,6 +557,10 @@ class _Returns:
         if named_entry is not None and arg.entry is None:
             # varying by the name of an entry parameter: what its callers elsewhere pass may settle it
             entry = named_entry
+        if arg.by_name:
+            # the steps that led here (callers in this module, assignments), in place of the name
+            # that classed the value, their last step
+            evidence = list(arg.evidence[:-1]) + list(evidence)
         return replace(arg, provenance=cls, entry=arg.entry or entry, bucketed=arg.bucketed or bucketed,
                        evidence=list(dict.fromkeys(evidence))[:_CHAIN], by_name=by_name, guess=guess, rules=list(dict.fromkeys(["returns-elsewhere"] + list(rules))), div16=False,
                        value_type=arg.value_type if arg.value_type not in ("unknown", "none") else s.value_type,

@@ -126,7 +126,11 @@ _ALL = (
           "scanned tree has the class its return takes there with its parameters bound to this call's arguments: the "
           "module that defines it records the class with the parameters unknown and each parameter the return varies "
           "with; a parameter bound to a varying argument makes the call vary (bucketed where either side buckets), one "
-          "bound to an entry parameter hands the question on to that parameter's callers elsewhere",
+          "bound to an entry parameter hands the question on to that parameter's callers elsewhere; a value classed "
+          "varying by its name alone (`n_tok` unpacked from the call, handed on through this module's callers) that "
+          "rests on such a call takes the structural class instead where one of the function's return paths varies "
+          "per call by structure (`.item()` of a per-batch tensor): the most varying path decides, as for any "
+          "join, since one path that varies per call is enough for a recompile",
           arguments=(16, "a call with more arguments is a constructor or a configuration builder, not a size helper; "
                      "the six codebases measured (2026-12-01) call the helpers a launch rests on with at most 6"),
           nesting=(4, "calls nested in a call's arguments (`f(g(h(n)))`), each bound in turn; the summary itself is "

@@ -65,8 +65,9 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
         if entry is None and refs:
             entry = refs[0]
         also = tuple(e for e in refs if e != entry)[:_ALSO]
-    # an unknown part that another module's function returns may still make the whole vary
-    ret = best.ret if best.cls == UNKNOWN else None
+    # an unknown part that another module's function returns may still make the whole vary, and a
+    # part varying by its name alone may be shown to vary by what that function returns
+    ret = best.ret if best.cls == UNKNOWN or best.by_name else None
     if ret is None and best.cls == UNKNOWN:
         ret = next((p.ret for p in items if p.ret is not None), None)
     if vtype is None:
