@@ -274,3 +274,31 @@ def {nm['b']}({nm['u']}, x, {nm['m']}):
         # every path a name or a literal: nothing structural to lift the name with (a name alone is
         # reported at the low level only, below the default)
         assert n not in got
+
+
+@pytest.mark.parametrize("launching_first", [True, False])
+def test_a_call_of_a_name_imported_in_both_branches_of_an_if_is_a_call_of_each(tmp_path, rng, launching_first):
+    nm = {k: rand_ident(rng, k[0]) for k in ("f", "a", "b", "x", "q", "v", "g")}
+    n = rand_ident(rng)
+    for sub in (nm["a"], nm["b"]):
+        (tmp_path / "pkg" / sub).mkdir(parents=True)
+        (tmp_path / "pkg" / sub / "__init__.py").write_text("")
+    launching = MASKED_KERNEL.format(k="kk", n=n) + f"\n\ndef {nm['f']}(x, {n}):\n    kk[(1,)](x, {n}, BLOCK=16)\n"
+    (tmp_path / "pkg" / nm["a"] / "ops.py").write_text(launching)
+    (tmp_path / "pkg" / nm["b"] / "ops.py").write_text(f"def {nm['f']}(x, {n}):\n    return x\n")
+    first, second = (nm["a"], nm["b"]) if launching_first else (nm["b"], nm["a"])
+    caller = f"""
+import torch
+if torch.version.hip:
+    from pkg.{first}.ops import {nm['f']}
+else:
+    from pkg.{second}.ops import {nm['f']}
+
+
+def {nm['g']}({nm['x']}, {nm['q']}):
+    {nm['v']} = int({nm['q']}[0].item())
+    return {nm['f']}({nm['x']}, {nm['v']})
+"""
+    got = _by_param(_tree(tmp_path, {"layer": caller}))
+    # whichever branch imports the launching definition, the caller's device read reaches the launch
+    assert n in got and "device-data" in got[n].details["rules"], got

@@ -17,7 +17,7 @@ from jitguard.static.errors import SourceError
 from jitguard.static.facts import METHOD_CALL, FileFacts
 from jitguard.static.kernels import KernelDiscovery
 from jitguard.static.launches import LaunchExtraction, _unwrap_alias
-from jitguard.static.names import IMPORT, LOCAL, Scope, dotted, qualified, resolve_relative
+from jitguard.static.names import IMPORT, LOCAL, Scope, dotted, earlier_imported, qualified, resolve_relative
 from jitguard.static.provenance import Classifier, FunctionInfo
 from jitguard.static.scopes import Walker
 from jitguard.static.source import Source, decode, parse, suppressions
@@ -126,9 +126,13 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
                     op = self.op_call(target) if isinstance(func, ast.Attribute) else None
                     if op is not None:
                         op_calls.append((call, fn, op))
-                    elif target.split(".")[0] not in _LIBRARY_ROOTS and (
-                            self.calls_of is None or target.rsplit(".", 1)[-1] in self.calls_of):
-                        imported.append((call, fn, target))
+                    elif self.calls_of is None or target.rsplit(".", 1)[-1] in self.calls_of:
+                        # a name imported in the branches of an ``if`` (one module per platform):
+                        # the call is a call of each (rule conditional-import)
+                        for t in [target] + [resolve_relative(e, self.module, self.is_package)
+                                             for e in earlier_imported(func, scope)]:
+                            if t.split(".")[0] not in _LIBRARY_ROOTS:
+                                imported.append((call, fn, t))
                 elif isinstance(func, ast.Attribute) and self.calls_of and func.attr in self.calls_of \
                         and (callee is None or callee not in info.functions):
                     # obj.meth(...) on an object of unknown class: a call of some method named so

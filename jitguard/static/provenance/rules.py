@@ -279,6 +279,11 @@ _ALL = (
           defining_files=(3, "a method name defined in more than 3 files is generic (`forward`, `run`)"),
           calling_files=(10, "a name called from more than 10 files is generic too; reading them all cost time "
                          "for no finding")),
+    _rule("conditional-import", "binds", STRUCTURAL, "a name imported more than once in one scope (`if hip: from "
+          ".a.ops import f` / `else: from .b.ops import f`: one module per platform) may name any of the imported "
+          "functions: a call of it is a call of each, so the callers-elsewhere steps reach the definition that "
+          "launches; a later import that plainly shadows an earlier one in straight-line code is taken the same way "
+          "(rare: the extra binding only adds a caller)"),
     _rule("custom-op", "binds", STRUCTURAL, "`torch.ops.ns.op(...)` calls the function registered as `ns::op`"),
     _rule("instance-call", "binds", STRUCTURAL, "`obj(...)` with `obj = Cls(...)` calls `Cls.__call__`"),
     _rule("float-default", "float", STRUCTURAL, "a parameter no caller passes, whose default is a float literal, "
