@@ -9,7 +9,7 @@ import pytest
 from jitguard.static.extract import extract_file
 from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING
 from jitguard.static.provenance.rules import confidence
-from tests._static_util import rand_ident
+from tests._static_util import rand_ident, rand_names
 
 KERNEL = """
 import torch
@@ -494,3 +494,88 @@ def test_resized_dims(body, expected):
     assert ("resized-dim" in arg.rules) == (expected == VARYING), (body, arg.rules)
     if expected == VARYING:  # what sizes reach the map is configuration: never above low
         assert confidence(arg.rules, arg.by_name) == "low", arg.rules
+
+
+# a loop over what a helper of the module returns, the helper returning a one-element literal on
+# some paths (a fast path: the loop runs once with that element) or on all of them
+FAST_PATH_HELPER = """
+def {h}({n}, {s}):
+    if {n} <= 0:
+        return [(0, 0)]
+    if {s} >= {n}:
+        return [(0, {n})]
+    return [({b}, min({n}, {b} + {s})) for {b} in range(0, {n}, {s})]
+"""
+LOOPS = {
+    "call": "    for {p}, {q} in {h}(x.shape[0], {s}):\n        kern[(1,)](x, ARG, BLOCK=16)\n",
+    "local": "    {w} = {h}(x.shape[0], {s})\n    for {p}, {q} in {w}:\n        kern[(1,)](x, ARG, BLOCK=16)\n",
+}
+
+
+def _loop_arg(helper: str, loop: str, arg: str, rng: random.Random, method: bool = False):
+    names = rand_names(rng, "h", "n", "s", "b", "p", "q", "w", "f", "C")
+    if method:  # the helper and the launcher are methods of one class: `self.h(...)`
+        indent = lambda text: "".join(f"    {line}\n" if line else "\n" for line in text.splitlines())
+        helper = helper.replace("def {h}(", "def {h}(self, ")
+        loop = loop.replace("{h}(", "self.{h}(")
+        src = "class {C}:\n" + indent(helper) + "\n    def {f}(self, x, {s}):\n" + indent(loop)
+    else:
+        src = helper + "\ndef {f}(x, {s}):\n" + loop
+    src = KERNEL + src.replace("ARG", arg).format(**names)
+    (launch,) = [la for la in extract_file("m.py", src, "m").launches if la.callee == "kern"]
+    return next(a for a in launch.args if a.position == 1)
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+@pytest.mark.parametrize("method", [False, True])
+def test_a_loop_over_a_helper_with_a_one_element_fast_path_is_low(loop, method):
+    rng = random.Random()
+    # fixed (0) on the fast paths, a loop counter only on the comprehension's: never above low
+    arg = _loop_arg(FAST_PATH_HELPER, LOOPS[loop], "{p}", rng, method)
+    assert arg.provenance == VARYING and arg.rules[0] == "single-pass-return", (arg.rules, arg.evidence)
+    assert confidence(arg.rules, arg.by_name) == "low"
+    # the other component is the varying count on the fast path too: still a loop counter, high
+    arg = _loop_arg(FAST_PATH_HELPER, LOOPS[loop], "{q}", rng, method)
+    assert arg.provenance == VARYING and "single-pass-return" not in arg.rules, arg.rules
+    assert confidence(arg.rules, arg.by_name) == "high"
+    # a fast path whose element varies (`[(n, 0)]`) leaves the loop counter
+    helper = FAST_PATH_HELPER.replace("return [(0, {n})]", "return [({n}, 0)]")
+    arg = _loop_arg(helper, LOOPS[loop], "{p}", rng, method)
+    assert arg.provenance == VARYING and confidence(arg.rules, arg.by_name) == "high", arg.rules
+
+
+ALWAYS_ONE = """
+def {h}({n}, {s}):
+    if {s} > 0:
+        return [(0, {n})]
+    return ((0, {n} * 2),)
+"""
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_a_loop_over_a_helper_that_always_returns_one_element_takes_that_element(loop):
+    rng = random.Random()
+    arg = _loop_arg(ALWAYS_ONE, LOOPS[loop], "{p}", rng)
+    assert arg.provenance == STABLE and "single-element-return" in arg.rules, (arg.rules, arg.evidence)
+    # the element's other component is the call's leading dim: varying through it, not as a counter
+    arg = _loop_arg(ALWAYS_ONE, LOOPS[loop], "{q}", rng)
+    assert arg.provenance == VARYING and "single-element-return" in arg.rules and "loop-counter" not in arg.rules
+    # the same helper called with a fixed size: fixed
+    arg = _loop_arg(ALWAYS_ONE, LOOPS[loop].replace("x.shape[0]", "x.shape[1]"), "{q}", rng)
+    assert arg.provenance == STABLE, (arg.rules, arg.evidence)
+
+
+NO_FAST_PATH = {
+    "comprehension": "\ndef {h}({n}, {s}):\n    return [({b}, min({n}, {b} + {s})) for {b} in range(0, {n}, {s})]\n",
+    # an empty list and a literal of two windows are no single pass
+    "several": FAST_PATH_HELPER.replace("return [(0, 0)]", "return []").replace(
+        "return [(0, {n})]", "return [(0, {n}), ({n}, {n})]"),
+}
+
+
+@pytest.mark.parametrize("helper", sorted(NO_FAST_PATH))
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_a_loop_over_a_helper_without_a_fast_path_is_a_loop_counter(helper, loop):
+    arg = _loop_arg(NO_FAST_PATH[helper], LOOPS[loop], "{p}", random.Random())
+    assert arg.provenance == VARYING and list(arg.rules) == ["loop-counter"], arg.rules
+    assert confidence(arg.rules, arg.by_name) == "high"
