@@ -570,6 +570,10 @@ NO_FAST_PATH = {
     # an empty list and a literal of two windows are no single pass
     "several": FAST_PATH_HELPER.replace("return [(0, 0)]", "return []").replace(
         "return [(0, {n})]", "return [(0, {n}), ({n}, {n})]"),
+    # a generator: the loop runs over what it yields, whatever a `return` hands to StopIteration
+    "generator": FAST_PATH_HELPER.replace(
+        "return [({b}, min({n}, {b} + {s})) for {b} in range(0, {n}, {s})]",
+        "for {b} in range(0, {n}, {s}):\n        yield {b}, min({n}, {b} + {s})"),
 }
 
 

@@ -700,8 +700,8 @@ class Classifier(TensorLayouts, GuardedValues):
         the call binds): (a one-element literal?, the class of component ``path`` of what the loop
         variable takes on that path, the return's line). A return of another helper of the module
         is followed into its returns, ``single-pass-return``'s depth deep. None where ``callee`` has
-        too many returns, none of them (nor of the helpers it returns) is a one-element literal, or
-        a literal's component at ``path`` is not written there."""
+        too many returns, none of them (nor of the helpers it returns) is a one-element literal, it
+        is a generator, or a literal's component at ``path`` is not written there."""
         returns = [st for st in self.own_returns(callee.node)
                    if st.value is not None and not (isinstance(st.value, ast.Constant) and st.value.value is None)]
         if not returns or len(returns) > _WINDOW_RETURNS or depth > _RETURNS_DEPTH:
@@ -710,6 +710,8 @@ class Classifier(TensorLayouts, GuardedValues):
                   if isinstance(st.value, ast.Call) and level + 1 < _WINDOW_DEPTH else None for st in returns}
         if not any(_one_element(st.value) for st in returns) and not any(nested.values()):
             return None  # a cheap look first: no fast path here nor in a helper it returns
+        if self.walk_of(callee.node, ast.Yield) or self.walk_of(callee.node, ast.YieldFrom):
+            return None  # a generator: the loop runs over what it yields, not over what it returns
         bound = self.bind_call(callee, call, fn, depth)
         key = ("loop", id(callee), path, None if bound is None else tuple(sorted((k[1], v) for k, v in bound.items())))
         if key in self._per_call:
