@@ -81,6 +81,12 @@ def test_confidence_from_the_rules_of_a_chain():
     assert registry.confidence(["assignment", "leading-dim"]) == "medium"
     assert registry.confidence(["allocated-layout", "name-varying"]) == "low"
     assert registry.confidence(["reduction"], by_name=True) == "low"
+    # structural, but varying only off a helper's fast path: never above low, and the table says so
+    assert registry.confidence(["loop-counter"]) == "high"
+    assert registry.confidence(["single-pass-return", "loop-counter"]) == "low"
+    table = registry.markdown()
+    for r in registry.RULES.values():
+        assert (f"| `{r.id}` | {r.gives} | {r.evidence}, never above low |" in table) == r.never_above_low, r.id
 
 
 KERNEL = MASKED_KERNEL
