@@ -520,6 +520,8 @@ def test_the_second_dim_of_a_batch_first_3d_unpacking_is_the_sequence(batch):
     "max_batch_size, {b}, {c} = x.shape\nARG = {b}",  # a configured maximum: a persistent buffer
     "B, H, {c} = x.shape\nARG = H",                   # the second named a model dim
     "B, num_heads, {c} = x.shape\nARG = num_heads",
+    "B, Hq, {c} = x.shape\nARG = Hq",                 # a model dim's letter in mixed case
+    "bs, n_heads, {c} = x.shape\nARG = n_heads",
     "B, {b}, {c}, {d} = x.shape\nARG = {b}",          # 4-d: sequence-dim's, which wants the name to agree
     "B, {b} = x.shape\nARG = {b}",                    # 2-d [B, C]
 ])

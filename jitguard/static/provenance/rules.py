@@ -157,7 +157,7 @@ _ALL = (
           "leading-dim guess, not the element-count one (not where the code shows 2 or more dims)"),
     _rule("batch-first-3d", "VARYING", CONVENTIONAL, "in a 3-d unpacking `B, T, C = x.shape` whose leading target is "
           "named a batch (`B`, `bs`, `batch`, `batch_size`; not tokens, not a configured `max_*`), the second dim, its "
-          "name not a model dim's, is the sequence dim of a batch-first layout (`[B, L, C]` activations): the "
+          "name not a model dim's (`H`, `Hq`, `n_heads`), is the sequence dim of a batch-first layout (`[B, L, C]` activations): the "
           "leading name says where the count sits, so the next place is the sequence, not heads (a guess, like the "
           "leading one); a leading dim named tokens is a tokens-first `[T, H, D]` layout whose second dim is a model dim"),
     _rule("stride-over-varying", "carries", STRUCTURAL, "a stride of a tensor of unknown layout is the product of the "

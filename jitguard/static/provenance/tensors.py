@@ -7,7 +7,7 @@ import ast
 from jitguard.static.facts import STABLE, UNKNOWN, VARYING, Accessor, EntryRef
 from jitguard.static.names import dotted
 from jitguard.static.provenance.bindings import FunctionInfo
-from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, batch_name, strong_stable, weight_like
+from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, batch_name, short_model_dim, strong_stable, weight_like
 from jitguard.static.provenance.syntax import _call_name, int_literal
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import Prov, join, model_dim
@@ -761,7 +761,8 @@ class TensorLayouts:
             # B, T, H, D = q.shape: the position of a batch-first layout and the name agree
             return Prov(VARYING, "int", (f"{label}{at}: the sequence dimension of a batch-first [B, T, H, D] layout",),
                         guess=True, rules=("sequence-dim",))
-        if named != STABLE and ndim == 3 and idx in (1, -2) and target and not strong_stable(target, self.varying, self.stable):
+        if named != STABLE and ndim == 3 and idx in (1, -2) and target and not short_model_dim(target) \
+                and not strong_stable(target, self.varying, self.stable):
             batch = self.unpacked_names(t, fn, line).get(0)
             if batch_name(batch):
                 # B, T, C = x.shape: the leading dim named a batch, so the layout is batch-first and
