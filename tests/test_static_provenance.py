@@ -583,3 +583,68 @@ def test_a_loop_over_a_helper_without_a_fast_path_is_a_loop_counter(helper, loop
     arg = _loop_arg(NO_FAST_PATH[helper], LOOPS[loop], "{p}", random.Random())
     assert arg.provenance == VARYING and list(arg.rules) == ["loop-counter"], arg.rules
     assert confidence(arg.rules, arg.by_name) == "high"
+
+
+def _own(rules: list[str]) -> list[str]:
+    """The rules of a value less the `ARG = ...` assignment that hands it to the launch."""
+    return [r for r in rules if r != "assignment"]
+
+
+# batch-first-3d: `B, T, C = x.shape` with the leading target named a batch puts the sequence second;
+# the other names random, so that only the place and the batch name decide
+@pytest.mark.parametrize("batch", ["B", "bs", "batch", "batch_size"])
+def test_the_second_dim_of_a_batch_first_3d_unpacking_is_the_sequence(batch):
+    rng = random.Random()
+    body = batch + ", {b}, {c} = x.shape\nARG = {b}"
+    arg = launch_arg(body, rng)
+    assert (arg.provenance, _own(arg.rules)) == (VARYING, ["batch-first-3d"])
+    assert confidence(arg.rules, arg.by_name) == "medium"  # a convention, like the leading-dim guess
+    # the last dim is the model dim it was
+    assert launch_arg(batch + ", {b}, {c} = x.shape\nARG = {c}", rng).provenance == STABLE
+
+
+@pytest.mark.parametrize("body", [
+    "{a}, {b}, {c} = x.shape\nARG = {b}",            # the leading target not named a batch
+    "num_tokens, {b}, {c} = x.shape\nARG = {b}",      # tokens-first [T, H, D]: the second is heads
+    "max_batch_size, {b}, {c} = x.shape\nARG = {b}",  # a configured maximum: a persistent buffer
+    "B, H, {c} = x.shape\nARG = H",                   # the second named a model dim
+    "B, num_heads, {c} = x.shape\nARG = num_heads",
+    "B, Hq, {c} = x.shape\nARG = Hq",                 # a model dim's letter in mixed case
+    "bs, n_heads, {c} = x.shape\nARG = n_heads",
+    "B, {b}, {c}, {d} = x.shape\nARG = {b}",          # 4-d: sequence-dim's, which wants the name to agree
+    "B, {b} = x.shape\nARG = {b}",                    # 2-d [B, C]
+])
+def test_no_batch_first_sequence_where_the_place_or_names_do_not_say_so(body):
+    arg = launch_arg(body, random.Random())
+    assert arg.provenance == STABLE and "batch-first-3d" not in arg.rules, (body, arg.rules)
+
+
+# stride-over-varying: a stride over a dim the code shows varies varies with it
+STRIDES = [
+    # [B, L, C]: stride 0 = L * C, a count times a model dim (count-times-dim, never above low)
+    ("B, {b}, {c} = x.shape\nARG = x.stride(0)", ["stride-over-varying", "count-times-dim", "batch-first-3d"]),
+    # stride 1 = C: nothing after it varies
+    ("B, {b}, {c} = x.shape\nARG = x.stride(1)", None),
+    ("B, {b}, {c} = x.shape\nARG = x.stride(-1)", None),
+    # a 5-d feature map whose spatial dims are padded alike: stride 2 = H * W varies (resized-dim, low)
+    ("{a}, {b}, {c}, {d}, {t} = x.shape\n{u} = torch.empty(({c} + {p}, {d} + 2 * {p}, {t} + 2 * {p}))\n"
+     "ARG = x.stride(2)", ["stride-over-varying", "resized-dim"]),
+    ("{a}, {b}, {c}, {d}, {t} = x.shape\n{u} = torch.empty(({d} * {p}, {t} * {p}))\n"
+     "{q}, {q}, {q}, {q}, {q} = x.stride()\nARG = x.stride(3)", ["stride-over-varying", "resized-dim"]),
+    # resized dims read without an unpacking
+    ("{u} = torch.empty((x.shape[2] * {p}, x.shape[3] * {p}))\nARG = x.stride(1)", ["stride-over-varying", "resized-dim"]),
+    # the innermost resized dim has stride 1 after it: the stride over nothing varying stays fixed
+    ("{a}, {b}, {c}, {d} = x.shape\n{u} = torch.empty(({c} * {p}, {d} * {p}))\nARG = x.stride(3)", None),
+    # model dims only after it: the existing-stride convention stands
+    ("{a}, {b}, {c}, {d} = x.shape\nARG = x.stride(0)", None),
+]
+
+
+@pytest.mark.parametrize("body,rules", STRIDES)
+def test_a_stride_over_a_dim_the_code_shows_varies(body, rules):
+    arg = launch_arg(body, random.Random(), params="x, {p}", keys="abcdtupq")
+    if rules is None:
+        assert (arg.provenance, _own(arg.rules)) == (STABLE, ["existing-stride"]), (body, arg.rules)
+        return
+    assert arg.provenance == VARYING and _own(arg.rules) == rules, (body, arg.rules)
+    assert confidence(arg.rules, arg.by_name) == "low"  # the dims it rests on are never above low here

@@ -182,6 +182,16 @@ _ALL = (
     _rule("boundary-count", "VARYING", CONVENTIONAL, "`x.numel() - 1` counts the intervals between the elements "
           "of a vector of boundaries (`cu_seqlens`, `query_start_loc`): x is 1-d, so the count rests on the "
           "leading-dim guess, not the element-count one (not where the code shows 2 or more dims)"),
+    _rule("batch-first-3d", "VARYING", CONVENTIONAL, "in a 3-d unpacking `B, T, C = x.shape` whose leading target is "
+          "named a batch (`B`, `bs`, `batch`, `batch_size`; not tokens, not a configured `max_*`), the second dim, its "
+          "name not a model dim's (`H`, `Hq`, `n_heads`), is the sequence dim of a batch-first layout (`[B, L, C]` activations): the "
+          "leading name says where the count sits, so the next place is the sequence, not heads (a guess, like the "
+          "leading one); a leading dim named tokens is a tokens-first `[T, H, D]` layout whose second dim is a model dim"),
+    _rule("stride-over-varying", "carries", STRUCTURAL, "a stride of a tensor of unknown layout is the product of the "
+          "dims after it (`existing-stride`); where the same function shows one of those dims varies (the sequence dim "
+          "of a batch-first unpacking, `sequence-dim` / `batch-first-3d`; a resized spatial dim, `resized-dim`), "
+          "`x.stride(i)` varies with it and rests on the rules that dim does; times trailing model dims it is "
+          "`count-times-dim`"),
     _rule("collection-length", "VARYING", CONVENTIONAL, "`len(x)` of a collection nothing is known of is a per-call "
           "count (a guess)"),
     _rule("conflicting-layout", "VARYING, never above low", CONVENTIONAL, "a leading dim (`n = w.shape[0]`) that the "
