@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
 import os
 import stat
@@ -35,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import jitguard
-from jitguard.atomic_write import write_text_atomic
 
 CACHE_LAYOUT = "v2"  # v2: entries are "<hmac>\n<json>"
 SECRET_NAME = "secret"
@@ -140,9 +140,9 @@ def _mac(secret: bytes, body: bytes) -> str:
     return hmac.new(secret, body, hashlib.sha256).hexdigest()
 
 
-def _seal(secret: bytes, obj: Any) -> str:
-    body = json.dumps(obj, separators=(",", ":"))
-    return _mac(secret, body.encode("utf-8", "surrogateescape")) + "\n" + body
+def _seal(secret: bytes, obj: Any) -> bytes:
+    body = json.dumps(obj, separators=(",", ":")).encode("utf-8", "surrogateescape")
+    return _mac(secret, body).encode("ascii") + b"\n" + body
 
 
 def _open_sealed(secret: bytes, path: str) -> Any:
@@ -200,6 +200,41 @@ def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=20).hexdigest()
 
 
+_MADE_DIRS: set[str] = set()  # the cache's directories this process made or found
+_TMP_SEQ = itertools.count()
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """Write one sealed cache file: a temporary file beside it (``<name>.<pid>.<n>-tmp``, created
+    exclusively, 0600), then one rename. Cheaper than ``jitguard.atomic_write`` (no symlink
+    resolution, mode or owner to keep: the cache directory is private to the user, and a file in it
+    is always replaced, never written through), as a cold scan writes one per file analyzed. A
+    directory is created once per process, again if something removed it."""
+    directory = os.path.dirname(path)
+    if directory not in _MADE_DIRS:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        _MADE_DIRS.add(directory)
+    tmp = f"{path}.{os.getpid()}.{next(_TMP_SEQ)}-tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(tmp, flags, 0o600)
+    except FileNotFoundError:  # the directory went away since (the cache was removed)
+        _MADE_DIRS.discard(directory)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        _MADE_DIRS.add(directory)
+        fd = os.open(tmp, flags, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def _cache_dir_of_entry(path: str) -> str:
     """``<cache dir>/<layout>/facts/<xx>/<key>.json`` -> ``<cache dir>``."""
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(path))))
@@ -209,7 +244,7 @@ def write_entry(path: str, key: str, entry: dict[str, Any]) -> bool:
     """Write one per-file entry (also called from worker processes); False if it failed."""
     try:
         secret = cache_secret(_cache_dir_of_entry(path))
-        write_text_atomic(path, _seal(secret, {"key": key, **entry}))
+        _write_file(path, _seal(secret, {"key": key, **entry}))
         return True
     except (OSError, TypeError, ValueError):
         # A read-only or full cache dir, or facts that don't serialize: the scan still works.
@@ -300,7 +335,7 @@ class DigestIndex:
             return True
         body = {"key": self.key, "started_ns": self.started_ns, "files": self._next}
         try:
-            write_text_atomic(self.path, _seal(self.secret, body))
+            _write_file(self.path, _seal(self.secret, body))
         except (OSError, TypeError, ValueError):
             return False
         self._stored, self._stored_ns, self._changed = dict(self._next), self.started_ns, False
@@ -374,7 +409,7 @@ class FactsCache:
     def save_tree(self, key: str, entry: dict[str, Any], keep: int = 32) -> None:
         """Store a tree memo; only the ``keep`` most recently written ones are kept."""
         try:
-            write_text_atomic(self._tree_path(key), _seal(self.secret, {"key": key, **entry}))
+            _write_file(self._tree_path(key), _seal(self.secret, {"key": key, **entry}))
         except (OSError, TypeError, ValueError):
             self.write_errors += 1
             return
@@ -410,7 +445,7 @@ class FactsCache:
             "miss": sorted(d for d, v in memo.items() if not v),
         }
         try:
-            write_text_atomic(self._memo_path(names_digest), _seal(self.secret, data))
+            _write_file(self._memo_path(names_digest), _seal(self.secret, data))
         except OSError:
             self.write_errors += 1
 

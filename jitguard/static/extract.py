@@ -53,6 +53,7 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
         self.stable = frozenset(stable)
         self.walker = Walker(module, self.is_package)
         self.returns_of: dict = {}  # own_returns per function, shared with the Classifier
+        self.unrooted: dict = {}  # id -> (ArgFacts, node, fn) of the tensor arguments (LaunchExtraction.arg)
 
     def short(self, node: ast.AST, limit: int = 80) -> str:
         text = " ".join(self.src.segment(node).split())
@@ -192,11 +193,14 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
         counted = {c for la in facts.launches for a in la.args for c in a.counts}
         for c in facts.calls:  # link.py matches counts and tensors of launches only
             for a in c.args:
-                a.counts, a.tensor_root = [], None
-        for la in facts.launches:  # a tensor's binding matters only where some count is of it
-            for a in la.args:
-                if a.tensor_root is not None and a.tensor_root not in counted:
-                    a.tensor_root = None
+                a.counts = []
+        if counted:  # a tensor's binding matters only where some count is of it: made for those files only
+            for la in facts.launches:
+                for a in la.args:
+                    got = self.unrooted.get(id(a))
+                    if got is not None and got[0] is a:
+                        root = classifier.tensor_root(got[1], got[2])
+                        a.tensor_root = root if root in counted else None
         facts.imports = dict(w.imports)
         for qual, value, scope in w.alias_values:
             inner = _unwrap_alias(value)
@@ -216,14 +220,16 @@ def extract_file(
     varying_names: frozenset[str] = frozenset(),
     stable_names: frozenset[str] = frozenset(),
     calls_of: frozenset[str] | None = None,
+    digest: str | None = None,
 ) -> FileFacts:
     """Facts about one file. Raises SourceError for a file that can't be parsed or decoded.
-    ``calls_of``: record only the calls of functions with these short names (FileFacts.calls)."""
+    ``calls_of``: record only the calls of functions with these short names (FileFacts.calls);
+    ``digest``: the ``content_digest`` of ``source`` where the caller has it (the scan does)."""
     text = decode(source)
     tree = parse(path, text, source if isinstance(source, bytes) else None)
     try:
         facts = _Extractor(path, text, tree, module, varying_names, stable_names, calls_of).run()
     except RecursionError:
         raise SourceError("too deeply nested to analyze") from None
-    facts.digest = content_digest(source if isinstance(source, bytes) else source.encode("utf-8"))
+    facts.digest = digest or content_digest(source if isinstance(source, bytes) else source.encode("utf-8"))
     return facts

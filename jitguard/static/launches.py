@@ -289,7 +289,7 @@ class LaunchExtraction:
 
     def arg(self, node: ast.AST, classifier: Classifier, fn, position=None, keyword=None) -> ArgFacts:
         prov = classifier.classify(node, fn)
-        return ArgFacts(
+        out = ArgFacts(
             text=self.short(node, 60),
             position=position,
             keyword=keyword,
@@ -305,8 +305,10 @@ class LaunchExtraction:
             bucketed=prov.bucket and prov.entry is not None,
             rules=list(dict.fromkeys(prov.rules)),
             counts=list(prov.counted) if "element-count" in prov.rules else [],
-            tensor_root=classifier.tensor_root(node, fn) if prov.vtype not in _SCALARS else None,
         )
+        if prov.vtype not in _SCALARS:  # its tensor_root, once the file's counts are known (extract.py)
+            self.unrooted[id(out)] = (out, node, fn)
+        return out
 
     def entry_ref(self, prov) -> EntryRef | None:
         """The entry parameter a value rests on, its function qualified by this module."""

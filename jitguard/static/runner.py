@@ -91,12 +91,13 @@ def _extract_job(job: tuple) -> tuple:
     from jitguard.static import extract
     from jitguard.static.errors import SourceError
 
-    display, module, data, varying, stable, cache_path, key = job[:7]
-    calls_of = job[7] if len(job) > 7 else None
+    display, module, data, digest, varying, stable, cache_path, key = job[:8]
+    calls_of = job[8] if len(job) > 8 else None
     try:
         extra = {"calls_of": frozenset(calls_of)} if calls_of is not None else {}
         facts = extract.extract_file(
-            display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable), **extra
+            display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable),
+            digest=digest, **extra,
         )
         out: tuple = ("facts", facts)
         entry: dict | None = {"facts": facts.to_dict()} if cache_path else None
@@ -314,7 +315,7 @@ def scan_paths(
             return
         todo.sort(key=lambda t: -len(contents[t[0]][1]))  # largest first: better load balance
         jobs_args = {
-            d: (d, contents[d][0].module, contents[d][1], varying, stable,
+            d: (d, contents[d][0].module, contents[d][1], contents[d][2], varying, stable,
                 cache.entry_path(key) if cache and key else None, key)
             + ((tuple(sorted(calls_of)),) if calls_of is not None else ())
             for d, key in todo
