@@ -94,6 +94,7 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
                 synthetic = ast.copy_location(ast.Call(func=bound, args=call.args, keywords=call.keywords), call)
                 launches.append((synthetic, scope, fn, "grid"))
             callee = None
+            q = None  # qualified(func, scope), made once where asked
             if isinstance(func, ast.Name):
                 q = qualified(func, scope)
                 if q and q[0][1] == LOCAL:
@@ -108,7 +109,8 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
             if callee is None or callee not in info.functions:
                 callee = self.instance_call(func, scope) or callee
             if (call.args or call.keywords) and isinstance(func, (ast.Name, ast.Attribute)):
-                q = qualified(func, scope)
+                if q is None:
+                    q = qualified(func, scope)
                 if q and q[0][1] == IMPORT:
                     target = resolve_relative(q[0][0], self.module, self.is_package)
                     op = self.op_call(target) if isinstance(func, ast.Attribute) else None

@@ -335,6 +335,8 @@ class LaunchExtraction:
 
     def _spec_returns(self, st) -> list[tuple[ast.Return, ast.AST]]:
         """``return grid, dict(...)`` / ``return grid, {...}, extra`` in a function's own body."""
+        if id(st) not in self.walker.tuple_returns:  # no return of a 2- or 3-tuple of its own
+            return []
         out = []
         for node in self.own_returns(st):
             v = node.value
