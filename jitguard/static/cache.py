@@ -477,7 +477,6 @@ def prune(cache_dir: str, *, now: float | None = None, limit: int | None = None,
     One pruner at a time (a non-blocking lock; a scan that finds it taken skips pruning); a
     concurrent scan that loses an entry rebuilds it. Returns the number of files removed."""
     import fcntl
-    import shutil
 
     now = time.time() if now is None else now
     limit = max_bytes() if limit is None else limit
@@ -493,6 +492,8 @@ def prune(cache_dir: str, *, now: float | None = None, limit: int | None = None,
             return 0  # another scan is pruning
         for name in os.listdir(cache_dir):  # older layouts: nothing reads them any more
             if name != CACHE_LAYOUT and name[:1] == "v" and name[1:].isdigit():
+                import shutil  # here only: a scan's first prune of a fresh cache has none to remove
+
                 shutil.rmtree(os.path.join(cache_dir, name), ignore_errors=True)
                 removed += 1
         entries: list[tuple[float, int, str]] = []

@@ -287,10 +287,6 @@ def scan_paths(
                 (d, sf.module, digest) for d, (sf, _, digest) in sorted(contents.items()))
     walk_errors = len(result.errors)  # problems found before analysis: never part of a memo
 
-    import traceback
-    from concurrent.futures import as_completed
-    from concurrent.futures.process import BrokenProcessPool
-
     from jitguard.static import extract as _engine  # noqa: F401  (before the workers fork: they share it)
     from jitguard.static import prefilter
     from jitguard.static.facts import FileFacts
@@ -343,6 +339,9 @@ def scan_paths(
         remaining = list(jobs_args)
         pool = workers.pool() if total >= 4 else None
         if pool is not None:
+            from concurrent.futures import as_completed  # with the pool only: -j 1 does without them
+            from concurrent.futures.process import BrokenProcessPool
+
             try:
                 futures = workers.submit(_extract_job, {d: jobs_args[d] for d in remaining})
                 for fut in as_completed(futures):
@@ -469,6 +468,8 @@ def scan_paths(
                 registry = _link.op_registry(facts_by_path.values())
                 refs = _link.launch_entry_refs(fresh) if refs is None else _link.caller_entry_refs(fresh, refs, registry)
             except Exception as exc:  # a jitguard bug: said as one, the scan goes on without phase 4
+                import traceback
+
                 result.internal_errors.append(FileError(
                     "<callers in other modules>", f"internal error (please report): {type(exc).__name__}: {exc}"))
                 result.internal_tracebacks.append(("<callers in other modules>", traceback.format_exc(limit=-6)))
@@ -553,6 +554,8 @@ def scan_paths(
     except InternalError:
         raise
     except Exception as exc:
+        import traceback
+
         raise InternalError(
             f"while linking {len(ordered)} files: {type(exc).__name__}: {exc}\n"
             + traceback.format_exc(limit=-6)
