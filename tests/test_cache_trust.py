@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import pickle
 import random
+import shutil
 import stat
 import time
 from pathlib import Path
@@ -40,7 +42,20 @@ def _scan(tmp_path, cache_dir=None, **kw):
 
 
 def _sealed_files(cache_dir: Path) -> list[Path]:
-    return [p for p in (cache_dir / cache_mod.CACHE_LAYOUT).rglob("*.json")]
+    root = cache_dir / cache_mod.CACHE_LAYOUT
+    return list(root.rglob("*.json")) + list(root.rglob("*.pickle"))
+
+
+def _forged_body(path: Path, body: bytes) -> bytes:
+    """The body of a sealed file emptied as a forger would: per-file entries are pickles of
+    FileFacts, the other files JSON."""
+    if path.suffix == ".pickle":
+        entry = cache_mod.load_entry(body)
+        if "facts" in entry:
+            entry["facts"].kernels = []
+            entry["facts"].launches = []
+        return cache_mod.dump_entry(entry)
+    return json.dumps(_emptied(json.loads(body)), separators=(",", ":")).encode()
 
 
 def _emptied(body: dict) -> dict:
@@ -66,7 +81,7 @@ def test_a_forged_cache_entry_does_not_hide_findings(tree, forgery):
     other = os.urandom(32)
     for p in files:
         mac, _, body = p.read_bytes().partition(b"\n")
-        forged = json.dumps(_emptied(json.loads(body)), separators=(",", ":")).encode()
+        forged = _forged_body(p, body)
         if forgery == "altered body, old MAC":
             p.write_bytes(mac + b"\n" + forged)
         elif forgery == "MAC under another secret":
@@ -219,3 +234,34 @@ def test_concurrent_first_scans_agree_on_one_secret(tmp_path):
         p.join(timeout=60)
     assert len(secrets) == 1 and (d / cache_mod.SECRET_NAME).read_bytes() in secrets
     assert [n for n in os.listdir(d) if n != cache_mod.SECRET_NAME] == []  # no temp file left
+
+
+class _Planted:
+    """What an entry that runs code when unpickled holds: a call of ``os.mkdir``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (os.mkdir, (self.path,))
+
+
+def test_a_sealed_entry_is_unpickled_into_jitguard_classes_only(tree):
+    # even an entry sealed with the user's own secret runs no code when read: the unpickler refuses
+    # every class outside jitguard (and plain containers), and the entry is rebuilt
+    tmp_path, params = tree
+    expected = sorted((f.path, f.param) for f in _scan(tmp_path).findings)
+    cache_dir = tmp_path / "cache"
+    layout = cache_dir / cache_mod.CACHE_LAYOUT
+    entries = list((layout / "facts").rglob("*.pickle"))
+    assert entries
+    shutil.rmtree(layout / "trees")  # the next scan reads the per-file entries, not the tree memo
+    marker = tmp_path / "ran"
+    body = pickle.dumps({"key": "k", "facts": _Planted(str(marker))})
+    secret = cache_mod.cache_secret(str(cache_dir))
+    for p in entries:
+        p.write_bytes(cache_mod._mac(secret, body).encode() + b"\n" + body)
+    again = _scan(tmp_path)
+    assert not marker.exists()
+    assert sorted((f.path, f.param) for f in again.findings) == expected
+    assert again.cache_hits == 0

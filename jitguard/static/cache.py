@@ -19,6 +19,14 @@ removes just rebuilds it.
 Reading: a scan learns each file's content digest from a stat-keyed index (``DigestIndex``), so a
 warm scan opens no unchanged file; the index is sealed like the entries.
 
+Format: a per-file entry is a pickle of ``{"key", "facts": FileFacts}`` (or ``"error"``). The
+worker that extracted the file pickles the facts once, for the entry and for its answer to the
+scan, which a JSON entry encoded a second time (``to_dict``, then ``json.dumps``: on liger-kernel
+that was as much CPU as the pickle and the unpickle together). An entry is unpickled only after its
+MAC verified, and then only into jitguard's own classes and plain containers (``_EntryUnpickler``):
+a file nobody with the secret wrote is never unpickled. The tree memo, the digest index and the
+prefilter memos are JSON.
+
 Every write goes to a temporary file in the same directory and is renamed into place, so concurrent
 scans never see half-written entries; an entry that fails to parse or to verify is ignored and
 rebuilt.
@@ -27,9 +35,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import itertools
 import json
 import os
+import pickle
 import stat
 import time
 from pathlib import Path
@@ -37,7 +47,8 @@ from typing import Any
 
 import jitguard
 
-CACHE_LAYOUT = "v2"  # v2: entries are "<hmac>\n<json>"
+# v3: per-file entries are "<hmac>\n<pickle>", the other sealed files "<hmac>\n<json>"
+CACHE_LAYOUT = "v3"
 SECRET_NAME = "secret"
 DEFAULT_MAX_MB = 256
 MAX_AGE_DAYS = 30
@@ -145,19 +156,45 @@ def _seal(secret: bytes, obj: Any) -> bytes:
     return _mac(secret, body).encode("ascii") + b"\n" + body
 
 
-def _open_sealed(secret: bytes, path: str) -> Any:
-    """The JSON of a sealed file; None when absent, unreadable or its MAC does not verify."""
+def _open_sealed(secret: bytes, path: str, *, pickled: bool = False) -> Any:
+    """The JSON (``pickled``: the pickle) of a sealed file; None when absent, unreadable or its MAC
+    does not verify."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError:
         return None
     mac, sep, body = data.partition(b"\n")
-    if not sep or not hmac.compare_digest(mac.decode("ascii", "replace"), _mac(secret, body)):
+    if not sep or not hmac.compare_digest(mac, _mac(secret, body).encode("ascii")):  # bytes: any file compares
         return None
+    if pickled:
+        return load_entry(body)
     try:
         return json.loads(body.decode("utf-8", "surrogateescape"))
     except ValueError:
+        return None
+
+
+class _EntryUnpickler(pickle.Unpickler):
+    """Unpickles jitguard's classes and plain containers only (an entry holds FileFacts)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "jitguard" or module.startswith("jitguard.") or (module == "builtins" and name in (
+                "set", "frozenset", "tuple", "list", "dict")):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is no part of a cache entry")
+
+
+def dump_entry(entry: dict[str, Any]) -> bytes:
+    """A per-file entry's body (the pickle a worker also answers the scan with)."""
+    return pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def load_entry(body: bytes) -> Any:
+    """The entry a ``dump_entry`` body holds; None for one that does not unpickle."""
+    try:
+        return _EntryUnpickler(io.BytesIO(body)).load()
+    except Exception:  # truncated, or of another jitguard's classes: rebuilt
         return None
 
 
@@ -236,15 +273,16 @@ def _write_file(path: str, data: bytes) -> None:
 
 
 def _cache_dir_of_entry(path: str) -> str:
-    """``<cache dir>/<layout>/facts/<xx>/<key>.json`` -> ``<cache dir>``."""
+    """``<cache dir>/<layout>/facts/<xx>/<key>.pickle`` -> ``<cache dir>``."""
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(path))))
 
 
-def write_entry(path: str, key: str, entry: dict[str, Any]) -> bool:
-    """Write one per-file entry (also called from worker processes); False if it failed."""
+def write_entry(path: str, body: bytes) -> bool:
+    """Write one per-file entry, ``dump_entry({"key": key, ...})`` (also called from worker
+    processes); False if it failed."""
     try:
         secret = cache_secret(_cache_dir_of_entry(path))
-        _write_file(path, _seal(secret, {"key": key, **entry}))
+        _write_file(path, _mac(secret, body).encode("ascii") + b"\n" + body)
         return True
     except (OSError, TypeError, ValueError):
         # A read-only or full cache dir, or facts that don't serialize: the scan still works.
@@ -363,12 +401,12 @@ class FactsCache:
         return hashlib.blake2b(blob, digest_size=20).hexdigest()
 
     def entry_path(self, key: str) -> str:
-        return os.path.join(self.root, "facts", key[:2], key + ".json")
+        return os.path.join(self.root, "facts", key[:2], key + ".pickle")
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored entry, or None when absent or unreadable (then it is rebuilt)."""
         path = self.entry_path(key)
-        entry = _open_sealed(self.secret, path)
+        entry = _open_sealed(self.secret, path, pickled=True)
         if not isinstance(entry, dict) or entry.get("key") != key or (
             "facts" not in entry and "error" not in entry
         ):
@@ -379,7 +417,7 @@ class FactsCache:
         return entry
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
-        if not write_entry(self.entry_path(key), key, entry):
+        if not write_entry(self.entry_path(key), dump_entry({"key": key, **entry})):
             self.write_errors += 1
 
     def digest_index(self, targets) -> DigestIndex:

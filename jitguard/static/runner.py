@@ -23,6 +23,8 @@ from jitguard.static.cache import (
     FactsCache,
     content_digest,
     default_cache_dir,
+    dump_entry,
+    load_entry,
     write_entry,
 )
 from jitguard.static.errors import SourceError
@@ -84,10 +86,12 @@ def default_jobs() -> int:
 
 # --- per-file extraction (runs in workers) ---------------------------------------------------
 
-def _extract_job(job: tuple) -> tuple:
+def _extract_job(job: tuple, pooled: bool = False) -> tuple:
     """Extract one file. Returns ("facts", FileFacts) | ("error", message, line) |
-    ("internal", message, traceback). Writes the cache entry itself (in parallel workers the JSON
-    encoding then runs in parallel too); only problems about the file are cached."""
+    ("internal", message, traceback); ``pooled`` (a worker process): ("pickled", the cache entry's
+    body) for facts, which the scan unpickles (``_facts_of``): the facts are pickled once, for the
+    entry and the answer. Writes the cache entry itself (in parallel workers the pickling then runs
+    in parallel too); only problems about the file are cached."""
     from jitguard.static import extract
     from jitguard.static.errors import SourceError
 
@@ -100,7 +104,7 @@ def _extract_job(job: tuple) -> tuple:
             digest=digest, **extra,
         )
         out: tuple = ("facts", facts)
-        entry: dict | None = {"facts": facts.to_dict()} if cache_path else None
+        entry: dict | None = {"facts": facts} if cache_path or pooled else None
     except RecursionError:
         out = ("error", "too deeply nested for the parser (recursion limit); not analyzed", None)
         entry = {"error": {"message": out[1], "line": None}}
@@ -115,9 +119,30 @@ def _extract_job(job: tuple) -> tuple:
 
         tb = traceback.format_exc(limit=-6)
         return ("internal", f"{type(exc).__name__}: {exc}", tb)
-    if cache_path and entry is not None:
-        write_entry(cache_path, key, entry)
+    if entry is not None:
+        try:
+            body = dump_entry({"key": key, **entry})
+        except Exception:  # facts that don't pickle: answered as they are, not cached
+            return out
+        if cache_path:
+            write_entry(cache_path, body)
+        if pooled and out[0] == "facts":
+            return ("pickled", body)
     return out
+
+
+def _pooled_job(job: tuple) -> tuple:
+    return _extract_job(job, pooled=True)
+
+
+def _facts_of(out: tuple) -> tuple:
+    """A worker's answer with its facts unpickled: ("facts", FileFacts), or as it came."""
+    if out[0] != "pickled":
+        return out
+    entry = load_entry(out[1])
+    if not isinstance(entry, dict) or "facts" not in entry:
+        return ("internal", "a worker's answer did not unpickle", "")
+    return ("facts", entry["facts"])
 
 
 class _Workers:
@@ -343,10 +368,10 @@ def scan_paths(
             from concurrent.futures.process import BrokenProcessPool
 
             try:
-                futures = workers.submit(_extract_job, {d: jobs_args[d] for d in remaining})
+                futures = workers.submit(_pooled_job, {d: jobs_args[d] for d in remaining})
                 for fut in as_completed(futures):
                     d = futures[fut]
-                    finish(d, fut.result())
+                    finish(d, _facts_of(fut.result()))
                     remaining.remove(d)
             except BrokenProcessPool:
                 workers.broken()  # a worker died (killed, or a crash in native code): finish in-process
@@ -364,9 +389,8 @@ def scan_paths(
                 return False
             result.errors.append(FileError(d, err["message"], err.get("line")))
             return True
-        try:
-            facts = FileFacts.from_dict(entry["facts"])
-        except Exception:  # a corrupt or outdated cache entry: rebuild it
+        facts = entry["facts"]
+        if not isinstance(facts, FileFacts):  # a corrupt or outdated cache entry: rebuild it
             return False
         facts.digest = contents[d][2]
         facts_by_path[d] = facts
