@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from jitguard.atomic_write import write_text_atomic
 from jitguard.config import Config
 from jitguard.static import cache as cache_mod
 from jitguard.static.runner import scan_paths
@@ -237,18 +238,19 @@ def test_concurrent_first_scans_agree_on_one_secret(tmp_path):
 
 
 class _Planted:
-    """What an entry that runs code when unpickled holds: a call of ``os.mkdir``."""
+    """What an entry that runs code when unpickled holds: a call that leaves a file at ``path``."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, call, path: str) -> None:
+        self.call, self.path = call, path
 
     def __reduce__(self):
-        return (os.mkdir, (self.path,))
+        return (self.call, (self.path, "x") if self.call is write_text_atomic else (self.path,))
 
 
-def test_a_sealed_entry_is_unpickled_into_jitguard_classes_only(tree):
+@pytest.mark.parametrize("call", [os.mkdir, write_text_atomic], ids=["os.mkdir", "a jitguard function"])
+def test_a_sealed_entry_is_unpickled_into_jitguard_classes_only(tree, call):
     # even an entry sealed with the user's own secret runs no code when read: the unpickler refuses
-    # every class outside jitguard (and plain containers), and the entry is rebuilt
+    # every global but jitguard's classes (and plain containers), and the entry is rebuilt
     tmp_path, params = tree
     expected = sorted((f.path, f.param) for f in _scan(tmp_path).findings)
     cache_dir = tmp_path / "cache"
@@ -257,7 +259,7 @@ def test_a_sealed_entry_is_unpickled_into_jitguard_classes_only(tree):
     assert entries
     shutil.rmtree(layout / "trees")  # the next scan reads the per-file entries, not the tree memo
     marker = tmp_path / "ran"
-    body = pickle.dumps({"key": "k", "facts": _Planted(str(marker))})
+    body = pickle.dumps({"key": "k", "facts": _Planted(call, str(marker))})
     secret = cache_mod.cache_secret(str(cache_dir))
     for p in entries:
         p.write_bytes(cache_mod._mac(secret, body).encode() + b"\n" + body)

@@ -176,12 +176,15 @@ def _open_sealed(secret: bytes, path: str, *, pickled: bool = False) -> Any:
 
 
 class _EntryUnpickler(pickle.Unpickler):
-    """Unpickles jitguard's classes and plain containers only (an entry holds FileFacts)."""
+    """Unpickles jitguard's classes and plain containers only (an entry holds FileFacts): no
+    function, of jitguard's or another module's, is ever called."""
 
     def find_class(self, module: str, name: str) -> Any:
         if module == "jitguard" or module.startswith("jitguard.") or (module == "builtins" and name in (
                 "set", "frozenset", "tuple", "list", "dict")):
-            return super().find_class(module, name)
+            found = super().find_class(module, name)
+            if isinstance(found, type):
+                return found
         raise pickle.UnpicklingError(f"{module}.{name} is no part of a cache entry")
 
 
