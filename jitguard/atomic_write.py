@@ -1,6 +1,7 @@
 """Write a text file so that readers never see half of it: a temporary file in the same directory,
-then one ``os.replace`` (atomic on POSIX). Used for scan reports, merged reports, traces and cache
-entries. Source files edited by ``jitguard fix`` go through ``jitguard/static/safe_write.py``,
+then one ``os.replace`` (atomic on POSIX). Used for scan reports, merged reports, traces and
+baselines (the scan cache writes its own files, with no mode or link to keep: static/cache.py).
+Source files edited by ``jitguard fix`` go through ``jitguard/static/safe_write.py``,
 which also keeps mode, encoding and line endings and refuses files changed on disk.
 
 Only a regular file is ever replaced. A symlink stays a link: its target is written atomically. A

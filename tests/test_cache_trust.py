@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import pickle
 import random
+import shutil
 import stat
 import time
 from pathlib import Path
 
 import pytest
 
+from jitguard.atomic_write import write_text_atomic
 from jitguard.config import Config
 from jitguard.static import cache as cache_mod
 from jitguard.static.runner import scan_paths
@@ -40,7 +43,20 @@ def _scan(tmp_path, cache_dir=None, **kw):
 
 
 def _sealed_files(cache_dir: Path) -> list[Path]:
-    return [p for p in (cache_dir / cache_mod.CACHE_LAYOUT).rglob("*.json")]
+    root = cache_dir / cache_mod.CACHE_LAYOUT
+    return list(root.rglob("*.json")) + list(root.rglob("*.pickle"))
+
+
+def _forged_body(path: Path, body: bytes) -> bytes:
+    """The body of a sealed file emptied as a forger would: per-file entries are pickles of
+    FileFacts, the other files JSON."""
+    if path.suffix == ".pickle":
+        entry = cache_mod.load_entry(body)
+        if "facts" in entry:
+            entry["facts"].kernels = []
+            entry["facts"].launches = []
+        return cache_mod.dump_entry(entry)
+    return json.dumps(_emptied(json.loads(body)), separators=(",", ":")).encode()
 
 
 def _emptied(body: dict) -> dict:
@@ -66,7 +82,7 @@ def test_a_forged_cache_entry_does_not_hide_findings(tree, forgery):
     other = os.urandom(32)
     for p in files:
         mac, _, body = p.read_bytes().partition(b"\n")
-        forged = json.dumps(_emptied(json.loads(body)), separators=(",", ":")).encode()
+        forged = _forged_body(p, body)
         if forgery == "altered body, old MAC":
             p.write_bytes(mac + b"\n" + forged)
         elif forgery == "MAC under another secret":
@@ -219,3 +235,35 @@ def test_concurrent_first_scans_agree_on_one_secret(tmp_path):
         p.join(timeout=60)
     assert len(secrets) == 1 and (d / cache_mod.SECRET_NAME).read_bytes() in secrets
     assert [n for n in os.listdir(d) if n != cache_mod.SECRET_NAME] == []  # no temp file left
+
+
+class _Planted:
+    """What an entry that runs code when unpickled holds: a call that leaves a file at ``path``."""
+
+    def __init__(self, call, path: str) -> None:
+        self.call, self.path = call, path
+
+    def __reduce__(self):
+        return (self.call, (self.path, "x") if self.call is write_text_atomic else (self.path,))
+
+
+@pytest.mark.parametrize("call", [os.mkdir, write_text_atomic], ids=["os.mkdir", "a jitguard function"])
+def test_a_sealed_entry_is_unpickled_into_jitguard_classes_only(tree, call):
+    # even an entry sealed with the user's own secret runs no code when read: the unpickler refuses
+    # every global but jitguard's classes (and plain containers), and the entry is rebuilt
+    tmp_path, params = tree
+    expected = sorted((f.path, f.param) for f in _scan(tmp_path).findings)
+    cache_dir = tmp_path / "cache"
+    layout = cache_dir / cache_mod.CACHE_LAYOUT
+    entries = list((layout / "facts").rglob("*.pickle"))
+    assert entries
+    shutil.rmtree(layout / "trees")  # the next scan reads the per-file entries, not the tree memo
+    marker = tmp_path / "ran"
+    body = pickle.dumps({"key": "k", "facts": _Planted(call, str(marker))})
+    secret = cache_mod.cache_secret(str(cache_dir))
+    for p in entries:
+        p.write_bytes(cache_mod._mac(secret, body).encode() + b"\n" + body)
+    again = _scan(tmp_path)
+    assert not marker.exists()
+    assert sorted((f.path, f.param) for f in again.findings) == expected
+    assert again.cache_hits == 0

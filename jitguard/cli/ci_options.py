@@ -89,13 +89,14 @@ def _options() -> dict[str, Any] | None:
 
 def apply_ci_options(result: Any, config: Any, targets: list[str]) -> None:
     """Narrow ``result.findings`` in place by the baseline and ``--diff``; record the counts on
-    ``result`` (``baselined``, ``baseline_stale``, ``outside_diff``, ``diff_base``)."""
-    from jitguard.static import baseline as bl
-
+    ``result`` (``baselined``, ``baseline_stale``, ``outside_diff``, ``diff_base``). The baseline
+    module is imported only where a baseline is asked for (a plain scan does without it)."""
     opts = _options()
     if opts is None:
         return
     if opts["write_baseline"]:
+        from jitguard.static import baseline as bl
+
         written = bl.Baseline.from_findings(opts["write_baseline"], result.findings)
         try:
             written.write()
@@ -110,6 +111,8 @@ def apply_ci_options(result: Any, config: Any, targets: list[str]) -> None:
         path = None if opts["no_baseline"] else (opts["baseline"] or getattr(config, "baseline", None))
         base = None
         if path:
+            from jitguard.static import baseline as bl
+
             try:
                 base = bl.load(path)
             except bl.BaselineError as exc:

@@ -19,6 +19,14 @@ removes just rebuilds it.
 Reading: a scan learns each file's content digest from a stat-keyed index (``DigestIndex``), so a
 warm scan opens no unchanged file; the index is sealed like the entries.
 
+Format: a per-file entry is a pickle of ``{"key", "facts": FileFacts}`` (or ``"error"``). The
+worker that extracted the file pickles the facts once, for the entry and for its answer to the
+scan, which a JSON entry encoded a second time (``to_dict``, then ``json.dumps``: on liger-kernel
+that was as much CPU as the pickle and the unpickle together). An entry is unpickled only after its
+MAC verified, and then only into jitguard's own classes and plain containers (``_EntryUnpickler``):
+a file nobody with the secret wrote is never unpickled. The tree memo, the digest index and the
+prefilter memos are JSON.
+
 Every write goes to a temporary file in the same directory and is renamed into place, so concurrent
 scans never see half-written entries; an entry that fails to parse or to verify is ignored and
 rebuilt.
@@ -27,17 +35,20 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
+import itertools
 import json
 import os
+import pickle
 import stat
 import time
 from pathlib import Path
 from typing import Any
 
 import jitguard
-from jitguard.atomic_write import write_text_atomic
 
-CACHE_LAYOUT = "v2"  # v2: entries are "<hmac>\n<json>"
+# v3: per-file entries are "<hmac>\n<pickle>", the other sealed files "<hmac>\n<json>"
+CACHE_LAYOUT = "v3"
 SECRET_NAME = "secret"
 DEFAULT_MAX_MB = 256
 MAX_AGE_DAYS = 30
@@ -140,24 +151,53 @@ def _mac(secret: bytes, body: bytes) -> str:
     return hmac.new(secret, body, hashlib.sha256).hexdigest()
 
 
-def _seal(secret: bytes, obj: Any) -> str:
-    body = json.dumps(obj, separators=(",", ":"))
-    return _mac(secret, body.encode("utf-8", "surrogateescape")) + "\n" + body
+def _seal(secret: bytes, obj: Any) -> bytes:
+    body = json.dumps(obj, separators=(",", ":")).encode("utf-8", "surrogateescape")
+    return _mac(secret, body).encode("ascii") + b"\n" + body
 
 
-def _open_sealed(secret: bytes, path: str) -> Any:
-    """The JSON of a sealed file; None when absent, unreadable or its MAC does not verify."""
+def _open_sealed(secret: bytes, path: str, *, pickled: bool = False) -> Any:
+    """The JSON (``pickled``: the pickle) of a sealed file; None when absent, unreadable or its MAC
+    does not verify."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError:
         return None
     mac, sep, body = data.partition(b"\n")
-    if not sep or not hmac.compare_digest(mac.decode("ascii", "replace"), _mac(secret, body)):
+    if not sep or not hmac.compare_digest(mac, _mac(secret, body).encode("ascii")):  # bytes: any file compares
         return None
+    if pickled:
+        return load_entry(body)
     try:
         return json.loads(body.decode("utf-8", "surrogateescape"))
     except ValueError:
+        return None
+
+
+class _EntryUnpickler(pickle.Unpickler):
+    """Unpickles jitguard's classes and plain containers only (an entry holds FileFacts): no
+    function, of jitguard's or another module's, is ever called."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "jitguard" or module.startswith("jitguard.") or (module == "builtins" and name in (
+                "set", "frozenset", "tuple", "list", "dict")):
+            found = super().find_class(module, name)
+            if isinstance(found, type):
+                return found
+        raise pickle.UnpicklingError(f"{module}.{name} is no part of a cache entry")
+
+
+def dump_entry(entry: dict[str, Any]) -> bytes:
+    """A per-file entry's body (the pickle a worker also answers the scan with)."""
+    return pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def load_entry(body: bytes) -> Any:
+    """The entry a ``dump_entry`` body holds; None for one that does not unpickle."""
+    try:
+        return _EntryUnpickler(io.BytesIO(body)).load()
+    except Exception:  # truncated, or of another jitguard's classes: rebuilt
         return None
 
 
@@ -200,16 +240,52 @@ def content_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=20).hexdigest()
 
 
+_MADE_DIRS: set[str] = set()  # the cache's directories this process made or found
+_TMP_SEQ = itertools.count()
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """Write one sealed cache file: a temporary file beside it (``<name>.<pid>.<n>-tmp``, created
+    exclusively, 0600), then one rename. Cheaper than ``jitguard.atomic_write`` (no symlink
+    resolution, mode or owner to keep: the cache directory is private to the user, and a file in it
+    is always replaced, never written through), as a cold scan writes one per file analyzed. A
+    directory is created once per process, again if something removed it."""
+    directory = os.path.dirname(path)
+    if directory not in _MADE_DIRS:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        _MADE_DIRS.add(directory)
+    tmp = f"{path}.{os.getpid()}.{next(_TMP_SEQ)}-tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(tmp, flags, 0o600)
+    except FileNotFoundError:  # the directory went away since (the cache was removed)
+        _MADE_DIRS.discard(directory)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        _MADE_DIRS.add(directory)
+        fd = os.open(tmp, flags, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def _cache_dir_of_entry(path: str) -> str:
-    """``<cache dir>/<layout>/facts/<xx>/<key>.json`` -> ``<cache dir>``."""
+    """``<cache dir>/<layout>/facts/<xx>/<key>.pickle`` -> ``<cache dir>``."""
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(path))))
 
 
-def write_entry(path: str, key: str, entry: dict[str, Any]) -> bool:
-    """Write one per-file entry (also called from worker processes); False if it failed."""
+def write_entry(path: str, body: bytes) -> bool:
+    """Write one per-file entry, ``dump_entry({"key": key, ...})`` (also called from worker
+    processes); False if it failed."""
     try:
         secret = cache_secret(_cache_dir_of_entry(path))
-        write_text_atomic(path, _seal(secret, {"key": key, **entry}))
+        _write_file(path, _mac(secret, body).encode("ascii") + b"\n" + body)
         return True
     except (OSError, TypeError, ValueError):
         # A read-only or full cache dir, or facts that don't serialize: the scan still works.
@@ -300,7 +376,7 @@ class DigestIndex:
             return True
         body = {"key": self.key, "started_ns": self.started_ns, "files": self._next}
         try:
-            write_text_atomic(self.path, _seal(self.secret, body))
+            _write_file(self.path, _seal(self.secret, body))
         except (OSError, TypeError, ValueError):
             return False
         self._stored, self._stored_ns, self._changed = dict(self._next), self.started_ns, False
@@ -328,12 +404,12 @@ class FactsCache:
         return hashlib.blake2b(blob, digest_size=20).hexdigest()
 
     def entry_path(self, key: str) -> str:
-        return os.path.join(self.root, "facts", key[:2], key + ".json")
+        return os.path.join(self.root, "facts", key[:2], key + ".pickle")
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored entry, or None when absent or unreadable (then it is rebuilt)."""
         path = self.entry_path(key)
-        entry = _open_sealed(self.secret, path)
+        entry = _open_sealed(self.secret, path, pickled=True)
         if not isinstance(entry, dict) or entry.get("key") != key or (
             "facts" not in entry and "error" not in entry
         ):
@@ -344,7 +420,7 @@ class FactsCache:
         return entry
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
-        if not write_entry(self.entry_path(key), key, entry):
+        if not write_entry(self.entry_path(key), dump_entry({"key": key, **entry})):
             self.write_errors += 1
 
     def digest_index(self, targets) -> DigestIndex:
@@ -374,7 +450,7 @@ class FactsCache:
     def save_tree(self, key: str, entry: dict[str, Any], keep: int = 32) -> None:
         """Store a tree memo; only the ``keep`` most recently written ones are kept."""
         try:
-            write_text_atomic(self._tree_path(key), _seal(self.secret, {"key": key, **entry}))
+            _write_file(self._tree_path(key), _seal(self.secret, {"key": key, **entry}))
         except (OSError, TypeError, ValueError):
             self.write_errors += 1
             return
@@ -410,7 +486,7 @@ class FactsCache:
             "miss": sorted(d for d, v in memo.items() if not v),
         }
         try:
-            write_text_atomic(self._memo_path(names_digest), _seal(self.secret, data))
+            _write_file(self._memo_path(names_digest), _seal(self.secret, data))
         except OSError:
             self.write_errors += 1
 
@@ -442,7 +518,6 @@ def prune(cache_dir: str, *, now: float | None = None, limit: int | None = None,
     One pruner at a time (a non-blocking lock; a scan that finds it taken skips pruning); a
     concurrent scan that loses an entry rebuilds it. Returns the number of files removed."""
     import fcntl
-    import shutil
 
     now = time.time() if now is None else now
     limit = max_bytes() if limit is None else limit
@@ -458,6 +533,8 @@ def prune(cache_dir: str, *, now: float | None = None, limit: int | None = None,
             return 0  # another scan is pruning
         for name in os.listdir(cache_dir):  # older layouts: nothing reads them any more
             if name != CACHE_LAYOUT and name[:1] == "v" and name[1:].isdigit():
+                import shutil  # here only: a scan's first prune of a fresh cache has none to remove
+
                 shutil.rmtree(os.path.join(cache_dir, name), ignore_errors=True)
                 removed += 1
         entries: list[tuple[float, int, str]] = []

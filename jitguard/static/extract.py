@@ -56,6 +56,7 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
         self.stable = frozenset(stable)
         self.walker = Walker(module, self.is_package)
         self.returns_of: dict = {}  # own_returns per function, shared with the Classifier
+        self.unrooted: dict = {}  # id -> (ArgFacts, node, fn) of the tensor arguments (LaunchExtraction.arg)
 
     def short(self, node: ast.AST, limit: int = 80) -> str:
         text = " ".join(self.src.segment(node).split())
@@ -106,6 +107,7 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
                 synthetic = ast.copy_location(ast.Call(func=bound, args=call.args, keywords=call.keywords), call)
                 launches.append((synthetic, scope, fn, "grid"))
             callee = None
+            q = None  # qualified(func, scope), made once where asked
             if isinstance(func, ast.Name):
                 q = qualified(func, scope)
                 if q and q[0][1] == LOCAL:
@@ -120,7 +122,8 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
             if callee is None or callee not in info.functions:
                 callee = self.instance_call(func, scope) or callee
             if (call.args or call.keywords) and isinstance(func, (ast.Name, ast.Attribute)):
-                q = qualified(func, scope)
+                if q is None:
+                    q = qualified(func, scope)
                 if q and q[0][1] == IMPORT:
                     target = resolve_relative(q[0][0], self.module, self.is_package)
                     op = self.op_call(target) if isinstance(func, ast.Attribute) else None
@@ -214,11 +217,14 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
         counted = {c for la in facts.launches for a in la.args for c in a.counts}
         for c in facts.calls:  # link.py matches counts and tensors of launches only
             for a in c.args:
-                a.counts, a.tensor_root = [], None
-        for la in facts.launches:  # a tensor's binding matters only where some count is of it
-            for a in la.args:
-                if a.tensor_root is not None and a.tensor_root not in counted:
-                    a.tensor_root = None
+                a.counts = []
+        if counted:  # a tensor's binding matters only where some count is of it: made for those files only
+            for la in facts.launches:
+                for a in la.args:
+                    got = self.unrooted.get(id(a))
+                    if got is not None and got[0] is a:
+                        root = classifier.tensor_root(got[1], got[2])
+                        a.tensor_root = root if root in counted else None
         facts.imports = dict(w.imports)
         for qual, value, scope in w.alias_values:
             inner = _unwrap_alias(value)
@@ -239,11 +245,13 @@ def extract_file(
     stable_names: frozenset[str] = frozenset(),
     calls_of: frozenset[str] | None = None,
     returns_of: frozenset[tuple[str, int | None]] | None = None,
+    digest: str | None = None,
 ) -> FileFacts:
     """Facts about one file. Raises SourceError for a file that can't be parsed or decoded.
     ``calls_of``: record only the calls of functions with these short names (FileFacts.calls).
     ``returns_of``: (function qualified in the module, element or None) whose returns to summarize
-    for calls in other modules (FileFacts.returns)."""
+    for calls in other modules (FileFacts.returns).
+    ``digest``: the ``content_digest`` of ``source`` where the caller has it (the scan does)."""
     text = decode(source)
     tree = parse(path, text, source if isinstance(source, bytes) else None)
     try:
@@ -251,5 +259,5 @@ def extract_file(
                            sorted(returns_of or (), key=lambda r: (r[0], -1 if r[1] is None else r[1]))).run()
     except RecursionError:
         raise SourceError("too deeply nested to analyze") from None
-    facts.digest = content_digest(source if isinstance(source, bytes) else source.encode("utf-8"))
+    facts.digest = digest or content_digest(source if isinstance(source, bytes) else source.encode("utf-8"))
     return facts

@@ -289,7 +289,7 @@ class LaunchExtraction:
 
     def arg(self, node: ast.AST, classifier: Classifier, fn, position=None, keyword=None) -> ArgFacts:
         prov = classifier.classify(node, fn)
-        return ArgFacts(
+        out = ArgFacts(
             text=self.short(node, 60),
             position=position,
             keyword=keyword,
@@ -305,10 +305,12 @@ class LaunchExtraction:
             bucketed=prov.bucket and prov.entry is not None,
             rules=list(dict.fromkeys(prov.rules)),
             counts=list(prov.counted) if "element-count" in prov.rules else [],
-            tensor_root=classifier.tensor_root(node, fn) if prov.vtype not in _SCALARS else None,
             returns=prov.ret,
             also=[self.entry_ref(prov._replace(entry=e)) for e in prov.also],
         )
+        if prov.vtype not in _SCALARS:  # its tensor_root, once the file's counts are known (extract.py)
+            self.unrooted[id(out)] = (out, node, fn)
+        return out
 
     def entry_ref(self, prov) -> EntryRef | None:
         """The entry parameter a value rests on, its function qualified by this module."""
@@ -335,6 +337,8 @@ class LaunchExtraction:
 
     def _spec_returns(self, st) -> list[tuple[ast.Return, ast.AST]]:
         """``return grid, dict(...)`` / ``return grid, {...}, extra`` in a function's own body."""
+        if id(st) not in self.walker.tuple_returns:  # no return of a 2- or 3-tuple of its own
+            return []
         out = []
         for node in self.own_returns(st):
             v = node.value

@@ -23,6 +23,8 @@ from jitguard.static.cache import (
     FactsCache,
     content_digest,
     default_cache_dir,
+    dump_entry,
+    load_entry,
     write_entry,
 )
 from jitguard.static.errors import SourceError
@@ -84,25 +86,28 @@ def default_jobs() -> int:
 
 # --- per-file extraction (runs in workers) ---------------------------------------------------
 
-def _extract_job(job: tuple) -> tuple:
+def _extract_job(job: tuple, pooled: bool = False) -> tuple:
     """Extract one file. Returns ("facts", FileFacts) | ("error", message, line) |
-    ("internal", message, traceback). Writes the cache entry itself (in parallel workers the JSON
-    encoding then runs in parallel too); only problems about the file are cached."""
+    ("internal", message, traceback); ``pooled`` (a worker process): ("pickled", the cache entry's
+    body) for facts, which the scan unpickles (``_facts_of``): the facts are pickled once, for the
+    entry and the answer. Writes the cache entry itself (in parallel workers the pickling then runs
+    in parallel too); only problems about the file are cached."""
     from jitguard.static import extract
     from jitguard.static.errors import SourceError
 
-    display, module, data, varying, stable, cache_path, key = job[:7]
-    calls_of = job[7] if len(job) > 7 else None
-    returns_of = job[8] if len(job) > 8 else None
+    display, module, data, digest, varying, stable, cache_path, key = job[:8]
+    calls_of = job[8] if len(job) > 8 else None
+    returns_of = job[9] if len(job) > 9 else None
     try:
         extra = {"calls_of": frozenset(calls_of)} if calls_of is not None else {}
         if returns_of:
             extra["returns_of"] = frozenset(returns_of)
         facts = extract.extract_file(
-            display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable), **extra
+            display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable),
+            digest=digest, **extra,
         )
         out: tuple = ("facts", facts)
-        entry: dict | None = {"facts": facts.to_dict()} if cache_path else None
+        entry: dict | None = {"facts": facts} if cache_path or pooled else None
     except RecursionError:
         out = ("error", "too deeply nested for the parser (recursion limit); not analyzed", None)
         entry = {"error": {"message": out[1], "line": None}}
@@ -117,9 +122,30 @@ def _extract_job(job: tuple) -> tuple:
 
         tb = traceback.format_exc(limit=-6)
         return ("internal", f"{type(exc).__name__}: {exc}", tb)
-    if cache_path and entry is not None:
-        write_entry(cache_path, key, entry)
+    if entry is not None:
+        try:
+            body = dump_entry({"key": key, **entry})
+        except Exception:  # facts that don't pickle: answered as they are, not cached
+            return out
+        if cache_path:
+            write_entry(cache_path, body)
+        if pooled and out[0] == "facts":
+            return ("pickled", body)
     return out
+
+
+def _pooled_job(job: tuple) -> tuple:
+    return _extract_job(job, pooled=True)
+
+
+def _facts_of(out: tuple) -> tuple:
+    """A worker's answer with its facts unpickled: ("facts", FileFacts), or as it came."""
+    if out[0] != "pickled":
+        return out
+    entry = load_entry(out[1])
+    if not isinstance(entry, dict) or "facts" not in entry:
+        return ("internal", "a worker's answer did not unpickle", "")
+    return ("facts", entry["facts"])
 
 
 class _Workers:
@@ -289,10 +315,6 @@ def scan_paths(
                 (d, sf.module, digest) for d, (sf, _, digest) in sorted(contents.items()))
     walk_errors = len(result.errors)  # problems found before analysis: never part of a memo
 
-    import traceback
-    from concurrent.futures import as_completed
-    from concurrent.futures.process import BrokenProcessPool
-
     from jitguard.static import extract as _engine  # noqa: F401  (before the workers fork: they share it)
     from jitguard.static import prefilter
     from jitguard.static.facts import FileFacts
@@ -321,7 +343,7 @@ def scan_paths(
             return
         todo.sort(key=lambda t: -len(contents[t[0]][1]))  # largest first: better load balance
         jobs_args = {
-            d: (d, contents[d][0].module, contents[d][1], varying, stable,
+            d: (d, contents[d][0].module, contents[d][1], contents[d][2], varying, stable,
                 cache.entry_path(key) if cache and key else None, key)
             + ((tuple(sorted(calls_of)) if calls_of is not None else None, returns_asked[d])
                if returns_asked.get(d) else ((tuple(sorted(calls_of)),) if calls_of is not None else ()))
@@ -350,11 +372,14 @@ def scan_paths(
         remaining = list(jobs_args)
         pool = workers.pool() if total >= 4 else None
         if pool is not None:
+            from concurrent.futures import as_completed  # with the pool only: -j 1 does without them
+            from concurrent.futures.process import BrokenProcessPool
+
             try:
-                futures = workers.submit(_extract_job, {d: jobs_args[d] for d in remaining})
+                futures = workers.submit(_pooled_job, {d: jobs_args[d] for d in remaining})
                 for fut in as_completed(futures):
                     d = futures[fut]
-                    finish(d, fut.result())
+                    finish(d, _facts_of(fut.result()))
                     remaining.remove(d)
             except BrokenProcessPool:
                 workers.broken()  # a worker died (killed, or a crash in native code): finish in-process
@@ -372,9 +397,8 @@ def scan_paths(
                 return False
             result.errors.append(FileError(d, err["message"], err.get("line")))
             return True
-        try:
-            facts = FileFacts.from_dict(entry["facts"])
-        except Exception:  # a corrupt or outdated cache entry: rebuild it
+        facts = entry["facts"]
+        if not isinstance(facts, FileFacts):  # a corrupt or outdated cache entry: rebuild it
             return False
         facts.digest = contents[d][2]
         facts_by_path[d] = facts
@@ -508,6 +532,8 @@ def scan_paths(
                 registry = _link.op_registry(facts_by_path.values())
                 refs = _link.launch_entry_refs(fresh) if refs is None else _link.caller_entry_refs(fresh, refs, registry)
             except Exception as exc:  # a jitguard bug: said as one, the scan goes on without phase 4
+                import traceback
+
                 result.internal_errors.append(FileError(
                     "<callers in other modules>", f"internal error (please report): {type(exc).__name__}: {exc}"))
                 result.internal_tracebacks.append(("<callers in other modules>", traceback.format_exc(limit=-6)))
@@ -592,6 +618,8 @@ def scan_paths(
     except InternalError:
         raise
     except Exception as exc:
+        import traceback
+
         raise InternalError(
             f"while linking {len(ordered)} files: {type(exc).__name__}: {exc}\n"
             + traceback.format_exc(limit=-6)

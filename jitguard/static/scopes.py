@@ -98,6 +98,9 @@ class Walker:
         self.assign_calls: list[tuple[ast.Assign, Scope]] = []
         self.defs: dict[tuple[int, str], ast.AST] = {}  # (id(scope), name) -> FunctionDef
         self.classes: dict[str, ast.ClassDef] = {}  # module-level classes
+        # id of each function node with a ``return`` of a 2- or 3-tuple in its own body (launches.py
+        # looks for ``return grid, dict(...)`` in those only)
+        self.tuple_returns: set[int] = set()
 
     def run(self, tree: ast.Module) -> Scope:
         top = Scope("module", "", None)
@@ -204,6 +207,11 @@ class Walker:
             for t in st.targets:
                 self.mutated(t, fn)
                 self.exprs(t, scope, fn)
+        elif isinstance(st, ast.Return):
+            if st.value is not None:
+                if fn is not None and isinstance(st.value, ast.Tuple) and 2 <= len(st.value.elts) <= 3:
+                    self.tuple_returns.add(id(fn.node))
+                self.exprs(st.value, scope, fn)
         elif type(st).__name__ == "Match":
             self.exprs(st.subject, scope, fn)
             for case in st.cases:
