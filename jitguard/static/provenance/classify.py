@@ -14,6 +14,7 @@ from jitguard.static.provenance.conventions import (
     _ALLOC, _ARITH_FUNCS, _ARRAY_MODULES, _BUCKET, _DATA_DEP, _HOST_RANDOM, _LIKE, _RANDOM_MODULES, _REDUCE, _ROUND_UP, _STABLE_CALLS, _WARMUP,
     annotation_vtype, name_class, strong_stable, weight_like,
 )
+from jitguard.static.provenance.syntax import per_node, walked  # the per-node memo tables
 from jitguard.static.provenance.guards import GuardedValues
 from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, own_returns, stops_at_first_success, walk
 from jitguard.static.provenance.rules import RULES, limit
@@ -66,10 +67,7 @@ class Classifier(TensorLayouts, GuardedValues):
     # ---- helpers ----
     def walk(self, node: ast.AST) -> tuple[ast.AST, ...]:
         """``ast.walk(node)`` in its order, made once per node."""
-        got = self._walks.get(id(node))
-        if got is None or got[0] is not node:
-            got = self._walks[id(node)] = (node, tuple(walk(node)))
-        return got[1]
+        return per_node(self._walks, node, walked)
 
     def walk_of(self, node: ast.AST, kind: type) -> tuple[ast.AST, ...]:
         """The nodes of ``kind`` in ``ast.walk(node)``, in its order, made once per node."""
