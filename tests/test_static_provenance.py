@@ -388,6 +388,22 @@ def test_a_parameter_reassigned_from_itself_keeps_what_its_callers_pass():
     assert arg.provenance == VARYING
 
 
+def test_a_parameter_reassigned_from_itself_says_so_once_in_each_read():
+    rng = random.Random()
+    names = {n: rand_ident(rng) for n in ("w", "a", "b", "c", "f")}
+    # x.shape[0] and then x.shape[1] of a parameter whose one reassignment is weight-like (a
+    # `.weight` of it), its caller's tensor unknown: each read tells the reassignment once
+    text = KERNEL + "\ndef {w}(x, {a}):\n    if {a}:\n        x = x.weight\n".format(**names) + \
+        "".join(f"    kern[(1,)](x, x.shape[{i}], BLOCK=16)\n" for i in range(3)) + \
+        "\ndef {f}({b}, {c}):\n    {w}({b}, {c})\n".format(**names)
+    launches = extract_file("m.py", text, "m").launches
+    assert len(launches) == 3
+    for launch in launches:
+        arg = launch.args[1]
+        assert arg.provenance == STABLE and "param-reassigned" in arg.rules
+        assert sum(e.count("reassigned only from itself") for e in arg.evidence) == 1, arg.evidence
+
+
 def test_a_recursive_call_is_no_evidence_of_what_a_parameter_holds():
     rng = random.Random()
     body = "if {a}:\n    return {w}(x.t(), None)\nkern[(1,)](x, x.shape[0], BLOCK=16)"

@@ -231,9 +231,12 @@ class TensorLayouts:
         w = (all(g[2] for g in got) if seeded else any(g[2] for g in got)) or weight_like(t)
         if seeded and w and not weight_like(t):
             why, rules = self._tensor_memo.get((id(owner), "weight-why:" + t.id), ("", ()))
-            self._tensor_memo[(id(owner), "weight-why:" + t.id)] = (
-                f"{t.id} reassigned only from itself (line {entries[0].line})" + (f"; {why}" if why else ""),
-                ("param-reassigned",) + tuple(r for r in rules if r != "param-reassigned"))
+            # said once: an earlier read of the parameter (x.shape[0] before x.shape[1]) may have
+            # said it, before the callers' evidence
+            if "param-reassigned" not in rules:
+                self._tensor_memo[(id(owner), "weight-why:" + t.id)] = (
+                    f"{t.id} reassigned only from itself (line {entries[0].line})" + (f"; {why}" if why else ""),
+                    ("param-reassigned",) + rules)
         if len(got) == 1:
             return got[0][0], got[0][1], w, t.id
         if any(g[0] is None for g in got):
