@@ -29,7 +29,7 @@ from jitguard.static.facts import (
     USE_OTHER,
     ParamUse,
 )
-from jitguard.static.provenance.syntax import node_fields, per_node, walked
+from jitguard.static.provenance.syntax import _call_name, node_fields, per_node, walked
 
 FLOW = "flow"  # an operand of an expression assigned to a local: its uses are the local's uses
 # names that are never identifiers: what a ``tl.load`` returns (one per load, numbered), and the
@@ -88,14 +88,6 @@ def _keyword_use(arg: str | None, kind: str) -> str:
     if arg == "block_shape":
         return USE_CONSTEXPR
     return USE_OTHER if kind == FLOW else kind
-
-
-def _call_name(func: ast.AST) -> str | None:
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    if isinstance(func, ast.Name):
-        return func.id
-    return None
 
 
 class _Reads:

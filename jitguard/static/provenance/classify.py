@@ -14,9 +14,9 @@ from jitguard.static.provenance.conventions import (
     _ALLOC, _ARITH_FUNCS, _ARRAY_MODULES, _BUCKET, _DATA_DEP, _HOST_RANDOM, _LIKE, _RANDOM_MODULES, _REDUCE, _ROUND_UP, _STABLE_CALLS, _WARMUP,
     annotation_vtype, name_class, strong_stable, weight_like,
 )
-from jitguard.static.provenance.syntax import per_node, walked  # the per-node memo tables
 from jitguard.static.provenance.guards import GuardedValues
-from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, own_returns, stops_at_first_success, walk
+from jitguard.static.provenance.syntax import (_call_name, _int_index, int_literal, names_read, own_returns, per_node,
+                                               stops_at_first_success, walked)
 from jitguard.static.provenance.rules import RULES, limit
 from jitguard.static.provenance.tensors import TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
@@ -80,17 +80,11 @@ class Classifier(TensorLayouts, GuardedValues):
 
     def own_returns(self, fn_node: ast.AST) -> list[ast.Return]:
         """``syntax.own_returns(fn_node)``, made once per function."""
-        got = self._returns.get(id(fn_node))
-        if got is None or got[0] is not fn_node:
-            got = self._returns[id(fn_node)] = (fn_node, own_returns(fn_node))
-        return got[1]
+        return per_node(self._returns, fn_node, own_returns)
 
     def names_in(self, node: ast.AST) -> frozenset[str]:
         """The identifiers of every ``ast.Name`` inside ``node`` (itself included)."""
-        got = self._names.get(id(node))
-        if got is None or got[0] is not node:
-            got = self._names[id(node)] = (node, frozenset(n.id for n in walk(node) if isinstance(n, ast.Name)))
-        return got[1]
+        return per_node(self._names, node, names_read)
 
     def code(self, node: ast.AST) -> str:
         text = " ".join(self.segment(node).split())

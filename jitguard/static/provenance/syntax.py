@@ -76,6 +76,11 @@ def walked(node: ast.AST) -> tuple[ast.AST, ...]:
     return tuple(walk(node))
 
 
+def names_read(node: ast.AST) -> frozenset[str]:
+    """The identifiers of every ``ast.Name`` inside ``node`` (itself included)."""
+    return frozenset(n.id for n in walk(node) if isinstance(n, ast.Name))
+
+
 def _inner_statements(st: ast.AST) -> list[ast.stmt]:
     """A statement's own statements: its ``body``, ``orelse``, ``finalbody``, then its handlers' and
     cases' bodies, in this order of ``_fields``."""
