@@ -832,6 +832,11 @@ class Classifier(TensorLayouts, GuardedValues):
             return f"{'.'.join(parts[:4])} -> {fn.name}"
         return fn.name
 
+    def called_at(self, call: ast.Call, caller: FunctionInfo | None, fn: FunctionInfo, name: str, arg: ast.AST) -> str:
+        """The evidence line of what one caller passes ``fn`` for ``name``: ``f(x=a) called in g (line N)``."""
+        where = caller.qual if caller is not None else "module level"
+        return f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {where} (line {call.lineno})"
+
     def param(self, fn: FunctionInfo, name: str, depth: int) -> Prov:
         p = fn.params[name]
         bound = self._bound.get((id(fn), name))
@@ -859,9 +864,7 @@ class Classifier(TensorLayouts, GuardedValues):
                     continue
                 with self.guarded_at(caller, call):
                     r = self._classify(arg, caller, depth + 4)
-                cname = caller.qual if caller is not None else "module level"
-                results.append(r.why(f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})",
-                                     "local-caller"))
+                results.append(r.why(self.called_at(call, caller, fn, name, arg), "local-caller"))
             out = join(results) if results else Prov(UNKNOWN)
             if out.cls == UNKNOWN:
                 named = self.apply_name(name, out)

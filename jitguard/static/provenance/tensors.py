@@ -31,7 +31,7 @@ _ROOT_DEPTH = 8  # views of views of views: the codebases measured stay under 4
 
 class TensorLayouts:
     """The tensor half of the Classifier (mixed into it): uses its ``lookup``, ``_classify``, ``code``,
-    ``by_name``, ``apply_name``, ``arg_for``, ``_callee`` and memo tables."""
+    ``by_name``, ``apply_name``, ``arg_for``, ``called_at``, ``_callee`` and memo tables."""
 
     def tensor(self, t: ast.AST, fn, depth) -> tuple[list[Prov] | None, list[Prov] | None, bool, str]:
         """(dims, strides, weight_like, description) of a tensor expression; dims None if unknown."""
@@ -421,8 +421,7 @@ class TensorLayouts:
                         got = None
                         break
                     one = self.shown_dims(arg, caller, depth + 4)
-                    cname = caller.qual if caller is not None else "module level"
-                    why = f"{self._callee(call, owner)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"
+                    why = self.called_at(call, caller, owner, name, arg)
                     got.append(one if one is None or one is _CYCLE else
                                ([x.why(why, "caller-layout") for x in one[0]], one[1]))
                 out = self._shown_join(got, f"the tensors the callers pass for {name}") if got else None
@@ -543,8 +542,7 @@ class TensorLayouts:
             dims, strides, w, _ = self.tensor(arg, caller, depth + 4)
             if dims is None or w or (got and len(dims) != len(got[0][0])):
                 break
-            cname = caller.qual if caller is not None else "module level"
-            why = f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"
+            why = self.called_at(call, caller, fn, name, arg)
             got.append(([x.why(why, "caller-layout") for x in dims], [x.why(why, "caller-layout") for x in strides]))
         else:
             if got:
