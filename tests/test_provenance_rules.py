@@ -367,6 +367,11 @@ def w(k, v):
     assert _findings(tmp_path, body.format(pick="V")) == {}
 
 
+def _names(*keys: str) -> dict[str, str]:
+    """A distinct random identifier for each of ``keys`` (test_provenance_element_counts reads it too)."""
+    return rand_names(random.Random(), *keys)
+
+
 def test_a_leading_dim_also_used_as_the_innermost_size_after_a_count_is_low(tmp_path):
     # n = w.shape[0] is the leading-dim guess; out = empty((m, n)) with m a per-call count puts n
     # where model dims go: the two conventions disagree, so the guess is no evidence
@@ -379,7 +384,7 @@ def {f}({x}, {w}):
     {o} = torch.empty({shape})
     KERNEL[(1,)]({o}, {n}, BLOCK=64)
 """
-    nm = rand_names(random.Random(), "f", "x", "w", "m", "n", "o", "h")
+    nm = _names("f", "x", "w", "m", "n", "o", "h")
     assert list(_findings(tmp_path, body.format(shape="({m}, {n})".format(**nm), **nm)).values()) == ["low"]
     # the same through a helper of the module that allocates it, and through a view after x's leading dims
     assert list(_findings(tmp_path, """
@@ -408,7 +413,7 @@ def {f}({x}, {w}):
 
 
 def test_counts_times_model_dims_through_allocated_layouts_and_copies(tmp_path):
-    nm = rand_names(random.Random(), "f", "x", "h", "o", "p", "r", "i", "s")
+    nm = _names("f", "x", "h", "o", "p", "r", "i", "s")
     # numel of a *_like copy of a 2-d tensor (whose trailing dim the code reads): a count times a model dim
     body = """
 import torch
@@ -454,7 +459,7 @@ def {f}({x}):
 
 
 def test_a_tensor_built_from_constants_has_fixed_sizes(tmp_path):
-    nm = rand_names(random.Random(), "f", "x", "o")
+    nm = _names("f", "x", "o")
     body = """
 import torch
 

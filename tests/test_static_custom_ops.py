@@ -31,7 +31,9 @@ REGISTRATIONS = {
 }
 
 
-_NAMES = ("k", "cnt", "impl", "fake", "op", "ns", "lib", "helper", "pub", "x", "t")  # the braces of the templates
+def _names(rng: random.Random, *more: str) -> dict[str, str]:
+    """The braces of the templates (and ``more``), each a distinct random identifier."""
+    return rand_names(rng, "k", "cnt", "impl", "fake", "op", "ns", "lib", "helper", "pub", "x", "t", *more)
 
 
 def _ops_module(form: str, n: dict, launch_param: str | None = None) -> str:
@@ -63,7 +65,7 @@ def {n['pub']}({n['x']}):
 def test_every_registration_form_binds_torch_ops_calls_in_the_same_module():
     for form in REGISTRATIONS:
         rng = random.Random()
-        n = rand_names(rng, *_NAMES)
+        n = _names(rng)
         src = _ops_module(form, n) + _caller(n, "{x}, {t}")
         assert ("JG001", n["k"], n["cnt"]) in pairs(scan_one(src)), form
         # a torch.ops call passing a constant: nothing varies
@@ -75,7 +77,7 @@ def test_every_registration_form_binds_torch_ops_calls_in_the_same_module():
 def test_torch_ops_calls_in_other_modules_positional_keyword_and_overload():
     for form in REGISTRATIONS:
         rng = random.Random()
-        n = rand_names(rng, *_NAMES)
+        n = _names(rng)
         ops = _ops_module(form, n)
         for args, overload in (("{x}, {t}", ""), ("{x}, {cnt}={t}", ""), ("{x}, {t}", ".default")):
             caller = _caller(n, args, overload)
@@ -89,7 +91,7 @@ def test_torch_ops_calls_in_other_modules_positional_keyword_and_overload():
 
 def test_a_call_of_another_op_or_namespace_does_not_bind():
     rng = random.Random()
-    n = rand_names(rng, *_NAMES, "other_op", "other_ns")
+    n = _names(rng, "other_op", "other_ns")
     other = dict(n, op=n["other_op"])
     ops = _ops_module("decorator", n)
     assert ("JG001", n["k"], n["cnt"]) in pairs(scan({"pkg.ops": ops, "pkg.layer": _caller(n, "{x}, {t}")}))
@@ -106,7 +108,7 @@ def test_tensor_layout_through_a_custom_op():
     # the registered function allocates a buffer with the aligned token count it is given, in one
     # branch as_strided and in the other an empty placeholder; the kernel gets its stride
     rng = random.Random()
-    n = rand_names(rng, *_NAMES, "buf", "al", "flag")
+    n = _names(rng, "buf", "al", "flag")
     buf, al, flag = n["buf"], n["al"], n["flag"]
     src = KERNEL.format(**n) + f"""
 from pkg.util import {n['helper']}
@@ -134,7 +136,7 @@ def test_runner_reads_files_that_call_the_op(tmp_path):
     from jitguard.static.runner import scan_paths
 
     rng = random.Random()
-    n = rand_names(rng, *_NAMES)
+    n = _names(rng)
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "util.py").write_text(f"def {n['helper']}(*a, **k):\n    pass\n")
@@ -149,7 +151,7 @@ def test_runner_reads_files_that_call_the_op(tmp_path):
 
 def test_evidence_names_the_op_in_the_same_module():
     rng = random.Random()
-    n = rand_names(rng, *_NAMES)
+    n = _names(rng)
     src = _ops_module("library_impl", n) + _caller(n, "{x}, {t}")
     (f,) = [f for f in scan_one(src) if f.param == n["cnt"]]
     assert any(e.startswith(f"torch.ops.{n['ns']}.{n['op']} -> {n['impl']}(") for e in f.details["evidence"]), \

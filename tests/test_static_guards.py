@@ -29,14 +29,15 @@ def kern(x_ptr, v, BLOCK: tl.constexpr):
 """
 
 
-_NAMES = ("x", "m", "k", "c", "f", "g", "imported", "const", "y", "p")  # the braces of the bodies below
+def _names(rng: random.Random) -> dict[str, str]:
+    return rand_names(rng, "x", "m", "k", "c", "f", "g", "imported", "const", "y", "p")
 
 
 def launches(body: str, const_value: str = "128", seed: int | None = None) -> list:
     """The ``v`` argument of each launch of ``kern`` in ``body`` (a module's functions, its names in
     braces made random), in source order."""
     rng = random.Random(seed)
-    names = rand_names(rng, *_NAMES)
+    names = _names(rng)
     src = KERNEL.format(const_value=const_value, **names) + body.format(**names)
     facts = extract_file("m.py", src, "m")
     out = []
@@ -228,7 +229,7 @@ def {{f}}({{x}}, {{c}}, {{p}}):
 
 def test_a_one_value_range_leaves_no_finding_and_a_few_values_a_low_one():
     rng = random.Random()
-    names = rand_names(rng, *_NAMES)
+    names = _names(rng)
     body = """
 def {f}({x}, {c}):
     {m} = {x}.shape[0]
@@ -276,7 +277,7 @@ def test_value_classes():
 
 def test_a_guard_before_a_call_of_a_launcher_in_another_module():
     rng = random.Random()
-    names = rand_names(rng, *_NAMES)
+    names = _names(rng)
     lib = KERNEL.format(const_value="1", **names) + """
 def {g}({x}, {p}):
     kern[(1,)]({x}, {p}, BLOCK=16)
@@ -296,7 +297,7 @@ def {f}({x}):
 
 def test_several_values_of_one_class_are_one_compile_as_an_int():
     rng = random.Random()
-    names = rand_names(rng, *_NAMES)
+    names = _names(rng)
     src = KERNEL.format(const_value="1", **names) + """
 @triton.jit
 def {g}(x_ptr, w, C: tl.constexpr):
