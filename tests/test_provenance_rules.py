@@ -81,6 +81,12 @@ def test_confidence_from_the_rules_of_a_chain():
     assert registry.confidence(["assignment", "leading-dim"]) == "medium"
     assert registry.confidence(["allocated-layout", "name-varying"]) == "low"
     assert registry.confidence(["reduction"], by_name=True) == "low"
+    # structural, but varying only off a helper's fast path: never above low, and the table says so
+    assert registry.confidence(["loop-counter"]) == "high"
+    assert registry.confidence(["single-pass-return", "loop-counter"]) == "low"
+    table = registry.markdown()
+    for r in registry.RULES.values():
+        assert (f"| `{r.id}` | {r.gives} | {r.evidence}, never above low |" in table) == r.never_above_low, r.id
 
 
 KERNEL = MASKED_KERNEL
@@ -247,6 +253,22 @@ def w(q):
     assert list(_findings(tmp_path, body.format(a="max_seqlen", b="batch_size", c="H", d="D", pick="batch_size")
                           ).values()) == ["low"]
     assert list(_findings(tmp_path, body.format(a="S", b="bs", c="H", d="D", pick="bs")).values()) == ["low"]
+
+
+def test_batch_first_3d_sequence_dim_is_a_convention_and_its_stride_a_count_times_a_dim(tmp_path):
+    rng = random.Random()
+    b, c = rand_ident(rng), rand_ident(rng)
+    body = """
+def w(x):
+    {a}, {b}, {c} = x.shape
+    KERNEL[(1,)](x, {pick}, BLOCK=64)
+"""
+    # the leading target named a batch: the second dim is the sequence, a convention (medium)
+    assert list(_findings(tmp_path, body.format(a="batch", b=b, c=c, pick=b)).values()) == ["medium"]
+    # its row stride is the sequence times a model dim: by convention a multiple of 16, never above low
+    assert list(_findings(tmp_path, body.format(a="batch", b=b, c=c, pick="x.stride(0)")).values()) == ["low"]
+    # the leading target named tokens: tokens-first [T, H, D], the second a model dim (not reported)
+    assert _findings(tmp_path, body.format(a="num_tokens", b=b, c=c, pick=b)) == {}
 
 
 def test_a_kernel_and_its_arguments_handed_to_a_launch_helper_as_a_dict(tmp_path):

@@ -31,11 +31,48 @@ _FIXED_RANGE = limit("fixed-loop", "range")
 _GUESSED_DIMS = frozenset({"model-dim", "existing-stride", "row-size", "shape-product", "name-over-guess"})
 _RETURNS_DEPTH = limit("returns", "depth")
 _CALLER_DEPTH = limit("local-caller", "depth")
+_WINDOW_DEPTH = limit("single-pass-return", "depth")
+_WINDOW_RETURNS = limit("single-pass-return", "returns")
 _CALLERS = limit("local-caller", "callers")
 _ATTR_VALUES = limit("object-attribute", "values")
 _PER_CALL_NESTING = limit("returns-per-call", "nesting")
 # conventions that a value is a multiple of 16: arithmetic other than `*` makes it a count again
 _ALIGNED_BY_CONVENTION = frozenset({"count-times-dim", "alignment-guard-convention"})
+
+
+def _one_element(node: ast.AST | None) -> bool:
+    """``[x]`` / ``(x,)``: a list or tuple literal of one element, not starred."""
+    return isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) == 1 and not isinstance(node.elts[0], ast.Starred)
+
+
+def _target_path(target: ast.AST, name: str) -> tuple[int, ...] | None:
+    """Where ``name`` sits in a loop target: ``()`` for ``for name in``, ``(0,)`` for ``for name, b
+    in``, ``(1, 0)`` for ``for a, (name, c) in``; None if it is not there or under a star."""
+    if isinstance(target, ast.Name):
+        return () if target.id == name else None
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for i, el in enumerate(target.elts):
+            if isinstance(el, ast.Starred):
+                if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(el)):
+                    return None
+                continue
+            sub = _target_path(el, name)
+            if sub is not None:
+                if any(isinstance(e, ast.Starred) for e in target.elts[:i]):
+                    return None  # its position counts from the end: not read
+                return (i,) + sub
+    return None
+
+
+def _component(node: ast.AST, path: tuple[int, ...]) -> ast.AST | None:
+    """The part of ``node`` at ``path`` through tuple/list literals written in the code; None where
+    a step is anything else."""
+    for i in path:
+        if not isinstance(node, (ast.Tuple, ast.List)) or i >= len(node.elts) \
+                or any(isinstance(x, ast.Starred) for x in node.elts):
+            return None
+        node = node.elts[i]
+    return node
 
 
 class Classifier(TensorLayouts, GuardedValues):
@@ -305,7 +342,7 @@ class Classifier(TensorLayouts, GuardedValues):
             if en.node is not None and self.fixed_collection(en.node, fn):
                 return Prov(STABLE, "unknown", (f"{name}: loop over a fixed set of values written in the code ({where})",),
                             rules=("fixed-loop",))
-            few = self.few_loop_values(name, en, fn, depth)
+            few = self.few_loop_values(name, en, fn, depth) or self.loop_over_returns(name, en, fn, depth)
             if few is not None:
                 return few
             return Prov(VARYING, "int", (f"{name}: loop variable ({where})",), rules=("loop-counter",))
@@ -611,6 +648,109 @@ class Classifier(TensorLayouts, GuardedValues):
         return got.cls == STABLE and not got.by_name and not (_GUESSED_DIMS & set(got.rules)) \
             and not any(RULES[r].name_only for r in got.rules if r in RULES)
 
+    # ---- loops over what a helper of the module returns ----
+    def loop_over_returns(self, name: str, en: Entry, fn: FunctionInfo, depth: int) -> Prov | None:
+        """``for a, b in helper(...)`` (or over a local bound once to such a call) with ``helper`` a
+        function of this module some of whose returns are a list/tuple literal of one element: on
+        those paths the loop runs once, ``name`` being that element's component. Every return such
+        a literal: the element's class (``single-element-return``); fixed on those paths and varying
+        only on the others: varying, never above low (``single-pass-return``). None where the loop
+        is over anything else, a return can't be read, or the one-element paths are not all fixed
+        while others vary (the loop counter decides)."""
+        call, owner = en.node, fn
+        if isinstance(call, ast.Name):
+            owner, where = self.lookup(call.id, fn)
+            entries = owner.assigns[call.id] if where == "assign" else []
+            call = entries[0].node if len(entries) == 1 and entries[0].kind == "expr" else None
+        if not isinstance(call, ast.Call) or not isinstance(en.stmt, (ast.For, ast.AsyncFor)):
+            return None
+        path = _target_path(en.stmt.target, name)
+        callee = self.local_callee(call, owner) if path is not None else None
+        if callee is None:
+            return None
+        paths = self.return_paths(callee, call, owner, path, depth, 0)
+        if paths is None or not any(one for one, _, _ in paths):
+            return None
+        singles = [p for one, p, _ in paths if one]
+        others = [p for one, p, _ in paths if not one]
+        at = f"what {callee.name}() returns (line {en.line})"
+        if not others:
+            return join(singles).why(f"{name}: the one element of {at}: the loop runs once",
+                                     "single-element-return")
+        if any(p.cls != STABLE for p in singles):
+            return None
+        rest = join(others)
+        lines = ", ".join(str(line) for line in sorted({line for one, _, line in paths if one}))
+        if rest.cls != VARYING:
+            return join(singles + others).why(f"{name}: loop over {at}: fixed on every return path", "single-pass-return")
+        return rest.why(f"{name}: loop over {at}: one pass with fixed values on its one-element returns "
+                        f"(line {lines}), varying only on the others", "single-pass-return")
+
+    def return_paths(self, callee: FunctionInfo, call: ast.Call, fn: FunctionInfo | None, path: tuple[int, ...],
+                     depth: int, level: int) -> list[tuple[bool, Prov, int]] | None:
+        """Per return of ``callee`` at this call (its parameters bound to the call's arguments where
+        the call binds): (a one-element literal?, the class of component ``path`` of what the loop
+        variable takes on that path, the return's line). A return of another helper of the module
+        is followed into its returns, ``single-pass-return``'s depth deep. None where ``callee`` has
+        too many returns, none of them (nor of the helpers it returns) is a one-element literal, it
+        is a generator, or a literal's component at ``path`` is not written there."""
+        returns = [st for st in self.own_returns(callee.node)
+                   if st.value is not None and not (isinstance(st.value, ast.Constant) and st.value.value is None)]
+        if not returns or len(returns) > _WINDOW_RETURNS or depth > _RETURNS_DEPTH:
+            return None
+        nested = {id(st): self.local_callee(st.value, callee)
+                  if isinstance(st.value, ast.Call) and level + 1 < _WINDOW_DEPTH else None for st in returns}
+        if not any(_one_element(st.value) for st in returns) and not any(nested.values()):
+            return None  # a cheap look first: no fast path here nor in a helper it returns
+        if self.walk_of(callee.node, ast.Yield) or self.walk_of(callee.node, ast.YieldFrom):
+            return None  # a generator: the loop runs over what it yields, not over what it returns
+        bound = self.bind_call(callee, call, fn, depth)
+        key = ("loop", id(callee), path, None if bound is None else tuple(sorted((k[1], v) for k, v in bound.items())))
+        if key in self._per_call:
+            return self._per_call[key]
+        self._per_call[key] = None  # a helper returning itself: no paths
+
+        def read() -> list[tuple[bool, Prov, int]] | None:
+            out = []
+            for st in returns:
+                v = st.value
+                if _one_element(v):
+                    part = _component(v.elts[0], path)
+                    if part is None:
+                        return None
+                    out.append((True, self._classify(part, callee, depth + 2), st.lineno))
+                    continue
+                inner = nested[id(st)]
+                if inner is not None:
+                    got = self.return_paths(inner, v, callee, path, depth + 2, level + 1)
+                    if got is not None:
+                        out.extend(got)
+                        continue
+                out.append((False, self.loop_over_value(v, path, callee, depth + 2), st.lineno))
+            return out
+
+        got = read() if bound is None else self.under_binding(callee, bound, read)
+        self._per_call[key] = got
+        return got
+
+    def loop_over_value(self, v: ast.AST, path: tuple[int, ...], fn: FunctionInfo, depth: int) -> Prov:
+        """The class of component ``path`` of a loop variable over ``v``, a return of a helper other
+        than a one-element literal: the components of a literal of several elements; a
+        comprehension's element when it reads none of its own targets; a loop counter otherwise."""
+        if isinstance(v, (ast.Tuple, ast.List)) and not any(isinstance(x, ast.Starred) for x in v.elts):
+            parts = [_component(x, path) for x in v.elts]
+            if all(p is not None for p in parts):
+                return join([self._classify(p, fn, depth) for p in parts])
+        if isinstance(v, (ast.ListComp, ast.GeneratorExp)):
+            part = _component(v.elt, path)
+            targets = {n.id for g in v.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+            if part is not None and not (self.names_in(part) & targets):
+                return self._classify(part, fn, depth)
+            what = self.code(part) if part is not None else "an element"
+            return Prov(VARYING, "int", (f"{what}: loop variable of the comprehension returned at line {v.lineno}",),
+                        rules=("loop-counter",))
+        return Prov(VARYING, "int", (f"{self.code(v)}: looped over, returned at line {v.lineno}",), rules=("loop-counter",))
+
     def returns(self, callee: FunctionInfo, depth: int, item: int | None = None, field: str | None = None) -> Prov | None:
         """What a module-level function returns (its params resolved through its callers); with
         ``item``, element ``item`` of the tuples it returns; with ``field``, that field of the
@@ -652,6 +792,21 @@ class Classifier(TensorLayouts, GuardedValues):
         every caller passes (``_ceil_div(K // 32, 4)`` is fixed though another call passes a token
         count). None where the call can't be bound, or the return reads more than the parameters,
         the helper's own locals and constants: the summary over the callers (``returns``) decides."""
+        bound = self.bind_call(callee, call, fn, depth)
+        if bound is None:
+            return None
+        key = (id(callee), item, field, tuple(sorted((k[1], v) for k, v in bound.items())))
+        if key not in self._per_call:
+            self._per_call[key] = self.under_binding(
+                callee, bound, lambda: self.returns(callee, depth, item=item, field=field))
+        return self._per_call[key]
+
+    def bind_call(self, callee: FunctionInfo, call: ast.Call, fn: FunctionInfo | None,
+                  depth: int) -> dict[tuple[int, str], Prov] | None:
+        """The classes of what one call passes for each of ``callee``'s parameters (their defaults
+        where it leaves them out), keyed as ``self._bound`` is; None where the call can't be bound
+        (``*args``, ``**kw``, a parameter neither passed nor defaulted) or the helper reads more than
+        its parameters, locals and constants (``binds_only``), or bindings nest too deep."""
         if len(self._bound_stack) >= _PER_CALL_NESTING or depth > _RETURNS_DEPTH or not self.binds_only(callee):
             return None
         bound: dict[tuple[int, str], Prov] = {}
@@ -668,12 +823,13 @@ class Classifier(TensorLayouts, GuardedValues):
             vt = annotation_vtype(self.code(p.annotation) if p.annotation is not None else None)
             got = self._classify(arg, fn, depth + 1).why(f"{p.name} = {self.code(arg)} at line {call.lineno}")
             bound[(id(callee), p.name)] = got.as_type(vt) if vt != "unknown" else got
-        key = (id(callee), item, field, tuple(sorted((k[1], v) for k, v in bound.items())))
-        if key in self._per_call:
-            return self._per_call[key]
-        # the helper's locals depend on the binding: hide what is known of them, classify them afresh,
-        # and keep nothing learnt under the binding (another function's parameter summarized over a
-        # call inside the helper would hold the bound value)
+        return bound
+
+    def under_binding(self, callee: FunctionInfo, bound: dict[tuple[int, str], Prov], compute):
+        """``compute()`` with ``callee``'s parameters bound (``bind_call``): the helper's locals
+        depend on the binding, so what is known of them is hidden, they are classified afresh, and
+        nothing learnt under the binding is kept (another function's parameter summarized over a
+        call inside the helper would hold the bound value)."""
         inner = self.nested_in(callee)
         memo, tensors = self._memo, self._tensor_memo
         hidden = {k: memo.pop(k) for k in [k for k in memo if k[0] in inner]}
@@ -683,7 +839,7 @@ class Classifier(TensorLayouts, GuardedValues):
         self._bound = {**self._bound, **bound}
         self._bound_stack.append(id(callee))
         try:
-            got = self.returns(callee, depth, item=item, field=field)
+            return compute()
         finally:
             self._bound_stack.pop()
             self._bound = saved_bound
@@ -693,8 +849,6 @@ class Classifier(TensorLayouts, GuardedValues):
                 del tensors[k]
             memo.update(hidden)
             tensors.update(saved_t)
-        self._per_call[key] = got
-        return got
 
     # ---- fields of records (dataclass / NamedTuple / attrs classes of this module) ----
     def field_value(self, node: ast.AST, field: str, fn: FunctionInfo | None, depth: int) -> Prov | None:

@@ -16,7 +16,7 @@ _WARMUP = re.compile(r"warm_?up", re.IGNORECASE)
 # Checked before the varying patterns: configuration maxima and model dimensions.
 _STABLE_NAME = re.compile(
     r"^(max_num_\w+|max_model_len|max_batch_size|max_position\w*|max_seq_len_to_capture|"
-    r"hidden(_size|_dim)?|head_(dim|size)\w*|\w*_head_(dim|size)|num_(\w+_)?heads|num_experts\w*|"
+    r"hidden(_size|_dim)?|head_(dim|size)\w*|\w*_head_(dim|size)|((num|n)_?)?(\w+_)?heads|num_experts\w*|"
     r"top_?k(_\w+)?|vocab_size|d_model|dim|d|k|n|e|h|d_\w+|block(_\w+)?|\w+_block(_size)?|page_size|"
     r"group_size|num_groups|n_groups|\w*_stride\w*|stride\w*|num_warps|num_stages|num_sms|\w*_size_(n|k)|"
     r"\w*(intermediate|hidden|speculative)\w*|rank|world(_size)?|tp_size|\w*_dim|split_?k|k_splits?|shards?|num_shards|num_ranks|\w*cache\w*|\w*capacity)$"
@@ -68,6 +68,23 @@ def name_class(name: str | None, varying: frozenset[str] = frozenset(), stable: 
     if _VARYING_NAME.match(low):
         return VARYING
     return None
+
+
+# The leading dim named a batch (not tokens): in `B, T, C = x.shape` the layout is batch-first, so the
+# dim after it is the sequence (rule batch-first-3d).
+_BATCH_NAME = re.compile(r"^(b|bs|bsz|batch(_?size|_?sz|es)?|\w+_batch(_size)?|n_?batch(es)?|num_batch(es)?)$", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=None)
+def batch_name(name: str | None) -> bool:
+    """A name that says batch size (``B``, ``bs``, ``batch``, ``batch_size``), not tokens."""
+    # max_batch_size: a configured maximum, the leading dim of a persistent buffer
+    return bool(name) and bool(_BATCH_NAME.match(name)) and not name.lower().startswith("max")
+
+
+def short_model_dim(name: str) -> bool:
+    """``Hq``, ``Hk``, ``Dv``: a model dimension's single-letter name (``_STABLE_SHORT``) in mixed case."""
+    return 1 < len(name) <= 3 and name[0].isupper() and name.upper() in _STABLE_SHORT
 
 
 _WEIGHT_NAME = re.compile(

@@ -50,12 +50,21 @@ class InferenceRule:
     # the values it leaves are of one value class: one compile as a plain int (JG001 does not report the
     # value), like a bucket for a tl.constexpr (JG002 reports it as per call)
     one_class: bool = False
+    # a finding citing it is never above "low" though the step is structural: the value varies only on
+    # some of the code's paths, and the code does not show that those are the ones taken in normal use
+    varies_off_fast_path: bool = False
+
+    @property
+    def never_above_low(self) -> bool:
+        """A finding whose chain cites this rule is reported at the low level at most."""
+        return self.name_only or self.few_variants or self.varies_off_fast_path
 
 
 def _rule(id: str, gives: str, evidence: Evidence, reason: str, name_only: bool = False, few_variants: bool = False,
-          guard_bound: bool = False, one_class: bool = False, **limits: tuple[int, str]) -> InferenceRule:
+          guard_bound: bool = False, one_class: bool = False, varies_off_fast_path: bool = False,
+          **limits: tuple[int, str]) -> InferenceRule:
     return InferenceRule(id, gives, evidence, reason, name_only, {k: Limit(*v) for k, v in limits.items()},
-                         few_variants, guard_bound, one_class)
+                         few_variants, guard_bound, one_class, varies_off_fast_path)
 
 
 _ALL = (
@@ -105,6 +114,24 @@ _ALL = (
           "`self` attribute is fixed for the model"),
     _rule("loop-counter", "VARYING", STRUCTURAL, "a loop variable over a per-call range or collection takes a new value "
           "each iteration"),
+    _rule("single-element-return", "carries", STRUCTURAL, "a loop over a call of a function of the module (`for a, b "
+          "in f(...)`, or over a local bound once to such a call; not a generator) every return of which is a list or tuple literal of "
+          "one element (`return [(0, n)]`) runs once: each variable is that element's component, classified with "
+          "the helper's parameters bound to the call's arguments, not a loop counter; a return of another helper of "
+          "the module is read through its own returns"),
+    _rule("single-pass-return", "VARYING, never above low / STABLE", STRUCTURAL, "the same loop over a helper only "
+          "some of whose returns are one-element literals (a fast path: `return [(0, n)]` before a comprehension "
+          "over `range(0, n, step)`): where the variable is fixed on every one-element return and varies only on "
+          "the others it varies, but only when the helper takes its slower path; the code does not show how often "
+          "that is, and a fast path that returns early is written for the common case (the two such findings read "
+          "by hand in liger-kernel 0.8.5 were both false: the loop runs once with 0 in normal use), so a finding "
+          "resting on it is never above low; fixed on every path, it is fixed. One-element returns whose component "
+          "varies leave the loop counter",
+          varies_off_fast_path=True,
+          depth=(2, "helpers followed: the one the loop calls and one it returns; the one fast-path helper in "
+                 "the six codebases measured (2026-12-01, liger-kernel 0.8.5) returns its literals directly"),
+          returns=(8, "a helper with more than 8 returns is a dispatcher more than a fast path; the one read in "
+                   "the six codebases measured has 3, and helpers without a one-element return are not read")),
     _rule("arithmetic", "carries", STRUCTURAL, "`+ - * // %`, `cdiv`, `round_up`, `min`, `max`, `int()`, `math.*` of "
           "a varying value vary; the int-ness of a rounded true division (`math.ceil(a / b)`, `int(a / b)`) is kept"),
     _rule("budget-split", "carries", STRUCTURAL, "a budget written in the code shared out over a count "
@@ -155,6 +182,16 @@ _ALL = (
     _rule("boundary-count", "VARYING", CONVENTIONAL, "`x.numel() - 1` counts the intervals between the elements "
           "of a vector of boundaries (`cu_seqlens`, `query_start_loc`): x is 1-d, so the count rests on the "
           "leading-dim guess, not the element-count one (not where the code shows 2 or more dims)"),
+    _rule("batch-first-3d", "VARYING", CONVENTIONAL, "in a 3-d unpacking `B, T, C = x.shape` whose leading target is "
+          "named a batch (`B`, `bs`, `batch`, `batch_size`; not tokens, not a configured `max_*`), the second dim, its "
+          "name not a model dim's (`H`, `Hq`, `n_heads`), is the sequence dim of a batch-first layout (`[B, L, C]` activations): the "
+          "leading name says where the count sits, so the next place is the sequence, not heads (a guess, like the "
+          "leading one); a leading dim named tokens is a tokens-first `[T, H, D]` layout whose second dim is a model dim"),
+    _rule("stride-over-varying", "carries", STRUCTURAL, "a stride of a tensor of unknown layout is the product of the "
+          "dims after it (`existing-stride`); where the same function shows one of those dims varies (the sequence dim "
+          "of a batch-first unpacking, `sequence-dim` / `batch-first-3d`; a resized spatial dim, `resized-dim`), "
+          "`x.stride(i)` varies with it and rests on the rules that dim does; times trailing model dims it is "
+          "`count-times-dim`"),
     _rule("collection-length", "VARYING", CONVENTIONAL, "`len(x)` of a collection nothing is known of is a per-call "
           "count (a guess)"),
     _rule("conflicting-layout", "VARYING, never above low", CONVENTIONAL, "a leading dim (`n = w.shape[0]`) that the "
@@ -336,7 +373,7 @@ def confidence(rule_ids: Iterable[str], by_name: bool = False) -> str:
     rules = [RULES[r] for r in rule_ids if r in RULES]
     if "configured-name" in rule_ids:
         by_name = False  # the project's own list of names: a convention it declared
-    if by_name or any(r.name_only or r.few_variants for r in rules):
+    if by_name or any(r.never_above_low for r in rules):
         return "low"
     if any(r.evidence == CONVENTIONAL for r in rules):
         return "medium"
@@ -353,7 +390,7 @@ def markdown() -> str:
     lines = ["| rule | gives | evidence | why | limits |", "|---|---|---|---|---|"]
     for r in _ALL:
         limits = "; ".join(f"{name} {lim.value}: {lim.why}" for name, lim in r.limits.items())
-        kind = r.evidence + (", never above low" if r.name_only or r.few_variants else "")
+        kind = r.evidence + (", never above low" if r.never_above_low else "")
         lines.append(f"| `{r.id}` | {r.gives} | {kind} | {r.reason} | {limits} |")
     return "\n".join(lines)
 

@@ -7,7 +7,7 @@ import ast
 from jitguard.static.facts import STABLE, UNKNOWN, VARYING, Accessor, EntryRef
 from jitguard.static.names import dotted
 from jitguard.static.provenance.bindings import FunctionInfo
-from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, strong_stable, weight_like
+from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, batch_name, short_model_dim, strong_stable, weight_like
 from jitguard.static.provenance.syntax import _call_name, int_literal
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import Prov, join, model_dim
@@ -759,6 +759,15 @@ class TensorLayouts:
             # B, T, H, D = q.shape: the position of a batch-first layout and the name agree
             return Prov(VARYING, "int", (f"{label}{at}: the sequence dimension of a batch-first [B, T, H, D] layout",),
                         guess=True, rules=("sequence-dim",))
+        if named != STABLE and ndim == 3 and idx in (1, -2) and target and not short_model_dim(target) \
+                and not strong_stable(target, self.varying, self.stable):
+            batch = self.unpacked_names(t, fn, line).get(0)
+            if batch_name(batch):
+                # B, T, C = x.shape: the leading dim named a batch, so the layout is batch-first and
+                # the next dim is the sequence
+                return Prov(VARYING, "int", (f"{label}{at}: the sequence dimension of a batch-first [B, T, C] layout "
+                                             f"({batch} names the leading dim a batch)",),
+                            guess=True, rules=("batch-first-3d",))
         resized = self.resized_dim(t, idx, ndim, fn)
         if resized is not None:
             # a spatial dim of a feature map or image: the size of the picture, not of the model
@@ -771,6 +780,14 @@ class TensorLayouts:
             return Prov(UNKNOWN, "int", (f"{label}{at}: index not a literal",))
         return Prov(STABLE, "int", (f"{label}{at}: non-leading dimension (a model dimension)",), rules=("model-dim",),
                     entry=self.layout_entry(t, fn, Accessor("shape", idx)))
+
+    @staticmethod
+    def unpacked_names(t: ast.AST, fn, line: int) -> dict[int, str]:
+        """``{index: name}`` of the unpacking of ``t``'s shape at ``line`` (``b, s, c = x.shape``)."""
+        if fn is None:
+            return {}
+        return {en.index: name for name, entries in fn.assigns.items() for en in entries
+                if en.kind == "dim" and en.node is t and en.line == line and en.index is not None}
 
     @staticmethod
     def sequence_first(t: ast.AST, fn, line: int) -> bool:
@@ -793,9 +810,65 @@ class TensorLayouts:
             s = strides[idx]
             return Prov(s.cls, "int", (f"{label}: stride of a tensor allocated as {desc}",) + s.evidence, s.div16, s.by_name,
                         rules=("allocated-layout",) + s.rules)
+        over = self.stride_over_varying(t, idx, fn, depth)
+        if over is not None:
+            return over
         return Prov(STABLE, "int", (f"{label}: stride of an existing tensor (product of trailing dimensions)",),
                     rules=("existing-stride",),
                     entry=self.layout_entry(t, fn, Accessor("stride", idx)) if idx is not None else None)
+
+    def stride_over_varying(self, t: ast.AST, idx: int | None, fn: FunctionInfo | None, depth: int) -> Prov | None:
+        """``x.stride(i)`` of a tensor of unknown layout is the product of the dims after i
+        (``existing-stride``); where the function shows one of those dims varies (the sequence dim of
+        a batch-first unpacking, a resized spatial dim), that product, else None (rule
+        stride-over-varying)."""
+        if not isinstance(t, ast.Name) or fn is None or idx is None:
+            return None
+        resized = self._resized_of(fn).get(t.id, {})
+        unpackings: dict[int, dict[int, tuple[str, object]]] = {}  # line -> {position: (name, entry)}
+        for name, entries in fn.assigns.items():
+            for en in entries:
+                if en.kind == "dim" and isinstance(en.node, ast.Name) and en.node.id == t.id and en.ndim \
+                        and en.index is not None and 0 <= en.index < en.ndim:
+                    unpackings.setdefault(en.line, {})[en.index] = (name, en)
+        label = f"{self.code(t)}.stride({idx})"
+        for line, at in sorted(unpackings.items()):
+            ndim = next(iter(at.values()))[1].ndim
+            pos = idx + ndim if idx < 0 else idx
+            if not 0 <= pos < ndim - 1:
+                continue
+            trailing = []
+            for j in range(pos + 1, ndim):
+                if j in at:
+                    name, en = at[j]
+                    trailing.append(self.dim(en.node, j, fn, depth + 1, target=name, ndim=ndim, line=line))
+                elif j in resized:
+                    trailing.append(Prov(VARYING, "int", (f"{t.id}.shape[{j}]: {resized[j]}",), rules=("resized-dim",)))
+                else:  # `_` in the unpacking: nothing said of it but its place
+                    trailing.append(Prov(STABLE, "int", (f"{t.id}.shape[{j}]: a non-leading dimension",),
+                                         rules=("model-dim",)))
+            shown = [d for d in trailing if d.cls == VARYING and _SHOWN_VARYING & set(d.rules)]
+            if not shown:
+                continue
+            base = shown[0]
+            stride = Prov(VARYING, "int", base.evidence, any(d.div16 for d in trailing), guess=base.guess,
+                          rules=base.rules)
+            if not stride.div16 and counted_times_dim(trailing, base):
+                stride = stride.by("count-times-dim")  # [b, t, c]: stride t * c, a count times a model dim
+            return stride.why(f"{label}: the product of the dims of {t.id} after {pos} (unpacked line {line}), one of "
+                              f"which the code shows varies", "stride-over-varying")
+        after = {j: why for j, why in resized.items() if idx >= 0 and j > idx}
+        if after:
+            j = min(after)
+            return Prov(VARYING, "int", (f"{label}: the product of the dims of {t.id} after {idx}, {t.id}.shape[{j}] "
+                                         f"among them: {after[j]}",), rules=("stride-over-varying", "resized-dim"))
+        return None
+
+    def _resized_of(self, fn: FunctionInfo) -> dict[str, dict[int, str]]:
+        key = (id(fn), "resized")
+        if key not in self._tensor_memo:
+            self._tensor_memo[key] = self._resized_dims(fn)
+        return self._tensor_memo[key]
 
     def _returned_tensor(self, name: str, en, fn: FunctionInfo, depth: int):
         """``a, b = f(...)`` with ``f`` a function of this module: the layout of element ``en.index``
@@ -930,10 +1003,7 @@ class TensorLayouts:
         description, or None."""
         if fn is None or idx is None or not isinstance(t, ast.Name):
             return None
-        key = (id(fn), "resized")
-        if key not in self._tensor_memo:
-            self._tensor_memo[key] = self._resized_dims(fn)
-        found = self._tensor_memo[key].get(t.id, {})
+        found = self._resized_of(fn).get(t.id, {})
         pos = idx + ndim if idx < 0 and ndim is not None else idx
         return found.get(pos) or found.get(idx)
 
@@ -1109,6 +1179,10 @@ def _first_param(fn_node: ast.AST) -> str | None:
     a = fn_node.args
     ordered = list(a.posonlyargs) + list(a.args)
     return ordered[0].arg if ordered else None
+
+
+# the rules by which the code shows a non-leading dim varies (rule stride-over-varying)
+_SHOWN_VARYING = frozenset({"sequence-dim", "batch-first-3d", "resized-dim"})
 
 
 def _contiguous(dims: list[Prov]) -> list[Prov]:
