@@ -257,7 +257,7 @@ def w(q):
 
 def test_batch_first_3d_sequence_dim_is_a_convention_and_its_stride_a_count_times_a_dim(tmp_path):
     rng = random.Random()
-    b, c = rand_ident(rng), rand_ident(rng)
+    b, c = rand_names(rng, "b", "c").values()
     body = """
 def w(x):
     {a}, {b}, {c} = x.shape
