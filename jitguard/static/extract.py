@@ -17,7 +17,7 @@ from jitguard.static.errors import SourceError
 from jitguard.static.facts import METHOD_CALL, FileFacts
 from jitguard.static.kernels import KernelDiscovery
 from jitguard.static.launches import LaunchExtraction, _unwrap_alias
-from jitguard.static.names import IMPORT, LOCAL, Scope, dotted, qualified, resolve_relative
+from jitguard.static.names import IMPORT, LOCAL, Scope, dotted, earlier_imported, qualified, resolve_relative
 from jitguard.static.provenance import Classifier, FunctionInfo
 from jitguard.static.scopes import Walker
 from jitguard.static.source import Source, decode, parse, suppressions
@@ -42,8 +42,11 @@ def _bound_grid(name: str, fn) -> ast.Subscript | None:
     return None
 
 class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
-    def __init__(self, path: str, text: str, tree: ast.Module, module: str, varying, stable, calls_of=None):
+    def __init__(self, path: str, text: str, tree: ast.Module, module: str, varying, stable, calls_of=None,
+                 returns_of=None):
         self.calls_of = calls_of  # record only calls of these (short) names; None: every imported call
+        # (qualified function, element or None): summarize what these return (FileFacts.returns)
+        self.summarize = returns_of or ()
         self.path = path
         self.src = Source(text)
         self.tree = tree
@@ -66,6 +69,16 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
             elif source == LOCAL:
                 out.append(f"{self.module}.{name}" if self.module else name)
         return out
+
+    def import_target(self, func: ast.AST, fn: FunctionInfo | None) -> str | None:
+        """The fully qualified function of another module of the tree that ``func`` names through an
+        import (None for a library's, or anything else): what returns-elsewhere asks about."""
+        scope = fn.scope if fn is not None and fn.scope is not None else self.top
+        q = qualified(func, scope)
+        if not q or q[0][1] != IMPORT:
+            return None
+        target = resolve_relative(q[0][0], self.module, self.is_package)
+        return None if target.split(".")[0] in _LIBRARY_ROOTS or "." not in target else target
 
     def run(self) -> FileFacts:
         w = self.walker
@@ -113,9 +126,13 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
                     op = self.op_call(target) if isinstance(func, ast.Attribute) else None
                     if op is not None:
                         op_calls.append((call, fn, op))
-                    elif target.split(".")[0] not in _LIBRARY_ROOTS and (
-                            self.calls_of is None or target.rsplit(".", 1)[-1] in self.calls_of):
-                        imported.append((call, fn, target))
+                    elif self.calls_of is None or target.rsplit(".", 1)[-1] in self.calls_of:
+                        # a name imported in the branches of an ``if`` (one module per platform):
+                        # the call is a call of each (rule conditional-import)
+                        for t in [target] + [resolve_relative(e, self.module, self.is_package)
+                                             for e in earlier_imported(func, scope)]:
+                            if t.split(".")[0] not in _LIBRARY_ROOTS:
+                                imported.append((call, fn, t))
                 elif isinstance(func, ast.Attribute) and self.calls_of and func.attr in self.calls_of \
                         and (callee is None or callee not in info.functions):
                     # obj.meth(...) on an object of unknown class: a call of some method named so
@@ -173,8 +190,9 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
                         for kw in call.keywords):
                 facts.forwarders[f"{self.module}.{fn.qual}" if self.module else fn.qual] = callee.id
         handed = self.handed_kernels(facts.kernels)
-        if launches or specs or imported or handed:
-            classifier = Classifier(info, self.src.segment, self.varying, self.stable, returns=self.returns_of)
+        if launches or specs or imported or handed or self.summarize:
+            classifier = Classifier(info, self.src.segment, self.varying, self.stable, returns=self.returns_of,
+                                    module=self.module, resolve=self.import_target)
             for call, fn, target in imported:
                 classifier.at(fn, call)  # the guards before each call or launch hold for its arguments
                 facts.calls.append(self.imported_call(call, fn, target, classifier))
@@ -189,6 +207,10 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
             for call, fn, kernel_fq, via in handed:
                 classifier.at(fn, call)
                 facts.launches.append(self.handed_launch(call, fn, kernel_fq, via, classifier))
+            for qual, item in self.summarize:
+                got = classifier.return_facts(qual, item)
+                if got is not None:
+                    facts.returns.append(got)
         counted = {c for la in facts.launches for a in la.args for c in a.counts}
         for c in facts.calls:  # link.py matches counts and tensors of launches only
             for a in c.args:
@@ -216,13 +238,17 @@ def extract_file(
     varying_names: frozenset[str] = frozenset(),
     stable_names: frozenset[str] = frozenset(),
     calls_of: frozenset[str] | None = None,
+    returns_of: frozenset[tuple[str, int | None]] | None = None,
 ) -> FileFacts:
     """Facts about one file. Raises SourceError for a file that can't be parsed or decoded.
-    ``calls_of``: record only the calls of functions with these short names (FileFacts.calls)."""
+    ``calls_of``: record only the calls of functions with these short names (FileFacts.calls).
+    ``returns_of``: (function qualified in the module, element or None) whose returns to summarize
+    for calls in other modules (FileFacts.returns)."""
     text = decode(source)
     tree = parse(path, text, source if isinstance(source, bytes) else None)
     try:
-        facts = _Extractor(path, text, tree, module, varying_names, stable_names, calls_of).run()
+        facts = _Extractor(path, text, tree, module, varying_names, stable_names, calls_of,
+                           sorted(returns_of or (), key=lambda r: (r[0], -1 if r[1] is None else r[1]))).run()
     except RecursionError:
         raise SourceError("too deeply nested to analyze") from None
     facts.digest = content_digest(source if isinstance(source, bytes) else source.encode("utf-8"))

@@ -269,6 +269,12 @@ class ArgFacts:
     # that a kernel uses as an index (ParamFacts.index_load) is an index count (rule index-count)
     counts: list[str] = field(default_factory=list)
     tensor_root: str | None = None
+    # the value is (or rests on) what a function of another module returns at this call: link.py
+    # takes its class from that module's ReturnFacts, bound to this call's arguments
+    returns: "ReturnRef | None" = None
+    # the other entry parameters an unknown value rests on besides ``entry`` (``p + q``): link.py asks
+    # each of them of its callers elsewhere
+    also: list[EntryRef] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -278,6 +284,66 @@ class ArgFacts:
         obj = _load(cls, data)
         obj.entry = EntryRef.from_dict(data.get("entry"))
         obj.layout = TensorLayout.from_dict(data.get("layout"))
+        obj.returns = ReturnRef.from_dict(data.get("returns"))
+        obj.also = [e for e in map(EntryRef.from_dict, data.get("also") or ()) if e is not None]
+        return obj
+
+
+@dataclass(eq=False)  # hashed by identity: a Prov holding one keys the classifier's memos
+class ReturnRef:
+    """A call of a function imported from another module of the tree whose return the value rests
+    on: the function (fully qualified), the element of the returned tuple (None: the whole value) and
+    the call's arguments with their provenance (``returns-elsewhere`` binds them to the parameters)."""
+
+    function: str
+    item: int | None = None
+    args: list[ArgFacts] = field(default_factory=list)
+    line: int = 0
+    text: str = ""  # the call as written (shortened)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "ReturnRef | None":
+        if not isinstance(data, dict):
+            return None
+        obj = _load(cls, data)
+        obj.args = [ArgFacts.from_dict(a) for a in data.get("args", [])]
+        return obj
+
+
+@dataclass
+class ReturnDep:
+    """A parameter the return varies with: bound to a varying value, the return is ``provenance``
+    (VARYING, or BUCKETED where the function buckets it) by the chain ``evidence``."""
+
+    param: str
+    position: int  # its position in a call, -1 keyword-only
+    provenance: str
+    evidence: list[str] = field(default_factory=list)
+    rules: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ReturnFacts:
+    """What a module-level function returns (element ``item`` of its tuple), asked by a call in another
+    module: the class with its parameters left unknown, and the parameters it varies with."""
+
+    function: str  # qualified within its module
+    item: int | None
+    provenance: str = UNKNOWN
+    evidence: list[str] = field(default_factory=list)
+    rules: list[str] = field(default_factory=list)
+    guess: bool = False
+    by_name: bool = False
+    value_type: str = "unknown"
+    deps: list[ReturnDep] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ReturnFacts":
+        obj = _load(cls, data)
+        obj.deps = [_load(ReturnDep, d) for d in data.get("deps", []) if isinstance(d, dict)]
         return obj
 
 
@@ -361,6 +427,8 @@ class FileFacts:
     # ``@torch.library.custom_op("ns::op")``, ``lib.impl("op", f)``, ``register("op", f, ...)``;
     # calls ``torch.ops.<ns>.<op>(...)`` elsewhere are calls of that function (link.py)
     custom_ops: list[list[str]] = field(default_factory=list)
+    # what the module-level functions other modules' launches rest on return (returns-elsewhere)
+    returns: list[ReturnFacts] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -375,6 +443,7 @@ class FileFacts:
             "aliases": dict(self.aliases),
             "suppressions": {str(k): list(v) for k, v in self.suppressions.items()},
             "digest": self.digest,
+            "returns": [r.to_dict() for r in self.returns],
         }
 
     @classmethod
@@ -391,4 +460,5 @@ class FileFacts:
             forwarders=dict(data.get("forwarders", {})),
             custom_ops=[list(r) for r in data.get("custom_ops", [])],
             digest=str(data.get("digest") or ""),
+            returns=[ReturnFacts.from_dict(r) for r in data.get("returns", []) if isinstance(r, dict)],
         )

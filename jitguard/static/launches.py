@@ -306,6 +306,8 @@ class LaunchExtraction:
             rules=list(dict.fromkeys(prov.rules)),
             counts=list(prov.counted) if "element-count" in prov.rules else [],
             tensor_root=classifier.tensor_root(node, fn) if prov.vtype not in _SCALARS else None,
+            returns=prov.ret,
+            also=[self.entry_ref(prov._replace(entry=e)) for e in prov.also],
         )
 
     def entry_ref(self, prov) -> EntryRef | None:

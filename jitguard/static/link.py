@@ -8,10 +8,10 @@ from typing import NamedTuple
 
 from jitguard.findings import Finding
 from jitguard.static.facts import (
-    BUCKETED, METHOD_CALL, STABLE, UNKNOWN, USE_ADDRESS, USE_COMPARE, USE_LOOP_BOUND, VARYING, Accessor, CallFacts,
-    EntryRef, FileFacts, KernelFacts,
+    BUCKETED, METHOD_CALL, STABLE, UNKNOWN, USE_ADDRESS, USE_COMPARE, USE_LOOP_BOUND, VARYING, Accessor, ArgFacts,
+    CallFacts, EntryRef, FileFacts, KernelFacts, ReturnFacts, ReturnRef,
 )
-from jitguard.static.names import reexport
+from jitguard.static.names import module_prefixes, reexport
 from jitguard.static.param_uses import INDEX_TERM
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.provenance.conventions import _WARMUP  # one warm-up test
@@ -22,6 +22,8 @@ _LEVELS = limit("caller-elsewhere", "levels")
 _SITES = limit("caller-elsewhere", "sites")
 _CHAIN = limit("caller-elsewhere", "chain")
 _FIXED_LEVELS = limit("caller-fixed-leading", "levels")
+_RETURN_NESTING = limit("returns-elsewhere", "nesting")
+_REEXPORTS = limit("returns-elsewhere", "reexports")
 
 NON_OPTIONS = {"grid", "warmup"}
 
@@ -223,7 +225,7 @@ class _Callers:
                 got = CallerValue(a.provenance, tuple(a.evidence), a.by_name, a.guess, a.value_type, tuple(a.rules),
                                   a.div16)
             if acc is None and a.entry and a.provenance != VARYING:
-                deeper = self.resolve(a.entry, depth + 1)
+                deeper = self.resolve_parts(a.entry, a.also, depth + 1)
                 if deeper is not None and deeper.provenance != UNKNOWN:
                     got = deeper
                     if got.provenance == VARYING and (a.provenance == BUCKETED or a.bucketed):
@@ -298,6 +300,19 @@ class _Callers:
                               + tuple(r for r in used if r not in ("caller-fixed-leading", "held-leading")))
         self.memo[key] = out
         return out
+    def resolve_parts(self, ref: EntryRef, also, depth: int = 0) -> CallerValue | None:
+        """``resolve`` over a value resting on ``ref`` and the entry parameters ``also`` (``p + q``):
+        the most varying part that callers make vary; fixed only when every part is fixed."""
+        got = self.resolve(ref, depth)
+        if not also:
+            return got
+        parts = [got] + [self.resolve(e, depth) for e in also]
+        moving = [g for g in parts if g is not None and g.provenance in (VARYING, BUCKETED)]
+        if moving:
+            return max(moving, key=lambda g: (_RANK[g.provenance], not g.by_name))
+        if any(g is None or g.provenance == UNKNOWN for g in parts):
+            return None  # a part nothing is known of: the whole is not known fixed
+        return got
 
     def method_callers(self, fq: str) -> list[tuple[CallFacts, FileFacts]]:
         """``obj.meth(...)`` calls that bind to the method ``fq`` = module.Class.meth: the tree defines
@@ -376,7 +391,7 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
                 continue
             if not arg.entry or (arg.provenance == VARYING and not arg.by_name):
                 continue
-            got = callers.resolve(arg.entry)
+            got = callers.resolve_parts(arg.entry, arg.also)
             if got is None or got.provenance == UNKNOWN:
                 continue
             cls, evidence, by_name, guess, vtype, rules, div16 = got
@@ -386,6 +401,11 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
                 continue  # only structure may overturn a class, and only one resting on a name
             if cls == arg.provenance and by_name:
                 continue
+            if "returns-elsewhere" in arg.rules:
+                # what another module's function returns with this parameter: that chain, then the
+                # callers' (in place of the parameter's name, its last step, where a name classed it)
+                evidence = tuple(arg.evidence[:-1] if arg.by_name else arg.evidence) + tuple(evidence)
+                rules = ("returns-elsewhere",) + tuple(r for r in rules if r != "returns-elsewhere")
             b.args[name] = replace(
                 arg, provenance=cls, evidence=list(evidence)[:_CHAIN], by_name=by_name, guess=guess, rules=list(rules),
                 div16=arg.div16 or div16,
@@ -424,6 +444,7 @@ def launch_entry_refs(facts: list[FileFacts]) -> set[EntryRef]:
             if p is None or p.pointer or name in skip or not _unsettled(arg):
                 continue
             out.add(arg.entry)
+            out.update(arg.also)
     return out
 
 
@@ -471,12 +492,124 @@ def caller_entry_refs(facts: list[FileFacts], refs: set[EntryRef], registry=None
                             out.add(a.entry.with_accessor(ref.accessor))
                     elif _unsettled(a):
                         out.add(a.entry)
+                        out.update(e for e in a.also if e.accessor is None)
     return out
+
+
+class _Returns:
+    """returns-elsewhere: arguments resting on what a function of another module returns at one call
+    take the class of that module's summary of it (FileFacts.returns) bound to the call's arguments."""
+
+    def __init__(self, facts: list[FileFacts], modules: dict[str, FileFacts]):
+        self.modules = modules
+        self.summaries: dict[tuple[str, int | None], ReturnFacts] = {}
+        for f in facts:
+            for r in f.returns:
+                self.summaries.setdefault((f"{f.module}.{r.function}" if f.module else r.function, r.item), r)
+
+    def summary(self, ref: ReturnRef) -> ReturnFacts | None:
+        name: str | None = ref.function
+        for _ in range(_REEXPORTS):  # through re-exports: pkg.f where pkg/__init__.py imports f from .ops
+            got = self.summaries.get((name, ref.item))
+            if got is not None or name is None:
+                return got
+            name = reexport(name, self.modules)
+        return None
+
+    def resolve(self, arg: ArgFacts, depth: int = 0) -> ArgFacts:
+        """``arg`` with the class its ReturnRef gives (VARYING / BUCKETED by structure, or the entry
+        parameter a varying return would rest on), or ``arg`` itself."""
+        ref = arg.returns
+        if ref is None or depth > _RETURN_NESTING or (arg.provenance != UNKNOWN and not arg.by_name):
+            return arg
+        s = self.summary(ref)
+        if s is None:
+            return arg
+        short = ref.function.rsplit(".", 1)[-1]
+        what = f"{ref.text}: {'' if ref.item is None else f'element {ref.item} of '}what {short}() " \
+            f"({ref.function}) returns with this call's arguments"
+        found = []  # (class, evidence, rules, guess, by_name, entry the class may still be settled by)
+        if s.provenance in (VARYING, BUCKETED):
+            found.append((s.provenance, [what] + s.evidence, s.rules, s.guess, s.by_name, None))
+        entry, bucketed, chain, chain_rules = None, False, [], []
+        for dep in s.deps:
+            a = _arg_at(ref, dep.param, dep.position)
+            if a is None:
+                continue
+            a = self.resolve(a, depth + 1)
+            if a.provenance in (VARYING, BUCKETED):
+                cls = BUCKETED if BUCKETED in (a.provenance, dep.provenance) else VARYING
+                found.append((cls, [what] + dep.evidence + [f"{dep.param} = {a.text} (line {ref.line})"] + a.evidence,
+                              dep.rules + a.rules, a.guess, a.by_name, a.entry if a.by_name else None))
+            elif a.provenance == UNKNOWN and a.entry is not None and entry is None:
+                entry, bucketed = a.entry, dep.provenance == BUCKETED or a.bucketed
+                chain = [what] + dep.evidence + [f"{dep.param} = {a.text} (line {ref.line})"] + a.evidence
+                chain_rules = ["returns-elsewhere"] + dep.rules + a.rules
+        if not found:
+            if entry is not None and arg.entry is None and arg.provenance == UNKNOWN:
+                # unknown here: the entry parameter the return varies with, for its callers elsewhere
+                return replace(arg, entry=entry, bucketed=bucketed, evidence=list(dict.fromkeys(chain))[:_CHAIN],
+                               rules=list(dict.fromkeys(chain_rules)))
+            return arg
+        cls, evidence, rules, guess, by_name, named_entry = max(found, key=lambda x: (_RANK[x[0]], not x[4]))
+        if by_name and arg.by_name:
+            return arg  # a name against a name: nothing structural to overturn it with
+        if named_entry is not None and arg.entry is None:
+            # varying by the name of an entry parameter: what its callers elsewhere pass may settle it
+            entry = named_entry
+        if arg.by_name:
+            # the steps that led here (callers in this module, assignments), in place of the name
+            # that classed the value, their last step
+            evidence = list(arg.evidence[:-1]) + list(evidence)
+        return replace(arg, provenance=cls, entry=arg.entry or entry, bucketed=arg.bucketed or bucketed,
+                       evidence=list(dict.fromkeys(evidence))[:_CHAIN], by_name=by_name, guess=guess, rules=list(dict.fromkeys(["returns-elsewhere"] + list(rules))), div16=False,
+                       value_type=arg.value_type if arg.value_type not in ("unknown", "none") else s.value_type,
+                       returns=None)
+
+    def apply(self, facts: list[FileFacts]) -> None:
+        if not self.summaries:
+            return
+        for f in facts:
+            for la in f.launches:
+                la.args = [self.resolve(a) for a in la.args]
+            for c in f.calls:
+                c.args = [self.resolve(a) for a in c.args]
+
+
+def return_refs(facts: list[FileFacts]) -> set[tuple[str, int | None]]:
+    """(function, element) of the calls of other modules' functions that unsettled arguments of
+    value-specialized launch parameters rest on (their arguments' own such calls too): the runner
+    reads the defining modules for what those return (returns-elsewhere)."""
+    out: set[tuple[str, int | None]] = set()
+
+    def add(a: ArgFacts, depth: int = 0) -> None:
+        ref = a.returns
+        if ref is None or depth > _RETURN_NESTING or (a.provenance != UNKNOWN and not a.by_name):
+            return
+        out.add((ref.function, ref.item))
+        for x in ref.args:
+            add(x, depth + 1)
+
+    for b in build_program(facts, follow=False).launches:
+        k = b.kernel
+        skip = k.unspecialized() | set(k.heuristics)
+        for name, arg in b.args.items():
+            p = k.param(name)
+            if p is not None and not p.pointer and name not in skip:
+                add(arg)
+    return out
+
+
+def return_modules(ref: str, modules) -> list[tuple[str, str]]:
+    """(module, function qualified in it) that may define the function ``ref`` names: the longest
+    module prefixes first."""
+    return [(m, ref[len(m) + 1:]) for m in module_prefixes(ref) if m in modules and "." not in ref[len(m) + 1:]]
 
 
 def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=frozenset(),
                   follow: bool = True, method_defs: dict[str, list[str]] | None = None) -> Program:
     index = _Index(facts)
+    _Returns(facts, index.modules).apply(facts)
     program = Program(files=list(facts), kernels=index.kernels, all_kernels=index.all,
                       varying_names=frozenset(varying_names), stable_names=frozenset(stable_names))
     forwarders = {q for f in facts for q in f.forwarders}

@@ -49,6 +49,9 @@ class Scope:
         self.name = name
         self.parent = parent
         self.imports: dict[str, str] = {}  # local name -> dotted target (relative kept as '.x')
+        # local name -> the targets of earlier imports of it in this scope (``if rocm: from .a import f
+        # else: from .b import f``): a call of ``f`` may call any of them
+        self.earlier_imports: dict[str, list[str]] = {}
         self.defs: set[str] = set()  # names bound by def/class/assignment
 
     @property
@@ -62,14 +65,23 @@ class Scope:
         return ".".join(reversed(parts))
 
 
+def _bind_import(scope: Scope, local: str, target: str) -> None:
+    old = scope.imports.get(local)
+    if old is not None and old != target:
+        earlier = scope.earlier_imports.setdefault(local, [])
+        if old not in earlier:
+            earlier.append(old)
+    scope.imports[local] = target
+
+
 def add_import(scope: Scope, node: ast.AST) -> None:
     if isinstance(node, ast.Import):
         for alias in node.names:
             if alias.asname:
-                scope.imports[alias.asname] = alias.name
+                _bind_import(scope, alias.asname, alias.name)
             else:
                 root = alias.name.split(".")[0]
-                scope.imports[root] = root
+                _bind_import(scope, root, root)
     elif isinstance(node, ast.ImportFrom):
         base = "." * (node.level or 0) + (node.module or "")
         for alias in node.names:
@@ -77,9 +89,30 @@ def add_import(scope: Scope, node: ast.AST) -> None:
                 continue
             local = alias.asname or alias.name
             if base.endswith("."):
-                scope.imports[local] = base + alias.name
+                _bind_import(scope, local, base + alias.name)
             else:
-                scope.imports[local] = f"{base}.{alias.name}" if base else alias.name
+                _bind_import(scope, local, f"{base}.{alias.name}" if base else alias.name)
+
+
+def earlier_imported(expr: ast.AST, scope: Scope) -> list[str]:
+    """The other targets a Name/Attribute chain may name through earlier imports of its root in the
+    scope that binds it (imports in the branches of an ``if``/``try``): [] for most names."""
+    parts = dotted(expr)
+    if parts is None:
+        return []
+    s: Scope | None = scope
+    first = True
+    while s is not None:
+        if s.kind == "class" and not first:
+            s = s.parent
+            continue
+        if parts[0] in s.imports:
+            return [".".join([t] + parts[1:]) for t in s.earlier_imports.get(parts[0], ())]
+        if parts[0] in s.defs:
+            return []
+        first = False
+        s = s.parent
+    return []
 
 
 def qualified(expr: ast.AST, scope: Scope) -> list[tuple[str, str]]:

@@ -93,8 +93,11 @@ def _extract_job(job: tuple) -> tuple:
 
     display, module, data, varying, stable, cache_path, key = job[:7]
     calls_of = job[7] if len(job) > 7 else None
+    returns_of = job[8] if len(job) > 8 else None
     try:
         extra = {"calls_of": frozenset(calls_of)} if calls_of is not None else {}
+        if returns_of:
+            extra["returns_of"] = frozenset(returns_of)
         facts = extract.extract_file(
             display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable), **extra
         )
@@ -296,6 +299,8 @@ def scan_paths(
     from jitguard.static.names import module_prefixes
 
     facts_by_path: dict[str, Any] = {}
+    # file -> the (function, element) whose returns its facts summarize for other modules (returns-elsewhere)
+    returns_asked: dict[str, tuple] = {}
     varying = tuple(sorted(config.varying_names))
     stable = tuple(sorted(config.stable_names))
 
@@ -304,7 +309,9 @@ def scan_paths(
         salt = "" if calls_of is None else "\0calls\0" + "\0".join(sorted(calls_of))
         for d in displays:
             sf, data, digest = contents[d]
-            key = cache.key(d, sf.module, digest + salt) if cache else None
+            asked = returns_asked.get(d)
+            rsalt = "\0returns\0" + "\0".join(f"{q}:{i}" for q, i in asked) if asked else ""
+            key = cache.key(d, sf.module, digest + salt + rsalt) if cache else None
             entry = cache.get(key) if cache and key else None
             if entry is not None and _apply_entry(d, entry):
                 result.cache_hits += 1
@@ -316,7 +323,8 @@ def scan_paths(
         jobs_args = {
             d: (d, contents[d][0].module, contents[d][1], varying, stable,
                 cache.entry_path(key) if cache and key else None, key)
-            + ((tuple(sorted(calls_of)),) if calls_of is not None else ())
+            + ((tuple(sorted(calls_of)) if calls_of is not None else None, returns_asked[d])
+               if returns_asked.get(d) else ((tuple(sorted(calls_of)),) if calls_of is not None else ()))
             for d, key in todo
         }  # fmt: skip
         done = 0
@@ -448,6 +456,40 @@ def scan_paths(
             extract(wanted, "analyzing re-exports in", calls_of=frozenset())
             done_set.update(wanted)
 
+        # Phase 3b: modules whose functions launch arguments rest on through what they return at one
+        # call (returns-elsewhere): those files are read (again) to summarize these functions.
+        from jitguard.static import link as _link
+
+        try:
+            refs_r = _link.return_refs(list(facts_by_path.values()))
+        except Exception as exc:  # a jitguard bug: said as one, the scan goes on without this phase
+            result.internal_errors.append(FileError(
+                "<returns in other modules>", f"internal error (please report): {type(exc).__name__}: {exc}"))
+            result.internal_tracebacks.append(("<returns in other modules>", traceback.format_exc(limit=-6)))
+            refs_r = set()
+        from jitguard.static.names import reexport
+
+        order = lambda r: (r[0], -1 if r[1] is None else r[1])  # noqa: E731
+        seen_r = set(refs_r)
+        for _ in range(_link._REEXPORTS):
+            wanted_r: dict[str, set] = {}
+            for fq, item in sorted(refs_r, key=order):
+                for mod, qual in _link.return_modules(fq, by_module):
+                    wanted_r.setdefault(by_module[mod], set()).add((qual, item))
+                    break
+            grown = [d for d, asked_here in wanted_r.items() if not asked_here <= set(returns_asked.get(d, ()))]
+            for d in grown:
+                returns_asked[d] = tuple(sorted(set(returns_asked.get(d, ())) | wanted_r[d], key=order))
+            if not grown:
+                break
+            extract(sorted(grown), "analyzing returns in", calls_of=frozenset())
+            done_set.update(grown)
+            # pkg.f where pkg/__init__.py imports f from .ops: ask pkg/ops.py next
+            modules = {f.module: f for f in facts_by_path.values() if f.module}
+            refs_r = {(t, item) for fq, item in refs_r if (t := reexport(fq, modules)) is not None and t != fq}
+            refs_r -= seen_r
+            seen_r |= refs_r
+
         # Phase 4: callers of entry functions, i.e. wrappers whose launch arguments rest on a parameter
         # no caller in their own module passes (pkg/layer.py calling pkg/ops.py's wrapper with
         # x.shape[0]); then their callers, up to three levels. Files not analyzed yet that call such a
@@ -456,8 +498,6 @@ def scan_paths(
         # (recording every imported call there doubled the cold scan on vLLM for no finding). A method
         # of a class is followed the same way through its calls obj.name(...) on objects of unknown
         # class, when few files define and call that name (_Methods).
-        from jitguard.static import link as _link
-
         methods = None
         recorded: dict[str, frozenset[str]] = {}  # file -> the names whose calls its facts record
         asked: set[tuple] = set()

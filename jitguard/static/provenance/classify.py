@@ -7,7 +7,7 @@ import ast
 import builtins
 import copy
 
-from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef
+from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, ArgFacts, EntryRef, ReturnDep, ReturnFacts, ReturnRef
 from jitguard.static.names import dotted
 from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo
 from jitguard.static.provenance.conventions import (
@@ -36,6 +36,10 @@ _WINDOW_RETURNS = limit("single-pass-return", "returns")
 _CALLERS = limit("local-caller", "callers")
 _ATTR_VALUES = limit("object-attribute", "values")
 _PER_CALL_NESTING = limit("returns-per-call", "nesting")
+_ELSEWHERE_ARGS = limit("returns-elsewhere", "arguments")
+# the value a parameter is bound to when the summary for other modules asks whether the return varies
+# with it (returns-elsewhere): its evidence text marks where the chain reaches the parameter
+_PARAM_MARK = "\0the parameter"
 # conventions that a value is a multiple of 16: arithmetic other than `*` makes it a count again
 _ALIGNED_BY_CONVENTION = frozenset({"count-times-dim", "alignment-guard-convention"})
 
@@ -77,8 +81,12 @@ def _component(node: ast.AST, path: tuple[int, ...]) -> ast.AST | None:
 
 class Classifier(TensorLayouts, GuardedValues):
     def __init__(self, info: ModuleInfo, segment, varying: frozenset[str], stable: frozenset[str],
-                 returns: dict | None = None):
+                 returns: dict | None = None, module: str = "", resolve=None):
         self.info = info
+        # resolve(func, fn): the fully qualified function of another module of the tree a call's
+        # ``func`` names through an import (None: not one); returns-elsewhere records those calls
+        self.module = module
+        self.resolve = resolve
         self.segment = segment
         self.varying = varying
         self.stable = stable
@@ -152,7 +160,7 @@ class Classifier(TensorLayouts, GuardedValues):
         if cls is None:
             return prov
         return Prov(cls, prov.vtype, (f"{name}: the name suggests a {'per-call' if cls == VARYING else 'fixed'} value",),
-                    False, True, rules=(self.name_rule(name, cls),))
+                    False, True, rules=(self.name_rule(name, cls),), ret=prov.ret)
 
     def name_rule(self, name: str, cls: str) -> str:
         """The rule a name's verdict cites: the project's own list, or the built-in conventions."""
@@ -376,7 +384,8 @@ class Classifier(TensorLayouts, GuardedValues):
                 got = self.assigned_attr(call.attr, depth, item=en.index)
                 if got is not None and got.cls in (VARYING, BUCKETED):
                     return got.why(f"{name} = element {en.index} of {self.code(call)} (line {en.line})", "object-attribute")
-            return self.apply_name(name, Prov(UNKNOWN))
+            ref = self.imported_return(call, fn, depth, en.index) if isinstance(call, ast.Call) else None
+            return self.apply_name(name, Prov(UNKNOWN, ret=ref))
         shape_dim = self._shape_dim(en.node, fn)
         if shape_dim is not None:  # n = x.shape[i] / x.size(i): the target's name is evidence for i
             t, i = shape_dim
@@ -795,6 +804,11 @@ class Classifier(TensorLayouts, GuardedValues):
         bound = self.bind_call(callee, call, fn, depth)
         if bound is None:
             return None
+        return self.returns_with(callee, bound, depth, item, field)
+
+    def returns_with(self, callee: FunctionInfo, bound: dict[tuple[int, str], Prov], depth: int,
+                     item: int | None = None, field: str | None = None) -> Prov | None:
+        """What ``callee`` returns with its parameters bound to ``bound`` ((id(callee), name) -> class)."""
         key = (id(callee), item, field, tuple(sorted((k[1], v) for k, v in bound.items())))
         if key not in self._per_call:
             self._per_call[key] = self.under_binding(
@@ -1123,25 +1137,31 @@ class Classifier(TensorLayouts, GuardedValues):
                     if -len(els) <= idx < len(els) and not any(isinstance(x, ast.Starred) for x in els):
                         return self._classify(els[idx], owner, depth)
             if where == "assign" and len(owner.assigns[v.id]) > 1:
-                entries = owner.assigns[v.id]
-                first = entries[0]
-                if first.kind == "expr" and isinstance(first.node, ast.List) and all(en.kind == "aug" for en in entries[1:]) \
-                        and not any(isinstance(x, ast.Starred) for x in first.node.elts):
-                    # a list built by appending: an element is any of the values put in
-                    key = (id(owner), "items:" + v.id)
-                    if key in self._busy:
-                        return Prov(UNKNOWN)
-                    self._busy.add(key)
-                    try:
-                        items = [self._classify(x, owner, depth) for x in first.node.elts]
-                        items += [self._classify(en.node, owner, depth) for en in entries[1:]]
-                    finally:
-                        self._busy.discard(key)
-                    out = join(items)
+                out = self.appended_items(v, owner, depth)
+                if out is not None:
                     if out.cls == VARYING:
                         return out.why(f"{self.code(e)}: an element of {v.id}, built by appending per-call values", "appended-list")
                     return out
         return Prov(UNKNOWN)
+
+    def appended_items(self, v: ast.Name, owner: FunctionInfo, depth: int) -> Prov | None:
+        """Any element of the list ``v`` names, built by appending (``v = [...]`` then ``v.append(x)``):
+        the most varying of the values put in; None where ``v`` is bound otherwise."""
+        entries = owner.assigns[v.id]
+        first = entries[0]
+        if len(entries) < 2 or first.kind != "expr" or not isinstance(first.node, ast.List) \
+                or not all(en.kind == "aug" for en in entries[1:]) or any(isinstance(x, ast.Starred) for x in first.node.elts):
+            return None
+        key = (id(owner), "items:" + v.id)
+        if key in self._busy:
+            return Prov(UNKNOWN)
+        self._busy.add(key)
+        try:
+            items = [self._classify(x, owner, depth) for x in first.node.elts]
+            items += [self._classify(en.node, owner, depth) for en in entries[1:]]
+        finally:
+            self._busy.discard(key)
+        return join(items)
 
     def assigned_attr(self, attr: str, depth: int, item: int | None = None) -> Prov | None:
         """What ``<obj>.attr`` holds, from this module's ``<obj>.attr = value`` assignments and
@@ -1247,6 +1267,15 @@ class Classifier(TensorLayouts, GuardedValues):
                 return reduced
         if name in _STABLE_CALLS:
             return Prov(STABLE, "int", (f"{self.code(e)}: device/tensor property",), rules=("tensor-metadata",))
+        if name in ("tuple", "list") and isinstance(e.func, ast.Name) and len(e.args) == 1 and not e.keywords \
+                and isinstance(e.args[0], ast.Name):
+            # tuple(v) of a list built by appending, handed to a kernel whole: each element is a value
+            # of the key (a tuple argument is specialized element by element)
+            owner, where = self.lookup(e.args[0].id, fn)
+            out = self.appended_items(e.args[0], owner, depth) if where == "assign" else None
+            if out is not None and out.cls == VARYING:
+                return out.why(f"{self.code(e)}: the elements of {e.args[0].id}, built by appending per-call values",
+                               "appended-list")
         if name in ("float", "bool") and isinstance(e.func, ast.Name):
             inner = self._classify(args[0], fn, depth) if args else Prov(STABLE)
             return inner._replace(vtype=name, div16=False)
@@ -1285,7 +1314,65 @@ class Classifier(TensorLayouts, GuardedValues):
             return out.as_type(out.vtype if out.vtype != "unknown" else "int")
         if name in _ALLOC or name in _LIKE:
             return Prov(UNKNOWN, "tensor")
-        return Prov(UNKNOWN)
+        ref = self.imported_return(e, fn, depth, None)
+        return Prov(UNKNOWN, ret=ref) if ref is not None else Prov(UNKNOWN)
+
+    # ---- returns-elsewhere: functions of other modules of the tree ----
+    def imported_return(self, call: ast.Call, fn: FunctionInfo | None, depth: int, item: int | None) -> ReturnRef | None:
+        """A call of a function imported from another module of the tree (``from .m import f; f(...)``,
+        ``import pkg.m as m; m.f(...)``), with its arguments classified here: link.py binds them to
+        the parameters of that module's summary of ``f`` (returns-elsewhere). None for anything else,
+        and for calls whose arguments can't be mapped (``*args``, ``**kw``)."""
+        if self.resolve is None or (not call.args and not call.keywords):
+            return None
+        parts = dotted(call.func)
+        if parts is None or self.lookup(parts[0], fn)[1] != "import" or len(call.args) + len(call.keywords) > _ELSEWHERE_ARGS \
+                or any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            return None
+        target = self.resolve(call.func, fn)
+        if target is None:
+            return None
+        args = [self.call_arg(a, fn, depth, i, None) for i, a in enumerate(call.args)]
+        args += [self.call_arg(k.value, fn, depth, None, k.arg) for k in call.keywords]
+        return ReturnRef(target, item, args, call.lineno, self.code(call))
+
+    def call_arg(self, node: ast.AST, fn: FunctionInfo | None, depth: int, position: int | None,
+                 keyword: str | None) -> ArgFacts:
+        p = self._classify(node, fn, depth + 1)
+        def qualify(entry: EntryRef | None) -> EntryRef | None:
+            if entry is None or not self.module:
+                return entry
+            return EntryRef(f"{self.module}.{entry.function}", entry.param, entry.position, entry.accessor)
+
+        entry = qualify(p.entry)
+        return ArgFacts(text=self.code(node), position=position, keyword=keyword, provenance=p.cls, value_type=p.vtype,
+                        evidence=list(p.evidence[:4]), line=getattr(node, "lineno", 0), div16=p.div16, guess=p.guess,
+                        by_name=p.by_name, entry=entry, bucketed=p.bucket and p.entry is not None,
+                        rules=list(dict.fromkeys(p.rules)), returns=p.ret, also=[qualify(e) for e in p.also])
+
+    def return_facts(self, qual: str, item: int | None) -> ReturnFacts | None:
+        """What module-level function ``qual`` returns (element ``item``), for calls in other modules:
+        its class with the parameters unknown, and each parameter it varies with (bound to a varying
+        value, the return varies, through the chain kept in the dep)."""
+        callee = self.info.functions.get(qual)
+        if callee is None or callee.is_method or callee.parent is not None:
+            return None
+        self.at(None, None)
+        unknown = {(id(callee), p.name): Prov(UNKNOWN) for p in callee.params.values()}
+        free = self.binds_only(callee)
+        base = self.returns_with(callee, unknown, 0, item) if free else self.returns(callee, 0, item=item)
+        if base is None:
+            return None
+        deps: list[ReturnDep] = []
+        if free and base.cls != VARYING:
+            for p in callee.params.values():
+                mark = Prov(VARYING, "int", (_PARAM_MARK,))
+                got = self.returns_with(callee, {**unknown, (id(callee), p.name): mark}, 0, item)
+                if got is not None and got.cls in (VARYING, BUCKETED) and _PARAM_MARK in got.evidence:
+                    chain = got.evidence[:got.evidence.index(_PARAM_MARK)]
+                    deps.append(ReturnDep(p.name, p.index, got.cls, list(chain), list(dict.fromkeys(got.rules))))
+        return ReturnFacts(qual, item, base.cls, list(base.evidence[:6]), list(dict.fromkeys(base.rules)), base.guess,
+                           base.by_name, base.vtype, deps)
 
 
     def multi_dim(self, t: ast.AST, fn) -> bool:

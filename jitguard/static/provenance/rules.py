@@ -149,6 +149,22 @@ _ALL = (
           "bound (`*args`, `**kw`) or the return reads a free or global name, `returns` over the callers decides",
           nesting=(6, "helpers bound inside helpers: the six codebases measured (2026-12-01) nest at most 4 "
                    "(liger-kernel); each level classifies the helper's body afresh, so the bound keeps that cost small")),
+    _rule("returns-elsewhere", "carries", STRUCTURAL, "a call of a function imported from another module of the "
+          "scanned tree has the class its return takes there with its parameters bound to this call's arguments: the "
+          "module that defines it records the class with the parameters unknown and each parameter the return varies "
+          "with; a parameter bound to a varying argument makes the call vary (bucketed where either side buckets), one "
+          "bound to an entry parameter hands the question on to that parameter's callers elsewhere; a value classed "
+          "varying by its name alone (`n_tok` unpacked from the call, handed on through this module's callers) that "
+          "rests on such a call takes the structural class instead where one of the function's return paths varies "
+          "per call by structure (`.item()` of a per-batch tensor): the most varying path decides, as for any "
+          "join, since one path that varies per call is enough for a recompile",
+          arguments=(16, "a call with more arguments is a constructor or a configuration builder, not a size helper; "
+                     "the six codebases measured (2026-12-01) call the helpers a launch rests on with at most 6"),
+          nesting=(4, "calls nested in a call's arguments (`f(g(h(n)))`), each bound in turn; the summary itself is "
+                   "one module hop: the defining module follows its own helpers (same-module returns), not a third "
+                   "module's functions (each hop would re-read files); the codebases measured nest at most 2"),
+          reexports=(8, "re-exports followed to the defining module (`pkg.f` where pkg/__init__.py imports f), as "
+                     "for kernels")),
     _rule("assignment", "carries", STRUCTURAL, "a local has the class of the values assigned to it, the most varying "
           "of them",
           depth=(60, "guards against pathological expressions; chains in the codebases measured stay under 25"),
@@ -274,7 +290,11 @@ _ALL = (
           "what callers in other modules pass, a few levels up; structure may overturn a class resting on a name",
           levels=(4, "each level re-reads callers' files; past 4 levels no finding was added on vLLM"),
           sites=(50, "as for local callers: a function called from more than 50 sites is a utility"),
-          chain=(8, "the chain shown is cut at 8 steps; the rules cited are all kept")),
+          chain=(8, "the chain shown is cut at 8 steps; the rules cited are all kept"),
+          parts=(4, "the entry parameters besides the first that an unknown value joins (`p + q`, a value assigned "
+                 "from p or q): each is asked of its callers and the most varying answer wins, so one part whose "
+                 "callers tell nothing does not hide another that varies; past 4 parts the value is a long formula "
+                 "over a configuration, not a size")),
     _rule("caller-fixed-leading", "STABLE", CONVENTIONAL, "the leading dim guessed to vary (`leading-dim`) of a "
           "tensor that is, handed down unchanged through the module's callers (itself, `.contiguous()`, `.to()`, "
           "`*_like`, `ctx.saved_tensors`), an entry parameter's, is fixed when every caller in other modules passes "
@@ -296,6 +316,11 @@ _ALL = (
           defining_files=(3, "a method name defined in more than 3 files is generic (`forward`, `run`)"),
           calling_files=(10, "a name called from more than 10 files is generic too; reading them all cost time "
                          "for no finding")),
+    _rule("conditional-import", "binds", STRUCTURAL, "a name imported more than once in one scope (`if hip: from "
+          ".a.ops import f` / `else: from .b.ops import f`: one module per platform) may name any of the imported "
+          "functions: a call of it is a call of each, so the callers-elsewhere steps reach the definition that "
+          "launches; a later import that plainly shadows an earlier one in straight-line code is taken the same way "
+          "(rare: the extra binding only adds a caller)"),
     _rule("custom-op", "binds", STRUCTURAL, "`torch.ops.ns.op(...)` calls the function registered as `ns::op`"),
     _rule("instance-call", "binds", STRUCTURAL, "`obj(...)` with `obj = Cls(...)` calls `Cls.__call__`"),
     _rule("float-default", "float", STRUCTURAL, "a parameter no caller passes, whose default is a float literal, "

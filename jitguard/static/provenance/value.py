@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef
+from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef, ReturnRef
+from jitguard.static.provenance.rules import limit
 
 _RANK = {VARYING: 3, BUCKETED: 2, UNKNOWN: 1, STABLE: 0}
+_ALSO = limit("caller-elsewhere", "parts")
 
 
 class Prov(NamedTuple):
@@ -25,6 +27,12 @@ class Prov(NamedTuple):
     # the tensors (``TensorLayouts.tensor_root`` keys) whose element count the value is, where that
     # count rests on the element-count guess: link.py asks the kernels they are passed to
     counted: tuple[str, ...] = ()
+    # UNKNOWN resting on what a function of another module returns at one call (returns-elsewhere):
+    # link.py binds that module's summary of the function to the call's arguments
+    ret: ReturnRef | None = None
+    # the other entry parameters an UNKNOWN rests on (the parts of `p + q`, a value assigned from p on
+    # one path and q on another): callers elsewhere may make any of them vary (caller-elsewhere)
+    also: tuple[EntryRef, ...] = ()
 
     def why(self, text: str, *rules: str) -> "Prov":
         """The same value, one step further out: ``text`` says the step, ``rules`` the rules it applies."""
@@ -51,6 +59,17 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
         # a guessed leading dim that callers elsewhere may fix (handed_entry), joined with a value
         # varying for another reason: fixing the one does not fix the whole
         entry = None
+    also: tuple[EntryRef, ...] = ()
+    if best.cls != VARYING:
+        refs = list(dict.fromkeys(e for p in items for e in ((p.entry,) if p.entry is not None else ()) + p.also))
+        if entry is None and refs:
+            entry = refs[0]
+        also = tuple(e for e in refs if e != entry)[:_ALSO]
+    # an unknown part that another module's function returns may still make the whole vary, and a
+    # part varying by its name alone may be shown to vary by what that function returns
+    ret = best.ret if best.cls == UNKNOWN or best.by_name else None
+    if ret is None and best.cls == UNKNOWN:
+        ret = next((p.ret for p in items if p.ret is not None), None)
     if vtype is None:
         types = {p.vtype for p in items if p.vtype not in ("unknown", "none")}
         if "float" in types:
@@ -65,7 +84,7 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
             vtype = "unknown"
     return Prov(best.cls, vtype, best.evidence, div16, best.by_name, best.guess, entry,
                 best.bucket if best.entry is not None else any(p.bucket and p.entry == entry for p in items),
-                best.rules, best.counted)
+                best.rules, best.counted, ret, also)
 
 
 # the rules by which a fixed value is a model dimension or configured size (not a literal)
