@@ -8,7 +8,7 @@ import random
 from jitguard.config import Config
 from jitguard.static.runner import scan_paths
 
-from tests._static_util import MASKED_KERNEL, rand_ident
+from tests._static_util import MASKED_KERNEL, rand_names
 
 KERNEL = "\nimport torch" + MASKED_KERNEL
 
@@ -18,7 +18,7 @@ def findings(tmp_path, body: str, messages: bool = False) -> dict[str, tuple[str
     ``body``, whose placeholders {k} (the kernel), {n} (its int parameter) and {a}..{h} are random
     identifiers; with ``messages``, {"n" | "BLOCK": message}."""
     rng = random.Random()
-    names = {c: rand_ident(rng) for c in "knabcdefgh"}
+    names = rand_names(rng, *"knabcdefgh")
     src = (KERNEL + body).format(**names)
     (tmp_path / "m.py").write_text(src)
     result = scan_paths([str(tmp_path)], Config(select=("JG",), root=str(tmp_path), confidence="low"),

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from jitguard.static.param_uses import analyze_uses
-from tests._static_util import rand_ident, rand_names
+from tests._static_util import rand_names
 from tests.test_provenance_rules import _scan
 
 # a kernel that loads one value per program through {idx} and uses it as USE says; {n} bounds the
@@ -145,7 +145,7 @@ def _index_loads(body: str, params: list[str]) -> dict[str, str]:
 
 def test_loads_used_as_integers_are_told_from_data_in_the_kernel():
     rng = random.Random()
-    a, i, o, q, pid, s, t = (rand_ident(rng) for _ in range(7))
+    a, i, o, q, pid, s, t = rand_names(rng, "a", "i", "o", "q", "pid", "s", "t").values()
     # a gather: the value loaded through i offsets the load through a; a's values are stored
     gather = f"""
 def k({a}, {i}, {o}):

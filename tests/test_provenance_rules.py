@@ -15,7 +15,7 @@ from jitguard.config import Config, ConfigError, config_from_table
 from jitguard.static.provenance import rules as registry
 from jitguard.static.runner import scan_paths
 
-from tests._static_util import MASKED_KERNEL, rand_ident
+from tests._static_util import MASKED_KERNEL, rand_names
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 STATIC = ROOT / "jitguard" / "static"
@@ -107,7 +107,7 @@ def _scan(tmp_path, src: str, level: str = "medium"):
 ])
 def test_a_finding_carries_the_confidence_of_its_chain(tmp_path, launch_arg, params, level):
     rng = random.Random()
-    k, n, x, a, w = (rand_ident(rng) for _ in range(5))
+    k, n, x, a, w = rand_names(rng, "k", "n", "x", "a", "w").values()
     src = KERNEL.format(k=k, n=n) + f"""
 def {w}({params.format(x=x, a=a)}):
     {k}[(1,)]({x}, {launch_arg.format(x=x, a=a)}, BLOCK=64)
@@ -123,7 +123,7 @@ def test_wrappers_identical_but_for_a_parameter_name_give_the_same_default_resul
     # nothing is known of the value the wrapper is given: by default nothing is reported, whatever
     # the name; a name that says per-call may still raise a finding at the low level
     rng = random.Random()
-    k, n, x, w = (rand_ident(rng) for _ in range(4))
+    k, n, x, w = rand_names(rng, "k", "n", "x", "w").values()
     src = KERNEL.format(k=k, n=n) + f"""
 def {w}({x}, {name}):
     {k}[(1,)]({x}, {name}, BLOCK=64)
@@ -142,7 +142,7 @@ def caller(t):
 
 def test_confidence_level_from_the_command_line_and_the_config(tmp_path):
     rng = random.Random()
-    k, n, x, w = (rand_ident(rng) for _ in range(4))
+    k, n, x, w = rand_names(rng, "k", "n", "x", "w").values()
     (tmp_path / "m.py").write_text(KERNEL.format(k=k, n=n) + f"""
 def {w}({x}, num_tokens, lengths):
     {k}[(1,)]({x}, num_tokens, BLOCK=64)
@@ -173,7 +173,7 @@ def test_config_rejects_an_unknown_confidence_level(tmp_path):
 def _findings(tmp_path, body: str, level: str = "low") -> dict[str, str]:
     """{param: confidence} of the JG001/JG002 findings of KERNEL plus ``body`` (random kernel names)."""
     rng = random.Random()
-    k, n = rand_ident(rng), rand_ident(rng)
+    k, n = rand_names(rng, "k", "n").values()
     src = KERNEL.format(k=k, n=n) + body.replace("KERNEL", k)
     return {f.param: f.confidence for f in _scan(tmp_path, src, level).findings if f.code in ("JG001", "JG002")}
 
@@ -257,7 +257,7 @@ def w(q):
 
 def test_batch_first_3d_sequence_dim_is_a_convention_and_its_stride_a_count_times_a_dim(tmp_path):
     rng = random.Random()
-    b, c = rand_ident(rng), rand_ident(rng)
+    b, c = rand_names(rng, "b", "c").values()
     body = """
 def w(x):
     {a}, {b}, {c} = x.shape
@@ -273,7 +273,7 @@ def w(x):
 
 def test_a_kernel_and_its_arguments_handed_to_a_launch_helper_as_a_dict(tmp_path):
     rng = random.Random()
-    k, n, helper = rand_ident(rng), rand_ident(rng), rand_ident(rng)
+    k, n, helper = rand_names(rng, "k", "n", "helper").values()
     src = KERNEL.format(k=k, n=n) + f"""
 def {helper}(kernel, grid, args):
     kernel[grid](**args)
@@ -310,7 +310,7 @@ def w(x, lengths):
 
 def test_kernels_made_in_a_function_and_returned_in_a_namespace(tmp_path):
     rng = random.Random()
-    k, n, make = rand_ident(rng), rand_ident(rng), rand_ident(rng)
+    k, n, make = rand_names(rng, "k", "n", "make").values()
     src = f"""
 import types
 import triton
@@ -366,7 +366,7 @@ def caller(t):
 
 def test_a_name_the_project_lists_is_its_own_convention_medium(tmp_path):
     rng = random.Random()
-    k, n, count = rand_ident(rng), rand_ident(rng), rand_ident(rng)
+    k, n, count = rand_names(rng, "k", "n", "count").values()
     (tmp_path / "m.py").write_text(KERNEL.format(k=k, n=n) + f"""
 def w(x, {count}):
     {k}[(1,)](x, {count}, BLOCK=64)
@@ -390,8 +390,8 @@ def w(k, v):
 
 
 def _names(*keys: str) -> dict[str, str]:
-    rng = random.Random()
-    return {key: rand_ident(rng) for key in keys}
+    """A distinct random identifier for each of ``keys`` (test_provenance_element_counts reads it too)."""
+    return rand_names(random.Random(), *keys)
 
 
 def test_a_leading_dim_also_used_as_the_innermost_size_after_a_count_is_low(tmp_path):
@@ -406,7 +406,7 @@ def {f}({x}, {w}):
     {o} = torch.empty({shape})
     KERNEL[(1,)]({o}, {n}, BLOCK=64)
 """
-    nm = _names("f", "x", "w", "m", "n", "o")
+    nm = _names("f", "x", "w", "m", "n", "o", "h")
     assert list(_findings(tmp_path, body.format(shape="({m}, {n})".format(**nm), **nm)).values()) == ["low"]
     # the same through a helper of the module that allocates it, and through a view after x's leading dims
     assert list(_findings(tmp_path, """
@@ -419,7 +419,7 @@ def {f}({x}, {w}):
     {n} = {w}.shape[0]
     {o} = {h}({x}.shape[0], {n})
     KERNEL[(1,)]({o}, {n}, BLOCK=64)
-""".format(h=rand_ident(random.Random()), a="aa" + nm["m"], b="bb" + nm["m"], **nm)).values()) == ["low"]
+""".format(a="aa" + nm["m"], b="bb" + nm["m"], **nm)).values()) == ["low"]
     assert list(_findings(tmp_path, """
 def {f}({x}, {w}):
     {n} = {w}.shape[0]
@@ -501,7 +501,7 @@ def {f}():
 
 def test_a_leading_dim_the_code_leaves_out_of_its_own_unpacking_is_low(tmp_path):
     rng = random.Random()
-    fn, x, d, k, a, b = (rand_ident(rng) for _ in range(6))
+    fn, x, d, k, a, b = rand_names(rng, "fn", "x", "d", "k", "a", "b").values()
     kernel = f"""
 import triton
 import triton.language as tl

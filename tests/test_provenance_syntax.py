@@ -6,7 +6,7 @@ import pathlib
 
 from jitguard.static.provenance import Classifier
 from jitguard.static.provenance.bindings import ModuleInfo
-from jitguard.static.provenance.syntax import node_fields, own_returns, statements, walk
+from jitguard.static.provenance.syntax import node_fields, own_returns, per_node, statements, walk
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 _LEAVES = (ast.expr_context, ast.operator, ast.boolop, ast.cmpop, ast.unaryop)
@@ -99,3 +99,17 @@ def test_classifier_memo_is_per_node_and_follows_a_new_node():
     other = ast.parse("def g():\n    return z\n").body[0]
     assert c.names_in(other) == {"z"} and len(c.own_returns(other)) == 1
     assert c.names_in(fn.body[0].test) == {"flag"}
+
+
+def test_per_node_makes_once_per_node_and_again_for_a_node_under_a_reused_id():
+    a, b = ast.Name(id="a"), ast.Name(id="b")
+    made = []
+
+    def make(node):
+        made.append(node)
+        return node.id
+
+    memo = {}
+    assert per_node(memo, a, make) == "a" and per_node(memo, a, make) == "a" and made == [a]
+    memo[id(b)] = (a, "a")  # b under an id that a node gone since held
+    assert per_node(memo, b, make) == "b" and made == [a, b]

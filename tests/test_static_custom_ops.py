@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from tests._static_util import pairs, rand_ident, scan, scan_one
+from tests._static_util import pairs, rand_names, scan, scan_one
 
 KERNEL = """
 import torch
@@ -31,8 +31,9 @@ REGISTRATIONS = {
 }
 
 
-def _names(rng):
-    return {p: rand_ident(rng, p[0]) for p in ("k", "cnt", "impl", "fake", "op", "ns", "lib", "helper", "pub", "x", "t")}
+def _names(rng: random.Random, *more: str) -> dict[str, str]:
+    """The braces of the templates (and ``more``), each a distinct random identifier."""
+    return rand_names(rng, "k", "cnt", "impl", "fake", "op", "ns", "lib", "helper", "pub", "x", "t", *more)
 
 
 def _ops_module(form: str, n: dict, launch_param: str | None = None) -> str:
@@ -90,13 +91,13 @@ def test_torch_ops_calls_in_other_modules_positional_keyword_and_overload():
 
 def test_a_call_of_another_op_or_namespace_does_not_bind():
     rng = random.Random()
-    n = _names(rng)
-    other = dict(n, op=rand_ident(rng, "o"))
+    n = _names(rng, "other_op", "other_ns")
+    other = dict(n, op=n["other_op"])
     ops = _ops_module("decorator", n)
     assert ("JG001", n["k"], n["cnt"]) in pairs(scan({"pkg.ops": ops, "pkg.layer": _caller(n, "{x}, {t}")}))
     assert not pairs(scan({"pkg.ops": ops, "pkg.layer": _caller(other, "{x}, {t}")}))
     # the decorator names the namespace: a call in another namespace is another op
-    wrong_ns = dict(n, ns=rand_ident(rng, "n"))
+    wrong_ns = dict(n, ns=n["other_ns"])
     assert not pairs(scan({"pkg.ops": ops, "pkg.layer": _caller(wrong_ns, "{x}, {t}")}))
     # a call that holds the op's name but no function registers nothing
     plain = _ops_module("helper", n).replace(f"op_func={n['impl']}, fake_impl={n['fake']}", "op_func=None")
@@ -107,8 +108,8 @@ def test_tensor_layout_through_a_custom_op():
     # the registered function allocates a buffer with the aligned token count it is given, in one
     # branch as_strided and in the other an empty placeholder; the kernel gets its stride
     rng = random.Random()
-    n = _names(rng)
-    buf, al, flag = rand_ident(rng, "b"), rand_ident(rng, "a"), rand_ident(rng, "f")
+    n = _names(rng, "buf", "al", "flag")
+    buf, al, flag = n["buf"], n["al"], n["flag"]
     src = KERNEL.format(**n) + f"""
 from pkg.util import {n['helper']}
 
@@ -161,7 +162,7 @@ def test_a_buffer_assigned_in_branches_keeps_a_known_layout():
     # a varying stride in one branch, a fixed placeholder of another rank in the other: the stride
     # varies; a placeholder of another rank whose dims vary makes the layout unknown (not guessed)
     rng = random.Random()
-    k, cnt, buf, x, flag, m = (rand_ident(rng, p) for p in "kcbxfm")
+    k, cnt, buf, x, flag, m = rand_names(rng, "k", "cnt", "buf", "x", "flag", "m").values()
     src = KERNEL.format(k=k, cnt=cnt) + f"""
 def {m}({x}, {flag}):
     {x}4 = triton.cdiv({x}.shape[0], 4) * 4

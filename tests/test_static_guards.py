@@ -12,7 +12,7 @@ from jitguard.static.extract import extract_file
 from jitguard.static.facts import BUCKETED, STABLE, VARYING
 from jitguard.static.provenance.guards import dominating_facts, value_class
 from jitguard.static.provenance.rules import confidence
-from tests._static_util import rand_ident, scan, scan_one
+from tests._static_util import rand_names, scan, scan_one
 
 KERNEL = """
 import torch
@@ -30,7 +30,7 @@ def kern(x_ptr, v, BLOCK: tl.constexpr):
 
 
 def _names(rng: random.Random) -> dict[str, str]:
-    return {k: rand_ident(rng) for k in ("x", "m", "k", "c", "f", "g", "imported", "const", "y", "p")}
+    return rand_names(rng, "x", "m", "k", "c", "f", "g", "imported", "const", "y", "p")
 
 
 def launches(body: str, const_value: str = "128", seed: int | None = None) -> list:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import random
 
-from tests._static_util import pairs, rand_ident, scan, scan_one
+from tests._static_util import pairs, rand_names, scan, scan_one
 
 
-def _names(n):
-    rng = random.Random()
-    return [rand_ident(rng, p) for p in "abcdefghijklmnop"[:n]]
+def _names(n: int) -> list[str]:
+    """``n`` distinct random identifiers, for unpacking."""
+    return list(rand_names(random.Random(), *"abcdefghijklmnop"[:n]).values())
 
 
 def test_class_launcher_binds_dict_and_parameters_by_name():
@@ -170,7 +170,7 @@ def {outer}({x}):
 
 
 def _cross_module(caller_body: str, rng: random.Random):
-    k, cnt, wrap, fwd, x = (rand_ident(rng, p) for p in "kcwfx")
+    k, cnt, wrap, fwd, x = rand_names(rng, "k", "cnt", "wrap", "fwd", "x").values()
     ops = f"""
 import triton
 import triton.language as tl
@@ -251,7 +251,7 @@ def test_star_args_of_a_tensor_whose_rank_the_function_states():
     for rank_hint in ("{a}, {b} = x.shape", "assert x.dim() == 2", "assert x.ndim == 2",
                       "assert x.shape == ({a}, {b})"):
         rng = random.Random()
-        hint = rank_hint.format(a=rand_ident(rng), b=rand_ident(rng))
+        hint = rank_hint.format(**rand_names(rng, "a", "b"))
         src = STAR_KERNEL + f"\ndef go(x, y):\n    {hint}\n    k[(1,)](x, *x.stride(), y.numel(), BLOCK=16)\n"
         assert pairs(scan_one(src)) == {("JG001", "k", "n")}, hint
         # a rank of 3 means the numel lands after the signature's n: nothing to report for n
@@ -272,7 +272,7 @@ def test_positionals_between_two_unknown_stars_are_not_placed_from_the_end():
 
 def test_shape_bound_to_a_name_then_unpacked():
     rng = random.Random()
-    s, a, b = (rand_ident(rng, p) for p in "sab")
+    s, a, b = rand_names(rng, "s", "a", "b").values()
     src = STAR_KERNEL + f"\ndef go(x):\n    {s} = x.shape\n    {a}, {b} = {s}[:2]\n    k[(1,)](x, 1, 1, {a}, BLOCK=16)\n"
     assert pairs(scan_one(src)) == {("JG001", "k", "n")}
     assert not pairs(scan_one(src.replace(f"1, 1, {a}, BLOCK", f"1, 1, {b}, BLOCK")))
@@ -280,7 +280,7 @@ def test_shape_bound_to_a_name_then_unpacked():
 
 def test_kernels_handed_to_a_forwarding_launcher():
     rng = random.Random()
-    helper, k, cnt, x = (rand_ident(rng, p) for p in "hkcx")
+    helper, k, cnt, x = rand_names(rng, "helper", "k", "cnt", "x").values()
     helpers = f"""
 def {helper}(kernel, grid, **kwargs):
     kernel[grid](**kwargs)

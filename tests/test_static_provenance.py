@@ -26,8 +26,8 @@ def kern(x_ptr, v, BLOCK: tl.constexpr):
 def launch_arg(body: str, rng: random.Random, params: str = "x", keys: str = "abcdtu"):
     """The facts of the argument passed as ``v`` by ``body`` (which binds ``ARG``), in a function
     taking ``params``; ``{k}`` for each of ``keys`` in both is a random identifier."""
-    names = {n: rand_ident(rng) for n in keys}
-    fn = rand_ident(rng, "f")
+    names = rand_names(rng, *keys, "fn")
+    fn = names.pop("fn")
     text = body.format(**names)
     src = KERNEL + f"\ndef {fn}({params.format(**names)}):\n" + \
         "".join(f"    {line}\n" for line in text.splitlines()) + "    kern[(1,)](x, ARG, BLOCK=16)\n"
@@ -114,7 +114,7 @@ def test_weight_shapes_are_stable():
 
 def test_wrapper_called_with_a_varying_value_in_the_same_module():
     rng = random.Random()
-    wrapper, caller, n = rand_ident(rng, "w"), rand_ident(rng, "c"), rand_ident(rng, "n")
+    wrapper, caller, n = rand_names(rng, "wrapper", "caller", "n").values()
     src = KERNEL + f"""
 def {wrapper}(x, {n}):
     kern[(1,)](x, {n}, BLOCK=16)
@@ -130,7 +130,7 @@ def {caller}(y):
 
 def test_wrapper_called_only_with_constants_is_stable():
     rng = random.Random()
-    wrapper, n = rand_ident(rng, "w"), rand_ident(rng, "n")
+    wrapper, n = rand_names(rng, "wrapper", "n").values()
     src = KERNEL + f"""
 def {wrapper}(x, {n}):
     kern[(1,)](x, {n}, BLOCK=16)
@@ -231,7 +231,7 @@ def test_a_helper_returns_per_call_what_that_call_passes():
     # the same helper, called with a model dim at one site and a token count at another: each call
     # takes the class of its own arguments, not the most varying over all calls
     rng = random.Random()
-    helper, a, b, m, k, r, c = (rand_ident(rng, p) for p in "habmkrc")
+    helper, a, b, m, k, r, c = rand_names(rng, *"habmkrc").values()
     src = KERNEL + f"""
 def {helper}({a}, {b}):
     return ({a} + {b} - 1) // {b}
@@ -250,7 +250,7 @@ def go(x):
 
 def test_a_tuple_returned_per_call_and_a_default_bound():
     rng = random.Random()
-    helper, a, b, p, q = (rand_ident(rng, s) for s in "habpq")
+    helper, a, b, p, q = rand_names(rng, *"habpq").values()
     src = KERNEL + f"""
 def {helper}({a}, {b}=64):
     return {a} * 2, {b}
@@ -270,7 +270,7 @@ def other(x):
 def test_a_call_that_cannot_be_bound_keeps_the_summary_over_callers():
     # *args at the call: the parameters can't be bound, so the callers' most varying value decides
     rng = random.Random()
-    helper, a, b = (rand_ident(rng, s) for s in "hab")
+    helper, a, b = rand_names(rng, *"hab").values()
     src = KERNEL + f"""
 def {helper}({a}, {b}):
     return ({a} + {b} - 1) // {b}
@@ -297,7 +297,8 @@ def test_a_record_field_holds_what_its_constructor_passes(kind):
     # the field names and the object's name are random: the class body's order and the
     # constructor call decide, positionally, by keyword, or through the default
     rng = random.Random()
-    R, p, q, o = rand_ident(rng, "R").capitalize(), rand_ident(rng, "p"), rand_ident(rng, "q"), rand_ident(rng, "o")
+    R, p, q, o = rand_names(rng, *"Rpqo").values()
+    R = R.capitalize()
     rec = RECORDS[kind].format(R=R, p=p, q=q)
     cases = [(f"{R}(x.shape[0], 64)", p, VARYING), (f"{R}(x.shape[0], 64)", q, STABLE),
              (f"{R}(64, x.shape[0])", q, VARYING), (f"{R}(64, x.shape[0])", p, STABLE),
@@ -311,7 +312,7 @@ def test_a_record_field_holds_what_its_constructor_passes(kind):
 
 def test_a_record_returned_by_a_helper_takes_that_call_s_arguments():
     rng = random.Random()
-    R, p, q, o, mk, n = (rand_ident(rng, s) for s in "Rpqomn")
+    R, p, q, o, mk, n = rand_names(rng, *"Rpqomn").values()
     R = R.capitalize()
     src = KERNEL + RECORDS["namedtuple"].format(R=R, p=p, q=q) + f"""
 def {mk}({n}):
@@ -332,7 +333,7 @@ def other(x):
 
 def test_a_parameter_annotated_with_a_record_takes_every_constructor_call():
     rng = random.Random()
-    R, p, q, b = (rand_ident(rng, s) for s in "Rpqb")
+    R, p, q, b = rand_names(rng, *"Rpqb").values()
     R = R.capitalize()
     rec = RECORDS["dataclass"].format(R=R, p=p, q=q)
     for value, expected in (("int(t.max().item())", VARYING), ("64", STABLE)):
@@ -352,7 +353,8 @@ def test_a_record_field_is_structural_evidence():
     # step follows from the code, so the chain is high; the same attribute on an object whose
     # construction is not seen is left to the conventions
     rng = random.Random()
-    R, p, q, o = rand_ident(rng, "R").capitalize(), rand_ident(rng, "p"), rand_ident(rng, "q"), rand_ident(rng, "o")
+    R, p, q, o = rand_names(rng, *"Rpqo").values()
+    R = R.capitalize()
     rec = RECORDS["namedtuple"].format(R=R, p=p, q=q)
     src = KERNEL + rec + f"\ndef go(x):\n    {o} = {R}(int(x.max().item()))\n    kern[(1,)](x, {o}.{p}, BLOCK=16)\n"
     (arg,) = _launch_args(src)
@@ -365,7 +367,7 @@ def test_a_record_field_is_structural_evidence():
 def _wrapped(rng: random.Random, wrapper_body: str, caller_body: str) -> object:
     """The ``v`` argument of the launch in a wrapper ``W(x, ...)`` whose one caller is a method that
     hands it a tensor held by its object (``self.<attr>``), names all random."""
-    names = {n: rand_ident(rng) for n in ("w", "a", "b", "c", "attr", "cls", "meth")}
+    names = rand_names(rng, "w", "a", "b", "c", "attr", "cls", "meth")
     text = KERNEL + "\ndef {w}(x, {a}):\n".format(**names) + "".join(
         f"    {line}\n" for line in wrapper_body.format(**names).splitlines()) + \
         "\nclass {cls}:\n    def {meth}(self, {b}, {c}):\n".format(**names) + "".join(
@@ -386,6 +388,22 @@ def test_a_parameter_reassigned_from_itself_keeps_what_its_callers_pass():
     # the caller passes a tensor nothing is known of: the guess stands
     arg = _wrapped(rng, "if {a}:\n    x = x.contiguous()\n" + launch, "{w}({c}, {b})")
     assert arg.provenance == VARYING
+
+
+def test_a_parameter_reassigned_from_itself_says_so_once_in_each_read():
+    rng = random.Random()
+    names = rand_names(rng, "w", "a", "b", "c", "f")
+    # x.shape[0] and then x.shape[1] of a parameter whose one reassignment is weight-like (a
+    # `.weight` of it), its caller's tensor unknown: each read tells the reassignment once
+    text = KERNEL + "\ndef {w}(x, {a}):\n    if {a}:\n        x = x.weight\n".format(**names) + \
+        "".join(f"    kern[(1,)](x, x.shape[{i}], BLOCK=16)\n" for i in range(3)) + \
+        "\ndef {f}({b}, {c}):\n    {w}({b}, {c})\n".format(**names)
+    launches = extract_file("m.py", text, "m").launches
+    assert len(launches) == 3
+    for launch in launches:
+        arg = launch.args[1]
+        assert arg.provenance == STABLE and "param-reassigned" in arg.rules
+        assert sum(e.count("reassigned only from itself") for e in arg.evidence) == 1, arg.evidence
 
 
 def test_a_recursive_call_is_no_evidence_of_what_a_parameter_holds():
@@ -425,7 +443,7 @@ def test_the_shape_of_an_object_holding_tensors_is_the_one_it_records():
                                              ("secrets", "import secrets")])
 def test_a_draw_of_the_host_random_generator_varies_per_call(module, imports):
     rng = random.Random()
-    fn, obj = rand_ident(rng, "f"), rand_ident(rng)
+    fn, obj = rand_names(rng, "fn", "obj").values()
     draw = "randbits(31)" if module == "secrets" else "randint(0, 1 << 20)" if module == "np.random" else "getrandbits(31)"
     src = imports + "\n" + KERNEL + f"\ndef {fn}(x, {obj}):\n    kern[(1,)](x, {module}.{draw}, BLOCK=16)\n" \
         f"    kern[(1,)](x, {obj}.{draw}, BLOCK=16)\n"

@@ -10,7 +10,7 @@ from typing import NamedTuple
 from jitguard.static.facts import ArgFacts, EntryRef, KernelFacts, LaunchFacts
 from jitguard.static.names import LOCAL, Scope, qualified
 from jitguard.static.provenance import Classifier, FunctionInfo, int_literal
-from jitguard.static.provenance.syntax import own_returns
+from jitguard.static.provenance.syntax import own_returns, per_node
 
 
 _SCALARS = frozenset({"int", "float", "bool", "none", "str"})
@@ -330,10 +330,7 @@ class LaunchExtraction:
     def own_returns(self, fn_node: ast.AST) -> list[ast.Return]:
         """``syntax.own_returns(fn_node)``, made once per function: ``returns_of`` is the table the
         file's Classifier reads too (Classifier's ``returns``)."""
-        got = self.returns_of.get(id(fn_node))
-        if got is None or got[0] is not fn_node:
-            got = self.returns_of[id(fn_node)] = (fn_node, own_returns(fn_node))
-        return got[1]
+        return per_node(self.returns_of, fn_node, own_returns)
 
     def _spec_returns(self, st) -> list[tuple[ast.Return, ast.AST]]:
         """``return grid, dict(...)`` / ``return grid, {...}, extra`` in a function's own body."""

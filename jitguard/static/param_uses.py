@@ -29,7 +29,7 @@ from jitguard.static.facts import (
     USE_OTHER,
     ParamUse,
 )
-from jitguard.static.provenance.syntax import node_fields
+from jitguard.static.provenance.syntax import _call_name, node_fields, per_node, walked
 
 FLOW = "flow"  # an operand of an expression assigned to a local: its uses are the local's uses
 # names that are never identifiers: what a ``tl.load`` returns (one per load, numbered), and the
@@ -90,14 +90,6 @@ def _keyword_use(arg: str | None, kind: str) -> str:
     return USE_OTHER if kind == FLOW else kind
 
 
-def _call_name(func: ast.AST) -> str | None:
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    if isinstance(func, ast.Name):
-        return func.id
-    return None
-
-
 class _Reads:
     """Collects (name, kind, name node, context node) for every Name read, and local data flow."""
 
@@ -113,7 +105,7 @@ class _Reads:
         # ``a + b`` / ``a - b``: the reads of a in reads[start:middle], of b in reads[middle:end]
         self.sums: list[tuple[int, int, int, ast.BinOp]] = []
         self._sum_terms: list | None = None
-        self._walked: dict[int, tuple[ast.AST, ...]] = {}  # id(node) -> ast.walk of it (nodes live as long)
+        self._walked: dict[int, tuple[ast.AST, tuple[ast.AST, ...]]] = {}  # id(node) -> (node, its walk)
         # arguments of calls of other functions: (callee's name, position or keyword, the argument)
         self.handed: list[tuple[str, int | str, ast.AST]] = []
         self._load_spans: list[tuple[int, int]] = []
@@ -256,11 +248,8 @@ class _Reads:
         self.reads.append((value, kind, node, ctx))
 
     def walked(self, node: ast.AST) -> tuple[ast.AST, ...]:
-        """``ast.walk(node)``, made once per node."""
-        got = self._walked.get(id(node))
-        if got is None:
-            got = self._walked[id(node)] = tuple(ast.walk(node))
-        return got
+        """``syntax.walk(node)`` (``ast.walk`` less contexts and operators), made once per node."""
+        return per_node(self._walked, node, walked)
 
     def sum_terms(self, index_like: set[str], loaded: set[str]) -> list:
         """For each of ``sums``: ((names read in the left term, whether it is an index alone), the

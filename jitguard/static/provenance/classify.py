@@ -15,7 +15,8 @@ from jitguard.static.provenance.conventions import (
     annotation_vtype, name_class, strong_stable, weight_like,
 )
 from jitguard.static.provenance.guards import GuardedValues
-from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, own_returns, stops_at_first_success, walk
+from jitguard.static.provenance.syntax import (_call_name, _int_index, int_literal, names_read, own_returns, per_node,
+                                               stops_at_first_success, walked)
 from jitguard.static.provenance.rules import RULES, limit
 from jitguard.static.provenance.tensors import TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
@@ -111,10 +112,7 @@ class Classifier(TensorLayouts, GuardedValues):
     # ---- helpers ----
     def walk(self, node: ast.AST) -> tuple[ast.AST, ...]:
         """``ast.walk(node)`` in its order, made once per node."""
-        got = self._walks.get(id(node))
-        if got is None or got[0] is not node:
-            got = self._walks[id(node)] = (node, tuple(walk(node)))
-        return got[1]
+        return per_node(self._walks, node, walked)
 
     def walk_of(self, node: ast.AST, kind: type) -> tuple[ast.AST, ...]:
         """The nodes of ``kind`` in ``ast.walk(node)``, in its order, made once per node."""
@@ -127,17 +125,11 @@ class Classifier(TensorLayouts, GuardedValues):
 
     def own_returns(self, fn_node: ast.AST) -> list[ast.Return]:
         """``syntax.own_returns(fn_node)``, made once per function."""
-        got = self._returns.get(id(fn_node))
-        if got is None or got[0] is not fn_node:
-            got = self._returns[id(fn_node)] = (fn_node, own_returns(fn_node))
-        return got[1]
+        return per_node(self._returns, fn_node, own_returns)
 
     def names_in(self, node: ast.AST) -> frozenset[str]:
         """The identifiers of every ``ast.Name`` inside ``node`` (itself included)."""
-        got = self._names.get(id(node))
-        if got is None or got[0] is not node:
-            got = self._names[id(node)] = (node, frozenset(n.id for n in walk(node) if isinstance(n, ast.Name)))
-        return got[1]
+        return per_node(self._names, node, names_read)
 
     def code(self, node: ast.AST) -> str:
         text = " ".join(self.segment(node).split())
@@ -1008,6 +1000,11 @@ class Classifier(TensorLayouts, GuardedValues):
             return f"{'.'.join(parts[:4])} -> {fn.name}"
         return fn.name
 
+    def called_at(self, call: ast.Call, caller: FunctionInfo | None, fn: FunctionInfo, name: str, arg: ast.AST) -> str:
+        """The evidence line of what one caller passes ``fn`` for ``name``: ``f(x=a) called in g (line N)``."""
+        where = caller.qual if caller is not None else "module level"
+        return f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {where} (line {call.lineno})"
+
     def param(self, fn: FunctionInfo, name: str, depth: int) -> Prov:
         p = fn.params[name]
         bound = self._bound.get((id(fn), name))
@@ -1035,9 +1032,7 @@ class Classifier(TensorLayouts, GuardedValues):
                     continue
                 with self.guarded_at(caller, call):
                     r = self._classify(arg, caller, depth + 4)
-                cname = caller.qual if caller is not None else "module level"
-                results.append(r.why(f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})",
-                                     "local-caller"))
+                results.append(r.why(self.called_at(call, caller, fn, name, arg), "local-caller"))
             out = join(results) if results else Prov(UNKNOWN)
             if out.cls == UNKNOWN:
                 named = self.apply_name(name, out)

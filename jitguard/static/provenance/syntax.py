@@ -62,6 +62,25 @@ def walk(node: ast.AST) -> list[ast.AST]:
     return out
 
 
+def per_node(memo: dict, node: ast.AST, make):
+    """``make(node)``, made once per node in ``memo`` (keyed by ``id(node)``). The node is kept beside
+    its answer, so an id is never reused while its entry lives (and a reused one is made again)."""
+    got = memo.get(id(node))
+    if got is None or got[0] is not node:
+        got = memo[id(node)] = (node, make(node))
+    return got[1]
+
+
+def walked(node: ast.AST) -> tuple[ast.AST, ...]:
+    """``walk(node)`` as a tuple, for ``per_node`` tables."""
+    return tuple(walk(node))
+
+
+def names_read(node: ast.AST) -> frozenset[str]:
+    """The identifiers of every ``ast.Name`` inside ``node`` (itself included)."""
+    return frozenset(n.id for n in walk(node) if isinstance(n, ast.Name))
+
+
 def _inner_statements(st: ast.AST) -> list[ast.stmt]:
     """A statement's own statements: its ``body``, ``orelse``, ``finalbody``, then its handlers' and
     cases' bodies, in this order of ``_fields``."""

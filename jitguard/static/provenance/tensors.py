@@ -31,7 +31,7 @@ _ROOT_DEPTH = 8  # views of views of views: the codebases measured stay under 4
 
 class TensorLayouts:
     """The tensor half of the Classifier (mixed into it): uses its ``lookup``, ``_classify``, ``code``,
-    ``by_name``, ``apply_name``, ``arg_for``, ``_callee`` and memo tables."""
+    ``by_name``, ``apply_name``, ``arg_for``, ``called_at``, ``_callee`` and memo tables."""
 
     def tensor(self, t: ast.AST, fn, depth) -> tuple[list[Prov] | None, list[Prov] | None, bool, str]:
         """(dims, strides, weight_like, description) of a tensor expression; dims None if unknown."""
@@ -50,63 +50,19 @@ class TensorLayouts:
                     if saved is not None:
                         return self.tensor(saved[0], saved[1], d)
                 if 1 <= len(entries) <= _BRANCHES and all(e.kind == "expr" for e in entries):
-                    key = (id(owner), "tensor:" + t.id)
-                    if key in self._busy:
-                        # x = x[mask] while x's layout is being read: the earlier values, if known
-                        return self._tensor_memo.get(key) or (None, None, weight_like(t), t.id)
-                    self._busy.add(key)
-                    seeded = False
-                    try:
-                        own = [e for e in entries
-                               if t.id in self.names_in(e.node)]
-                        first = [self.tensor(e.node, owner, d) for e in entries if e not in own]
-                        if own and not first and t.id in owner.params:
-                            # `x = x.contiguous()` (or `x.t()`, `x.reshape(n, -1)`) of a parameter:
-                            # the reassignments start from what the callers pass, and each is
-                            # derived from it, so they alone stand for the values
-                            self._tensor_memo[key] = self._param_value(owner, t.id, d)
-                            seeded = True
-                        elif own and len(first) == 1 and first[0][0] is not None:
-                            self._tensor_memo[key] = first[0]
-                        got = first + [self.tensor(e.node, owner, d) for e in own]
-                    finally:
-                        self._busy.discard(key)
-                        self._tensor_memo.pop(key, None)
-                    # seeded from a parameter: weight-like only if every value is (`x = x[:n]` is not)
-                    w = (all(g[2] for g in got) if seeded else any(g[2] for g in got)) or weight_like(t)
-                    if seeded and w and not weight_like(t):
-                        why, rules = self._tensor_memo.get((id(owner), "weight-why:" + t.id), ("", ()))
-                        self._tensor_memo[(id(owner), "weight-why:" + t.id)] = (
-                            f"{t.id} reassigned only from itself (line {entries[0].line})" + (f"; {why}" if why else ""),
-                            ("param-reassigned",) + tuple(r for r in rules if r != "param-reassigned"))
-                    if len(got) == 1:
-                        return got[0][0], got[0][1], w, t.id
-                    if any(g[0] is None for g in got):
-                        return None, None, w, t.id
-                    # assigned in branches: each dim and stride is the most varying over the
-                    # assignments. One of another rank whose layout is all fixed (the
-                    # `buf = torch.empty(0)` placeholder beside `buf = torch.empty(n).as_strided(...)`)
-                    # can't make a dim more varying: it is left out, so the ranks agree.
-                    rank = max(len(g[0]) for g in got)
-                    got = [g for g in got if len(g[0]) == rank or any(p.cls != STABLE for p in g[0] + g[1])]
-                    if any(len(g[0]) != rank for g in got):
-                        return None, None, w, t.id
-                    dims = [join([g[0][i] for g in got], "int") for i in range(rank)]
-                    strides = [join([g[1][i] for g in got], "int") for i in range(rank)]
-                    return dims, strides, w, t.id
+                    # x = x[mask] while x's layout is being read: the earlier values, if known
+                    return self._memo_cycle((id(owner), "tensor:" + t.id),
+                                            lambda: self._assigned_tensor(t, owner, entries, d),
+                                            cycle=(None, None, weight_like(t), t.id), keep=False)
             if where == "param":
                 return self._param_value(owner, t.id, d)
             if where == "module" and t.id not in self.info.rebound and t.id not in self.info.filled:
                 # a module-level tensor bound once (`a = torch.tensor([1, 2])` in the module's own
                 # self-check): its layout is that of its value
-                key = (0, "tensor:" + t.id)
-                if key not in self._busy:
-                    self._busy.add(key)
-                    try:
-                        dims, strides, w, _ = self.tensor(self.info.constants[t.id], None, d)
-                    finally:
-                        self._busy.discard(key)
-                    return dims, strides, w or weight_like(t), t.id
+                got = self._memo_cycle((0, "tensor:" + t.id), lambda: self.tensor(self.info.constants[t.id], None, d),
+                                       keep=False)
+                if got is not None:
+                    return got[0], got[1], got[2] or weight_like(t), t.id
             return None, None, weight_like(t), t.id
         if isinstance(t, ast.IfExp):
             # `a.view(...) if c else a`: either value (a None branch is no tensor, left out)
@@ -254,6 +210,49 @@ class TensorLayouts:
                 return None, None, w, desc
         return None, None, False, self.code(t)
 
+    def _assigned_tensor(self, t: ast.Name, owner: FunctionInfo, entries: list, d: int):
+        """``tensor()`` of a local assigned in one or more branches (``entries``), each an expression:
+        the most varying layout over them."""
+        key = (id(owner), "tensor:" + t.id)
+        own = [e for e in entries
+               if t.id in self.names_in(e.node)]
+        first = [self.tensor(e.node, owner, d) for e in entries if e not in own]
+        seeded = False
+        if own and not first and t.id in owner.params:
+            # `x = x.contiguous()` (or `x.t()`, `x.reshape(n, -1)`) of a parameter:
+            # the reassignments start from what the callers pass, and each is
+            # derived from it, so they alone stand for the values
+            self._tensor_memo[key] = self._param_value(owner, t.id, d)
+            seeded = True
+        elif own and len(first) == 1 and first[0][0] is not None:
+            self._tensor_memo[key] = first[0]
+        got = first + [self.tensor(e.node, owner, d) for e in own]
+        # seeded from a parameter: weight-like only if every value is (`x = x[:n]` is not)
+        w = (all(g[2] for g in got) if seeded else any(g[2] for g in got)) or weight_like(t)
+        if seeded and w and not weight_like(t):
+            why, rules = self._tensor_memo.get((id(owner), "weight-why:" + t.id), ("", ()))
+            # said once: an earlier read of the parameter (x.shape[0] before x.shape[1]) may have
+            # said it, before the callers' evidence
+            if "param-reassigned" not in rules:
+                self._tensor_memo[(id(owner), "weight-why:" + t.id)] = (
+                    f"{t.id} reassigned only from itself (line {entries[0].line})" + (f"; {why}" if why else ""),
+                    ("param-reassigned",) + rules)
+        if len(got) == 1:
+            return got[0][0], got[0][1], w, t.id
+        if any(g[0] is None for g in got):
+            return None, None, w, t.id
+        # assigned in branches: each dim and stride is the most varying over the
+        # assignments. One of another rank whose layout is all fixed (the
+        # `buf = torch.empty(0)` placeholder beside `buf = torch.empty(n).as_strided(...)`)
+        # can't make a dim more varying: it is left out, so the ranks agree.
+        rank = max(len(g[0]) for g in got)
+        got = [g for g in got if len(g[0]) == rank or any(p.cls != STABLE for p in g[0] + g[1])]
+        if any(len(g[0]) != rank for g in got):
+            return None, None, w, t.id
+        dims = [join([g[0][i] for g in got], "int") for i in range(rank)]
+        strides = [join([g[1][i] for g in got], "int") for i in range(rank)]
+        return dims, strides, w, t.id
+
     def _param_value(self, fn: FunctionInfo, name: str, depth: int):
         """``tensor()`` of a wrapper's tensor parameter: weight-like when every caller passes a
         weight-like tensor, else the layout the callers' tensors have, when known."""
@@ -393,49 +392,44 @@ class TensorLayouts:
         if where not in ("assign", "param"):
             return None
         key = (id(owner), "shown:" + name)
-        if key in self._tensor_memo:
-            return self._tensor_memo[key]
-        if key in self._busy:
-            return _CYCLE  # the tensor handed back to where it came from: it adds nothing
-        self._busy.add(key)
+        # asked again while it is read: the tensor handed back to where it came from adds nothing
+        return self._memo_cycle(key, lambda: self._shown_name_of(name, owner, where, key, depth), cycle=_CYCLE)
+
+    def _shown_name_of(self, name: str, owner, where: str, key: tuple, depth: int):
+        """``_shown_name`` once the memo has not answered: the values assigned to ``name`` (the
+        earlier ones first, under ``key`` for the reassignments to see), or what the callers pass."""
         out = None
-        try:
-            if where == "assign":
-                entries = owner.assigns[name]
-                if 1 <= len(entries) <= _BRANCHES and all(e.kind in ("expr", "item") for e in entries):
-                    # x = f(x), x = x.contiguous(): the earlier values first; the reassignment sees them
-                    own = [e for e in entries
-                           if name in self.names_in(e.node)]
-                    first = [self._shown_entry(e, owner, depth) for e in entries if e not in own]
-                    if own and first:
-                        self._tensor_memo[key] = self._shown_join(first, name)
-                    got = first + [self._shown_entry(e, owner, depth) for e in own]
-                    out = self._shown_join(got, f"{name} as assigned")
-            else:
-                p = owner.params[name]
-                callers = self.info.calls.get(owner.qual, [])
-                if p.kind != "star" and callers and depth <= _CALLER_DEPTH:
-                    got = []
-                    for call, caller in callers[:_LAYOUT_CALLERS]:
-                        arg = self.arg_for(call, p)
-                        if arg is None or isinstance(arg, str):
-                            got = None
-                            break
-                        one = self.shown_dims(arg, caller, depth + 4)
-                        cname = caller.qual if caller is not None else "module level"
-                        why = f"{self._callee(call, owner)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"
-                        got.append(one if one is None or one is _CYCLE else
-                                   ([x.why(why, "caller-layout") for x in one[0]], one[1]))
-                    out = self._shown_join(got, f"the tensors the callers pass for {name}") if got else None
-            if out is None:
-                k = _asserted_rank(name, owner.node)
-                if k is not None and k >= 1:
-                    why = f"{name} has {k} dim{'s' if k > 1 else ''} (asserted)"
-                    out = [Prov(UNKNOWN, "int", (why,))] * k, why
-        finally:
-            self._busy.discard(key)
-            self._tensor_memo.pop(key, None)
-        self._tensor_memo[key] = out
+        if where == "assign":
+            entries = owner.assigns[name]
+            if 1 <= len(entries) <= _BRANCHES and all(e.kind in ("expr", "item") for e in entries):
+                # x = f(x), x = x.contiguous(): the earlier values first; the reassignment sees them
+                own = [e for e in entries
+                       if name in self.names_in(e.node)]
+                first = [self._shown_entry(e, owner, depth) for e in entries if e not in own]
+                if own and first:
+                    self._tensor_memo[key] = self._shown_join(first, name)
+                got = first + [self._shown_entry(e, owner, depth) for e in own]
+                out = self._shown_join(got, f"{name} as assigned")
+        else:
+            p = owner.params[name]
+            callers = self.info.calls.get(owner.qual, [])
+            if p.kind != "star" and callers and depth <= _CALLER_DEPTH:
+                got = []
+                for call, caller in callers[:_LAYOUT_CALLERS]:
+                    arg = self.arg_for(call, p)
+                    if arg is None or isinstance(arg, str):
+                        got = None
+                        break
+                    one = self.shown_dims(arg, caller, depth + 4)
+                    why = self.called_at(call, caller, owner, name, arg)
+                    got.append(one if one is None or one is _CYCLE else
+                               ([x.why(why, "caller-layout") for x in one[0]], one[1]))
+                out = self._shown_join(got, f"the tensors the callers pass for {name}") if got else None
+        if out is None:
+            k = _asserted_rank(name, owner.node)
+            if k is not None and k >= 1:
+                why = f"{name} has {k} dim{'s' if k > 1 else ''} (asserted)"
+                out = [Prov(UNKNOWN, "int", (why,))] * k, why
         return out
 
     def _shown_entry(self, en, fn, depth: int) -> tuple[list[Prov], str] | None:
@@ -506,9 +500,12 @@ class TensorLayouts:
                     return f"{callee.name}() reads a non-leading dim of it (line {node.lineno})"
         return None
 
-    def _memo_cycle(self, key, compute, cycle=None):
-        """``compute()`` once per ``key`` (in the layout memo); ``cycle`` when asked again while it
-        runs (a path that leads back to where it started adds nothing)."""
+    def _memo_cycle(self, key, compute, cycle=None, keep: bool = True):
+        """``compute()`` once per ``key`` (in the layout memo, with ``keep``); ``cycle`` when asked
+        again while it runs (a path that leads back to where it started adds nothing), or the value
+        ``compute`` put under ``key`` for such a cycle to see (the earlier values of ``x = f(x)``),
+        which is dropped when it ends. Without ``keep`` nothing is remembered: an answer that rests
+        on a cycle cut short would then stand for the whole (``tensor``, the weight-like callers)."""
         if key in self._tensor_memo:
             return self._tensor_memo[key]
         if key in self._busy:
@@ -518,7 +515,9 @@ class TensorLayouts:
             out = compute()
         finally:
             self._busy.discard(key)
-        self._tensor_memo[key] = out
+            self._tensor_memo.pop(key, None)
+        if keep:
+            self._tensor_memo[key] = out
         return out
 
     def _param_tensor(self, fn: FunctionInfo, name: str, depth: int) -> tuple[list[Prov], list[Prov]] | None:
@@ -543,8 +542,7 @@ class TensorLayouts:
             dims, strides, w, _ = self.tensor(arg, caller, depth + 4)
             if dims is None or w or (got and len(dims) != len(got[0][0])):
                 break
-            cname = caller.qual if caller is not None else "module level"
-            why = f"{self._callee(call, fn)}({name}={self.code(arg)}) called in {cname} (line {call.lineno})"
+            why = self.called_at(call, caller, fn, name, arg)
             got.append(([x.why(why, "caller-layout") for x in dims], [x.why(why, "caller-layout") for x in strides]))
         else:
             if got:
@@ -561,9 +559,13 @@ class TensorLayouts:
         callers = self.info.calls.get(fn.qual, [])
         if p is None or not callers or depth > _CALLER_DEPTH:
             return False
-        key = (id(fn), "weight:" + name)
-        if key in self._busy:
-            return False
+        # a caller's tensor that leads back here while it is read: no evidence either way
+        return self._memo_cycle((id(fn), "weight:" + name), lambda: self._weight_by_depth(fn, name, p, callers, depth),
+                                cycle=False, keep=False)
+
+    def _weight_by_depth(self, fn: FunctionInfo, name: str, p, callers: list, depth: int) -> bool:
+        """``_param_weight`` past its cycle guard: the answer kept for the depths it holds at, else
+        the callers asked."""
         # asked again (each x.stride(i), x.shape[i] of a wrapper's parameter asks): the answer found at
         # a depth at least as deep (True) or as shallow (False) holds, since only the depth limits cut
         # the callers followed short, and a cut leaves a tensor not weight-like
@@ -575,7 +577,7 @@ class TensorLayouts:
                 return True
             if depth >= shallowest_false:
                 return False
-        got = self._weight_through_callers(fn, name, p, callers, key, depth)
+        got = self._weight_through_callers(fn, name, p, callers, depth)
         deepest_true, shallowest_false, why = seen or (-1, _NEVER, None)
         if got:
             deepest_true, why = max(deepest_true, depth), self._tensor_memo[(id(fn), "weight-why:" + name)]
@@ -584,22 +586,18 @@ class TensorLayouts:
         self._tensor_memo[(id(fn), "weight-seen:" + name)] = (deepest_true, shallowest_false, why)
         return got
 
-    def _weight_through_callers(self, fn: FunctionInfo, name: str, p, callers: list, key: tuple, depth: int) -> bool:
-        self._busy.add(key)
-        try:
-            # a recursive call (`f(x.t(), ...)` inside f) hands on what f was given: no evidence
-            # either way
-            outside = [(call, caller) for call, caller in callers if caller is not fn]
-            if not outside:
+    def _weight_through_callers(self, fn: FunctionInfo, name: str, p, callers: list, depth: int) -> bool:
+        # a recursive call (`f(x.t(), ...)` inside f) hands on what f was given: no evidence
+        # either way
+        outside = [(call, caller) for call, caller in callers if caller is not fn]
+        if not outside:
+            return False
+        for call, caller in outside[:_LAYOUT_CALLERS]:
+            arg = self.arg_for(call, p)
+            if arg is None or isinstance(arg, str):
                 return False
-            for call, caller in outside[:_LAYOUT_CALLERS]:
-                arg = self.arg_for(call, p)
-                if arg is None or isinstance(arg, str):
-                    return False
-                if not self.tensor(arg, caller, depth + 10)[2]:
-                    return False
-        finally:
-            self._busy.discard(key)
+            if not self.tensor(arg, caller, depth + 10)[2]:
+                return False
         call, caller = outside[0]
         cname = caller.qual if caller is not None else "module level"
         more = f" and {len(outside) - 1} more" if len(outside) > 1 else ""
@@ -884,14 +882,10 @@ class TensorLayouts:
         values = _returned_items(self.own_returns(callee.node), en.index)
         if not values or len(values) > _BRANCHES:
             return None
-        key = (id(callee), f"rtensor:{en.index}")
-        if key in self._busy:
+        got = self._memo_cycle((id(callee), f"rtensor:{en.index}"),
+                               lambda: [self.tensor(v, callee, depth + 1) for v in values], keep=False)
+        if got is None:
             return None
-        self._busy.add(key)
-        try:
-            got = [self.tensor(v, callee, depth + 1) for v in values]
-        finally:
-            self._busy.discard(key)
         w = any(g[2] for g in got)
         if any(g[0] is None for g in got) or len({len(g[0]) for g in got}) != 1 \
                 or any(x.cls == UNKNOWN for g in got for x in g[0]):
