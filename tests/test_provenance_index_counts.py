@@ -258,3 +258,32 @@ def {k}({dst}, {idx}, {src}, {n}, {stride}, BLOCK: tl.constexpr):
     {g}({dst}, {v}, {stride}, BLOCK)
 """.replace("BODY", body).format(**nm) + HOST.format(k=nm["k"], count=host["b"], **host)
         assert [lv for lv, _, _ in _count_findings(tmp_path, src, nm["k"])] == [level], src
+
+
+def test_the_helpers_a_loaded_value_is_handed_to_are_listed_in_source_order_whatever_the_hash_seed():
+    """A value loaded through a pointer flows into several locals, each handed to a helper: the calls
+    are listed in the order the kernel makes them (kernels.py asks the first helper that uses its
+    parameter as an index), not in the order of a set of names, which follows PYTHONHASHSEED."""
+    import json
+    import subprocess
+    import sys
+
+    rng = random.Random()
+    p, v, pid, *locs = rand_names(rng, "p", "v", "pid", *(f"l{j}" for j in range(8))).values()
+    helpers = [f"h{j}_{n}" for j, n in enumerate(rand_names(rng, *(f"h{j}" for j in range(8))).values())]
+    rng.shuffle(helpers)
+    body = [f"def k({p}):", f"    {pid} = tl.program_id(0)", f"    {v} = tl.load({p} + {pid})"]
+    body += [f"    {loc} = {v} + {j}" for j, loc in enumerate(locs)]
+    body += [f"    {h}({loc})" for h, loc in zip(helpers, locs)]
+    script = (
+        "import ast, json, sys\nfrom jitguard.static.param_uses import analyze_uses\n"
+        "src = sys.stdin.read()\nfn = ast.parse(src).body[0]\n"
+        f"got = analyze_uses(fn, [{p!r}], ast.unparse)\n"
+        f"print(json.dumps([c for c, _ in got.loaded_handed.get({p!r}, [])]))\n"
+    )
+    seen = set()
+    for seed in ("0", "1", "2", "3", "4", "5"):
+        out = subprocess.run([sys.executable, "-c", script], input="\n".join(body) + "\n", capture_output=True,
+                             text=True, check=True, env={**__import__("os").environ, "PYTHONHASHSEED": seed})
+        seen.add(tuple(json.loads(out.stdout)))
+    assert seen == {tuple(helpers)}, seen

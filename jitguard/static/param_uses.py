@@ -381,11 +381,11 @@ def _handed_values(reads: _Reads, value: str, flows_into, by_name) -> list[tuple
     (callee's name, position or keyword); kernels.py asks the jit helpers of the file how they use it."""
     args = {id(arg): (callee, where) for callee, where, arg in reads.handed}
     out = []
-    for n in _closure((value,), flows_into):
-        for i in by_name.get(n, ()):
-            _, kind, node, _ = reads.reads[i]
-            if kind == USE_CALL and id(node) in args:
-                out.append(args[id(node)])
+    # in source order: the closure is a set, whose order follows the hash seed
+    for i in sorted(i for n in _closure((value,), flows_into) for i in by_name.get(n, ())):
+        _, kind, node, _ = reads.reads[i]
+        if kind == USE_CALL and id(node) in args:
+            out.append(args[id(node)])
     return out
 
 
