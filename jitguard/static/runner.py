@@ -150,12 +150,15 @@ def _facts_of(out: tuple) -> tuple:
 
 class _Workers:
     """The worker processes of one scan, started on the first batch large enough to share and
-    kept for the later phases (a pool per phase forked the workers five times on vLLM)."""
+    kept for the later phases (a pool per phase forked the workers five times on vLLM). The scan's
+    own process is one of the ``jobs``: it takes the smallest files of a batch while the workers
+    take the largest (``steal``), so ``-j 2`` forks one worker, and the files the parent extracts
+    are neither pickled nor unpickled."""
 
     def __init__(self, jobs: int) -> None:
-        self.jobs = jobs
+        self.jobs = jobs - 1  # worker processes besides this one
         self._pool: ProcessPoolExecutor | None = None
-        self._failed = jobs <= 1
+        self._failed = self.jobs < 1
 
     def pool(self) -> ProcessPoolExecutor | None:
         if self._pool is None and not self._failed:
@@ -377,6 +380,14 @@ def scan_paths(
 
             try:
                 futures = workers.submit(_pooled_job, {d: jobs_args[d] for d in remaining})
+                # this process takes the queued jobs from the smallest end until it meets one a
+                # worker holds already (a queued future cancels; one a worker took does not)
+                for fut in reversed(list(futures)):
+                    if not fut.cancel():
+                        break
+                    d = futures.pop(fut)
+                    finish(d, _extract_job(jobs_args[d]))
+                    remaining.remove(d)
                 for fut in as_completed(futures):
                     d = futures[fut]
                     finish(d, _facts_of(fut.result()))
