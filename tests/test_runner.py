@@ -163,7 +163,8 @@ def test_parallel_jobs_match_serial(tmp_path, rng, monkeypatch):
 def test_worker_crash_falls_back_and_internal_errors_are_per_file(tmp_path, rng, monkeypatch):
     monkeypatch.chdir(tmp_path)
     make_tree(tmp_path, rng, n_kernels=4, n_launchers=6, n_plain=2)
-    (tmp_path / "pkg" / "boom.py").write_text("import triton  # jit\nCRASH_WORKER = 1\n")
+    # the largest file: a worker takes it first (the scan's own process takes the smallest ones)
+    (tmp_path / "pkg" / "boom.py").write_text("import triton  # jit\nCRASH_WORKER = 1\n# " + "x" * 20000 + "\n")
     (tmp_path / "pkg" / "bug.py").write_text("import triton  # jit\nCRASH_INTERNAL = 1\n")
     base = scan(tmp_path, tmp_path, use_cache=False, jobs=1)
     res = scan(tmp_path, tmp_path, use_cache=False, jobs=2)
@@ -175,6 +176,27 @@ def test_worker_crash_falls_back_and_internal_errors_are_per_file(tmp_path, rng,
     again = scan(tmp_path, tmp_path)
     assert any(p.endswith("bug.py") for p in PARSED_LOG)
     assert len(again.internal_errors) == 1
+
+
+def test_the_scan_collects_young_objects_rarely_and_restores_the_threshold(tmp_path, rng, monkeypatch):
+    import gc
+
+    monkeypatch.chdir(tmp_path)
+    make_tree(tmp_path, rng, n_kernels=2, n_launchers=2, n_plain=1)
+    seen = []
+    real = runner_mod.collect_files
+    monkeypatch.setattr(runner_mod, "collect_files", lambda *a: (seen.append(gc.get_threshold()), real(*a))[1])
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 9, 8)
+        res = scan(tmp_path, tmp_path, use_cache=False)
+        assert seen == [(runner_mod._YOUNG_THRESHOLD, 9, 8)] and res.findings
+        assert gc.get_threshold() == (700, 9, 8)
+        gc.set_threshold(0, 9, 8)  # the collector turned off stays off
+        scan(tmp_path, tmp_path, use_cache=False)
+        assert seen[-1] == (0, 9, 8) and gc.get_threshold() == (0, 9, 8)
+    finally:
+        gc.set_threshold(*before)
 
 
 def test_source_errors_are_cached_file_errors(tmp_path, monkeypatch):

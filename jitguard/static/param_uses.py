@@ -123,26 +123,31 @@ class _Reads:
         return text if len(text) <= 80 else text[:77] + "..."
 
     # ---- expressions ----
+    # expressions with a scope of their own (their names are not the kernel's), and the sums
+    _NO_READ_SCOPES = frozenset({ast.Lambda, ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp})
+    _SUMS = frozenset({ast.Add, ast.Sub})
+
     def expr(self, node: ast.AST | None, kind: str, ctx: ast.AST | None = None) -> None:
         if node is None:
             return
         ctx = ctx if ctx is not None else node
-        if isinstance(node, ast.Name):
+        cls = node.__class__  # the parser's own classes: an identity test is isinstance's answer
+        if cls is ast.Name:
             self.reads.append((node.id, kind, node, ctx))
-        elif isinstance(node, ast.Compare):
+        elif cls is ast.Compare:
             for x in [node.left, *node.comparators]:
                 self.expr(x, USE_COMPARE, node)
-        elif isinstance(node, ast.Call):
+        elif cls is ast.Call:
             self.call(node, kind, ctx)
-        elif isinstance(node, ast.Attribute):
+        elif cls is ast.Attribute:
             self.expr(node.value, kind, ctx)
-        elif isinstance(node, (ast.Lambda, ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
+        elif cls in self._NO_READ_SCOPES:
             return
-        elif isinstance(node, ast.IfExp):
+        elif cls is ast.IfExp:
             self.test(node.test, node)
             self.expr(node.body, kind, ctx)
             self.expr(node.orelse, kind, ctx)
-        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        elif cls is ast.BinOp and node.op.__class__ in self._SUMS:
             start = len(self.reads)
             self.expr(node.left, kind, ctx)
             middle = len(self.reads)

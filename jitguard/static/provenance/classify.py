@@ -120,7 +120,7 @@ class Classifier(TensorLayouts, GuardedValues):
         key = (id(node), kind)
         got = self._walks_of.get(key)
         if got is None:
-            got = self._walks_of[key] = tuple(n for n in nodes if isinstance(n, kind))
+            got = self._walks_of[key] = tuple([n for n in nodes if isinstance(n, kind)])
         return got
 
     def own_returns(self, fn_node: ast.AST) -> list[ast.Return]:
