@@ -150,15 +150,12 @@ def _facts_of(out: tuple) -> tuple:
 
 class _Workers:
     """The worker processes of one scan, started on the first batch large enough to share and
-    kept for the later phases (a pool per phase forked the workers five times on vLLM). The scan's
-    own process is one of the ``jobs``: it takes the smallest files of a batch while the workers
-    take the largest (``steal``), so ``-j 2`` forks one worker, and the files the parent extracts
-    are neither pickled nor unpickled."""
+    kept for the later phases (a pool per phase forked the workers five times on vLLM)."""
 
     def __init__(self, jobs: int) -> None:
-        self.jobs = jobs - 1  # worker processes besides this one
+        self.jobs = jobs
         self._pool: ProcessPoolExecutor | None = None
-        self._failed = self.jobs < 1
+        self._failed = jobs <= 1
 
     def pool(self) -> ProcessPoolExecutor | None:
         if self._pool is None and not self._failed:
@@ -408,19 +405,6 @@ def _scan_paths(
 
             try:
                 futures = workers.submit(_pooled_job, {d: jobs_args[d] for d in remaining})
-                # this process takes the queued jobs from the smallest end until it meets one a
-                # worker holds already (a queued future cancels; one a worker took does not), once
-                # the workers hold their first (else it could cancel them all before they start)
-                order = list(futures)
-                started = time.monotonic()
-                while not order[0].running() and not order[0].done() and time.monotonic() - started < 1.0:
-                    time.sleep(0.0005)
-                for fut in reversed(order):
-                    if not fut.cancel():
-                        break
-                    d = futures.pop(fut)
-                    finish(d, _extract_job(jobs_args[d]))
-                    remaining.remove(d)
                 for fut in as_completed(futures):
                     d = futures[fut]
                     finish(d, _facts_of(fut.result()))
