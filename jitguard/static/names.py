@@ -94,25 +94,32 @@ def add_import(scope: Scope, node: ast.AST) -> None:
                 _bind_import(scope, local, f"{base}.{alias.name}" if base else alias.name)
 
 
-def earlier_imported(expr: ast.AST, scope: Scope) -> list[str]:
-    """The other targets a Name/Attribute chain may name through earlier imports of its root in the
-    scope that binds it (imports in the branches of an ``if``/``try``): [] for most names."""
-    parts = dotted(expr)
-    if parts is None:
-        return []
+def _binding_scope(root: str, scope: Scope) -> tuple[Scope, str] | None:
+    """The scope that binds ``root`` as seen from ``scope`` and how (IMPORT or LOCAL); None when no
+    scope does. Class scopes are skipped for lookups from inside their methods, as Python does."""
     s: Scope | None = scope
     first = True
     while s is not None:
         if s.kind == "class" and not first:
             s = s.parent
             continue
-        if parts[0] in s.imports:
-            return [".".join([t] + parts[1:]) for t in s.earlier_imports.get(parts[0], ())]
-        if parts[0] in s.defs:
-            return []
+        if root in s.imports:
+            return s, IMPORT
+        if root in s.defs:
+            return s, LOCAL
         first = False
         s = s.parent
-    return []
+    return None
+
+
+def earlier_imported(expr: ast.AST, scope: Scope) -> list[str]:
+    """The other targets a Name/Attribute chain may name through earlier imports of its root in the
+    scope that binds it (imports in the branches of an ``if``/``try``): [] for most names."""
+    parts = dotted(expr)
+    bound = _binding_scope(parts[0], scope) if parts is not None else None
+    if bound is None or bound[1] != IMPORT:
+        return []
+    return [".".join([t] + parts[1:]) for t in bound[0].earlier_imports.get(parts[0], ())]
 
 
 def qualified(expr: ast.AST, scope: Scope) -> list[tuple[str, str]]:
@@ -121,23 +128,13 @@ def qualified(expr: ast.AST, scope: Scope) -> list[tuple[str, str]]:
     Class scopes are skipped for lookups from inside their methods, as Python does.
     """
     parts = dotted(expr)
-    if parts is None:
+    bound = _binding_scope(parts[0], scope) if parts is not None else None
+    if bound is None:
         return []
-    root, rest = parts[0], parts[1:]
-    s: Scope | None = scope
-    first = True
-    while s is not None:
-        if s.kind == "class" and not first:
-            s = s.parent
-            continue
-        if root in s.imports:
-            return [(".".join([s.imports[root]] + rest), IMPORT)]
-        if root in s.defs:
-            prefix = s.prefix
-            return [(".".join(([prefix] if prefix else []) + parts), LOCAL)]
-        first = False
-        s = s.parent
-    return []
+    s, kind = bound
+    if kind == IMPORT:
+        return [(".".join([s.imports[parts[0]]] + parts[1:]), IMPORT)]
+    return [(".".join(([s.prefix] if s.prefix else []) + parts), LOCAL)]
 
 
 def is_triton_name(names, attrs: tuple[str, ...]) -> bool:
