@@ -177,6 +177,24 @@ def test_worker_crash_falls_back_and_internal_errors_are_per_file(tmp_path, rng,
     assert len(again.internal_errors) == 1
 
 
+def test_a_bug_in_the_returns_phase_is_an_internal_error_and_the_scan_goes_on(tmp_path, rng, monkeypatch):
+    from jitguard.static import link
+
+    monkeypatch.chdir(tmp_path)
+    make_tree(tmp_path, rng, n_kernels=2, n_launchers=3, n_plain=1)
+    base = scan(tmp_path, tmp_path, use_cache=False)
+
+    def broken(facts):
+        raise ValueError("returns bug")
+
+    monkeypatch.setattr(link, "return_refs", broken)
+    res = scan(tmp_path, tmp_path, use_cache=False)
+    assert [e.path for e in res.internal_errors] == ["<returns in other modules>"]
+    assert "ValueError: returns bug" in res.internal_errors[0].message
+    assert res.internal_tracebacks and "returns bug" in res.internal_tracebacks[0][1]
+    assert res.findings == base.findings and res.findings
+
+
 def test_the_scan_collects_young_objects_rarely_and_restores_the_threshold(tmp_path, rng, monkeypatch):
     import gc
 

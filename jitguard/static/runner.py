@@ -515,6 +515,8 @@ def _scan_paths(
         try:
             refs_r = _link.return_refs(list(facts_by_path.values()))
         except Exception as exc:  # a jitguard bug: said as one, the scan goes on without this phase
+            import traceback
+
             result.internal_errors.append(FileError(
                 "<returns in other modules>", f"internal error (please report): {type(exc).__name__}: {exc}"))
             result.internal_tracebacks.append(("<returns in other modules>", traceback.format_exc(limit=-6)))
