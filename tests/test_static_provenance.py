@@ -666,3 +666,28 @@ def test_a_stride_over_a_dim_the_code_shows_varies(body, rules):
         return
     assert arg.provenance == VARYING and _own(arg.rules) == rules, (body, arg.rules)
     assert confidence(arg.rules, arg.by_name) == "low"  # the dims it rests on are never above low here
+
+
+# count-ratio: a quotient of two per-call counts that rest on conventions divides the batch back out
+@pytest.mark.parametrize("body", [
+    "{a} = x.shape[0]\n{b} = {u}.shape[0]\nARG = {a} // {b}",   # two leading-dim guesses
+    "{a} = x.shape[0]\nARG = {a} // len({u})",                   # a guess over a collection's length
+    "{a} = x.numel() // x.shape[-1]\n{b} = {u}.shape[0]\nARG = int({a} / {b})",  # rows over a count, true division
+])
+def test_a_quotient_of_two_counts_resting_on_conventions_is_never_above_low(body):
+    arg = launch_arg(body, random.Random(), params="x, {u}")
+    assert arg.provenance == VARYING and "count-ratio" in arg.rules, arg.rules
+    assert confidence(arg.rules, arg.by_name) == "low"
+
+
+@pytest.mark.parametrize("body, level", [
+    ("{a} = x.shape[0]\nARG = {a} // 16", "medium"),                       # a count over a literal: a count
+    ("{a} = x.shape[0]\nARG = {a} // {u}.shape[-1]", "medium"),            # over a model dim
+    ("{a} = x.shape[0]\n{b} = int({u}.max().item())\nARG = {a} // {b}", "medium"),  # a device value on one side
+    ("{a} = int(x.sum().item())\n{b} = int({u}.max().item())\nARG = {a} // {b}", "high"),
+    ("{a} = x.shape[0]\n{b} = {u}.shape[0]\nARG = {a} * {b}", "medium"),   # a product is not a quotient
+])
+def test_a_quotient_keeps_its_level_where_a_side_is_not_a_conventional_count(body, level):
+    arg = launch_arg(body, random.Random(), params="x, {u}")
+    assert arg.provenance == VARYING and "count-ratio" not in arg.rules, arg.rules
+    assert confidence(arg.rules, arg.by_name) == level

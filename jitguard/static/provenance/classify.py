@@ -17,7 +17,7 @@ from jitguard.static.provenance.conventions import (
 from jitguard.static.provenance.guards import GuardedValues
 from jitguard.static.provenance.syntax import (_call_name, _int_index, int_literal, names_read, own_returns, per_node,
                                                stops_at_first_success, walked)
-from jitguard.static.provenance.rules import RULES, limit
+from jitguard.static.provenance.rules import RULES, confidence, limit
 from jitguard.static.provenance.tensors import TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
 
@@ -237,6 +237,11 @@ class Classifier(TensorLayouts, GuardedValues):
                 # 512 // n: a budget written in the code shared out over a count is no longer that
                 # count: a name saying "model dimension" does not describe the count the guess is about
                 out = out._replace(guess=False).by("budget-split")
+            if isinstance(e.op, (ast.FloorDiv, ast.Div)) and left.cls == VARYING and right.cls == VARYING \
+                    and confidence(left.rules, left.by_name) != "high" and confidence(right.rules, right.by_name) != "high":
+                # tokens // requests: the batch cancels out, what is left is often a configured ratio
+                return out.why(f"{self.code(e)}: a quotient of two per-call counts (often a configured ratio)",
+                               "count-ratio", "arithmetic")
             if out.cls == VARYING:
                 return out.why(f"{self.code(e)}: arithmetic on a varying value", "arithmetic")
             return out

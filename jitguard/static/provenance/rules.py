@@ -136,6 +136,11 @@ _ALL = (
           "a varying value vary; the int-ness of a rounded true division (`math.ceil(a / b)`, `int(a / b)`) is kept"),
     _rule("budget-split", "carries", STRUCTURAL, "a budget written in the code shared out over a count "
           "(`512 // n`) is no longer that count: a name cannot excuse it"),
+    _rule("count-ratio", "VARYING, never above low", CONVENTIONAL, "a quotient of two per-call counts that each rest "
+          "on a convention (`num_tokens // num_seqs`, `x.shape[0] // batch_size`: the leading-dim guess, a name) "
+          "divides the batch back out: what is left is often a configured ratio (tokens per request in uniform "
+          "decode, draft tokens, top-k), so the quotient is no evidence that the value changes per call; a count "
+          "read off the device on either side (`.item()`) keeps its level", name_only=True),
     _rule("bucket", "BUCKETED", STRUCTURAL, "`next_power_of_2(v)`, `1 << v.bit_length()`, `2 ** k` of a varying value "
           "takes a few values"),
     _rule("appended-list", "carries", STRUCTURAL, "an element of a list built by appending is any of the values put in"),
