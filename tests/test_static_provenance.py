@@ -673,6 +673,7 @@ def test_a_stride_over_a_dim_the_code_shows_varies(body, rules):
     "{a} = x.shape[0]\n{b} = {u}.shape[0]\nARG = {a} // {b}",   # two leading-dim guesses
     "{a} = x.shape[0]\nARG = {a} // len({u})",                   # a guess over a collection's length
     "{a} = x.numel() // x.shape[-1]\n{b} = {u}.shape[0]\nARG = int({a} / {b})",  # rows over a count, true division
+    "{a} = x.shape[0]\nARG = {a} // {u}.{b}.shape[0]",           # a tensor an object holds, another source
 ])
 def test_a_quotient_of_two_counts_resting_on_conventions_is_never_above_low(body):
     arg = launch_arg(body, random.Random(), params="x, {u}")
@@ -691,3 +692,18 @@ def test_a_quotient_keeps_its_level_where_a_side_is_not_a_conventional_count(bod
     arg = launch_arg(body, random.Random(), params="x, {u}")
     assert arg.provenance == VARYING and "count-ratio" not in arg.rules, arg.rules
     assert confidence(arg.rules, arg.by_name) == level
+
+
+@pytest.mark.parametrize("body", [
+    # a split of a count into at most a fixed number of programs: rows per program varies with it
+    "{a} = x.shape[0]\n{b} = max(1, min({a}, 132))\nARG = ({a} + {b} - 1) // {b}",
+    # the rows of a flattened view over the leading dim of the same tensor: not two counts
+    "{a} = x.reshape(-1, x.shape[-1]).shape[0]\nARG = {a} // x.shape[0]",
+    # a parameter reassigned from itself is still that parameter
+    "x = x.contiguous()\n{a} = x.reshape(-1, x.shape[-1]).shape[0]\nARG = {a} // x.shape[0]",
+    # the same field on both sides
+    "{a} = {u}.{b}.shape[0] * x.shape[-1]\nARG = {a} // {u}.{b}.size(0)",
+])
+def test_a_quotient_of_counts_sharing_a_source_is_no_count_ratio(body):
+    arg = launch_arg(body, random.Random(), params="x, {u}")
+    assert "count-ratio" not in arg.rules, arg.rules

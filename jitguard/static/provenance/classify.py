@@ -41,6 +41,8 @@ _ELSEWHERE_ARGS = limit("returns-elsewhere", "arguments")
 # with it (returns-elsewhere): its evidence text marks where the chain reaches the parameter
 _PARAM_MARK = "\0the parameter"
 # conventions that a value is a multiple of 16: arithmetic other than `*` makes it a count again
+# attributes of a tensor that are the tensor again or its sizes: a value read through them comes from it
+_TENSOR_SIZES = frozenset({"shape", "T", "mT", "data", "real", "imag"})
 _ALIGNED_BY_CONVENTION = frozenset({"count-times-dim", "alignment-guard-convention"})
 
 
@@ -238,7 +240,8 @@ class Classifier(TensorLayouts, GuardedValues):
                 # count: a name saying "model dimension" does not describe the count the guess is about
                 out = out._replace(guess=False).by("budget-split")
             if isinstance(e.op, (ast.FloorDiv, ast.Div)) and left.cls == VARYING and right.cls == VARYING \
-                    and confidence(left.rules, left.by_name) != "high" and confidence(right.rules, right.by_name) != "high":
+                    and confidence(left.rules, left.by_name) != "high" and confidence(right.rules, right.by_name) != "high" \
+                    and not (self.sources(e.left, fn) & self.sources(e.right, fn)):
                 # tokens // requests: the batch cancels out, what is left is often a configured ratio
                 return out.why(f"{self.code(e)}: a quotient of two per-call counts (often a configured ratio)",
                                "count-ratio", "arithmetic")
@@ -521,6 +524,38 @@ class Classifier(TensorLayouts, GuardedValues):
                                             f"a leading dimension varies",) + prov.evidence[:1], prov.div16, True,
                         rules=("name-over-guess",) + prov.rules)
         return prov
+
+    def sources(self, node: ast.AST, fn: FunctionInfo | None) -> frozenset[str]:
+        """What a value is computed from in ``fn`` (rule count-ratio: two counts are independent when
+        they share none): the parameters and fields (``meta.batch_size``) it reads, through the
+        function's locals; a tensor's sizes and views (``x.shape[0]``, ``x.reshape(-1, d)``) come
+        from the tensor. Modules, builtins and module constants are no source."""
+        out: set[str] = set()
+        seen: set[str] = set()
+        todo = [node]
+        while todo:
+            e = todo.pop()
+            if isinstance(e, ast.Name):
+                if e.id in seen:
+                    continue
+                seen.add(e.id)
+                owner, where = self.lookup(e.id, fn)
+                if where in ("assign", "param"):
+                    out.add(e.id)  # itself too: `x = x.contiguous()` reads the parameter x
+                if where == "assign":
+                    todo.extend(en.node for en in owner.assigns[e.id] if en.kind not in ("loop", "opaque")
+                                and en.node is not None)
+            elif isinstance(e, ast.Attribute) and e.attr not in _TENSOR_SIZES and (field := dotted(e)):
+                if self.lookup(field[0], fn)[1] in ("assign", "param"):
+                    out.add(".".join(field))
+            elif isinstance(e, ast.Call):
+                todo.extend(e.args)
+                todo.extend(k.value for k in e.keywords)
+                if isinstance(e.func, ast.Attribute):
+                    todo.append(e.func.value)
+            else:
+                todo.extend(ast.iter_child_nodes(e))
+        return frozenset(out)
 
     def written_int(self, node: ast.AST, fn) -> bool:
         """An int written in the code: a literal, or a name bound once to one (locally or at module

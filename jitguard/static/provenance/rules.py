@@ -139,8 +139,10 @@ _ALL = (
     _rule("count-ratio", "VARYING, never above low", CONVENTIONAL, "a quotient of two per-call counts that each rest "
           "on a convention (`num_tokens // num_seqs`, `x.shape[0] // batch_size`: the leading-dim guess, a name) "
           "divides the batch back out: what is left is often a configured ratio (tokens per request in uniform "
-          "decode, draft tokens, top-k), so the quotient is no evidence that the value changes per call; a count "
-          "read off the device on either side (`.item()`) keeps its level", name_only=True),
+          "decode, draft tokens, top-k), so the quotient is no evidence that the value changes per call; not when "
+          "the two share a source (`n // min(n, C)`, rows per program; `x2.shape[0] // x.shape[0]` with `x2` a view "
+          "of `x`: the parameters, fields and tensors each is computed from, through the function's locals), and a "
+          "count read off the device on either side (`.item()`) keeps its level", name_only=True),
     _rule("bucket", "BUCKETED", STRUCTURAL, "`next_power_of_2(v)`, `1 << v.bit_length()`, `2 ** k` of a varying value "
           "takes a few values"),
     _rule("appended-list", "carries", STRUCTURAL, "an element of a list built by appending is any of the values put in"),
