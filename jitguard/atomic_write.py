@@ -1,6 +1,7 @@
 """Write a text file so that readers never see half of it: a temporary file in the same directory,
 then one ``os.replace`` (atomic on POSIX). Used for scan reports, merged reports, traces and
-baselines (the scan cache writes its own files, with no mode or link to keep: static/cache.py).
+baselines; the scan cache's sealed files go through the same core (``replace_from_temp``), without
+the link and mode steps (static/cache.py).
 Source files edited by ``jitguard fix`` go through ``jitguard/static/safe_write.py``,
 which also keeps mode, encoding and line endings and refuses files changed on disk.
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Callable
 
 
 def _umask() -> int:
@@ -49,12 +51,8 @@ def write_text_atomic(path: str | os.PathLike, text: str, *, fsync: bool = False
     import tempfile  # at the first write: a warm scan to stdout writes nothing
 
     fd, tmp = tempfile.mkstemp(prefix=".jitguard-", suffix=".part", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
-            fh.write(text)
-            if fsync:
-                fh.flush()
-                os.fsync(fh.fileno())
+
+    def keep_mode(tmp: str) -> None:
         if st is None:
             os.chmod(tmp, 0o666 & ~_umask())
         else:
@@ -64,6 +62,27 @@ def write_text_atomic(path: str | os.PathLike, text: str, *, fsync: bool = False
                     os.chown(tmp, st.st_uid, st.st_gid)
                 except PermissionError:
                     pass  # not ours to give away: the file becomes the writer's, as with any editor
+    replace_from_temp(fd, tmp, target, text, fsync=fsync, before=keep_mode)
+    return given
+
+
+def replace_from_temp(fd: int, tmp: str, target: str, data: str | bytes, *, fsync: bool = False,
+                      before: Callable[[str], None] | None = None) -> None:
+    """The core of every atomic write: ``data`` (text as UTF-8 with surrogateescape, or bytes) into
+    the temporary file ``tmp`` open as ``fd`` beside ``target``, ``before(tmp)`` (its mode and owner),
+    then one ``os.replace``; on any error ``tmp`` is removed and ``target`` is untouched."""
+    try:
+        if isinstance(data, bytes):
+            fh = os.fdopen(fd, "wb")
+        else:
+            fh = os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape")
+        with fh:
+            fh.write(data)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        if before is not None:
+            before(tmp)
         os.replace(tmp, target)
     except BaseException:
         try:
@@ -71,4 +90,3 @@ def write_text_atomic(path: str | os.PathLike, text: str, *, fsync: bool = False
         except OSError:
             pass
         raise
-    return given

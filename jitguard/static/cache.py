@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import jitguard
+from jitguard.atomic_write import replace_from_temp
 
 # v3: per-file entries are "<hmac>\n<pickle>", the other sealed files "<hmac>\n<json>"
 CACHE_LAYOUT = "v3"
@@ -246,10 +247,11 @@ _TMP_SEQ = itertools.count()
 
 def _write_file(path: str, data: bytes) -> None:
     """Write one sealed cache file: a temporary file beside it (``<name>.<pid>.<n>-tmp``, created
-    exclusively, 0600), then one rename. Cheaper than ``jitguard.atomic_write`` (no symlink
-    resolution, mode or owner to keep: the cache directory is private to the user, and a file in it
-    is always replaced, never written through), as a cold scan writes one per file analyzed. A
-    directory is created once per process, again if something removed it."""
+    exclusively, 0600), then one rename, through the core of ``jitguard.atomic_write``
+    (``replace_from_temp``) without its symlink resolution, mode or owner steps: the cache directory
+    is private to the user, and a file in it is always replaced, never written through; a cold scan
+    writes one per file analyzed. A directory is created once per process, again if something
+    removed it."""
     directory = os.path.dirname(path)
     if directory not in _MADE_DIRS:
         os.makedirs(directory, mode=0o700, exist_ok=True)
@@ -263,16 +265,7 @@ def _write_file(path: str, data: bytes) -> None:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         _MADE_DIRS.add(directory)
         fd = os.open(tmp, flags, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_from_temp(fd, tmp, path, data)
 
 
 def _cache_dir_of_entry(path: str) -> str:

@@ -271,36 +271,8 @@ class Classifier(TensorLayouts, GuardedValues):
     def name(self, name: str, fn: FunctionInfo | None, depth: int) -> Prov:
         owner, where = self.lookup(name, fn)
         if where == "assign":
-            key = (id(owner), name)
-            if key in self._memo:
-                return self._memo[key]
-            if key in self._busy:
-                return Prov(UNKNOWN)
-            self._busy.add(key)
-            try:
-                entries = owner.assigns[name]
-                # `x = f(x)` (x = min(x, cap)): the earlier values first; the reassignment sees them
-                own = [en for en in entries if ((en.kind in ("expr", "aug") and en.node is not None
-                                                 and name in self.names_in(en.node))
-                                                or self.unpacks_itself(name, en, owner))]
-                first = [self.entry(name, en, owner, depth) for en in entries if all(en is not o for o in own)]
-                if own and first:
-                    self._memo[key] = join(first)
-                last = self.last_reassignment(name, entries, own, owner)
-                if last is not None:
-                    # x = f(x) unconditionally after every other assignment and before every read:
-                    # the reads see its value alone (it sees the earlier ones)
-                    out = self.entry(name, last, owner, depth).why(
-                        f"{name} as reassigned at line {last.line}, before every read", "last-reassignment")
-                else:
-                    out = join(first + [self.entry(name, en, owner, depth) for en in own])
-            finally:
-                self._busy.discard(key)
-                self._memo.pop(key, None)
-            if out.cls == UNKNOWN:
-                out = self.apply_name(name, out)
-            self._memo[key] = out
-            return out
+            return self._memo_cycle((id(owner), name), lambda: self._assigned(name, owner, depth), Prov(UNKNOWN),
+                                    memo=self._memo)
         if where == "param":
             return self.param(owner, name, depth)
         if where == "module":
@@ -321,6 +293,26 @@ class Classifier(TensorLayouts, GuardedValues):
         if where == "import":
             return Prov(STABLE, "unknown", (f"{name}: imported constant",), rules=("imported-name",))
         return self.apply_name(name, Prov(UNKNOWN))
+
+    def _assigned(self, name: str, owner: FunctionInfo, depth: int) -> Prov:
+        """A local of ``owner``: the most varying of the values it is assigned."""
+        entries = owner.assigns[name]
+        # `x = f(x)` (x = min(x, cap)): the earlier values first; the reassignment sees them
+        own = [en for en in entries if ((en.kind in ("expr", "aug") and en.node is not None
+                                         and name in self.names_in(en.node))
+                                        or self.unpacks_itself(name, en, owner))]
+        first = [self.entry(name, en, owner, depth) for en in entries if all(en is not o for o in own)]
+        if own and first:
+            self._memo[(id(owner), name)] = join(first)  # what the reassignment sees (dropped after)
+        last = self.last_reassignment(name, entries, own, owner)
+        if last is not None:
+            # x = f(x) unconditionally after every other assignment and before every read:
+            # the reads see its value alone (it sees the earlier ones)
+            out = self.entry(name, last, owner, depth).why(
+                f"{name} as reassigned at line {last.line}, before every read", "last-reassignment")
+        else:
+            out = join(first + [self.entry(name, en, owner, depth) for en in own])
+        return self.apply_name(name, out) if out.cls == UNKNOWN else out
 
     def last_reassignment(self, name: str, entries: list[Entry], own: list[Entry], fn: FunctionInfo) -> Entry | None:
         """The ``name = f(name)`` statement of ``fn``'s own body (not under an ``if``, loop or ``try``)
@@ -804,35 +796,29 @@ class Classifier(TensorLayouts, GuardedValues):
         """What a module-level function returns (its params resolved through its callers); with
         ``item``, element ``item`` of the tuples it returns; with ``field``, that field of the
         records it returns (None unless every return is one whose constructor call is seen)."""
-        key = (id(callee), f"returns:{item}:{field}")
-        if key in self._memo:
-            return self._memo[key]
-        if key in self._busy or depth > _RETURNS_DEPTH:
-            return None
-        self._busy.add(key)
-        try:
-            values = []
-            for st in self.own_returns(callee.node):
-                value = st.value
-                if item is not None:
-                    if value is None or (isinstance(value, ast.Constant) and value.value is None):
-                        continue  # `return None`: nothing to unpack (the caller checks for it)
-                    if not isinstance(value, (ast.Tuple, ast.List)) or item >= len(value.elts) \
-                            or any(isinstance(e, ast.Starred) for e in value.elts):
-                        return None
-                    value = value.elts[item]
-                elif value is None or isinstance(value, (ast.Tuple, ast.List, ast.Dict)):
+        return self._memo_cycle((id(callee), f"returns:{item}:{field}"),
+                                lambda: self._returned(callee, depth, item, field), memo=self._memo,
+                                stop=depth > _RETURNS_DEPTH)
+
+    def _returned(self, callee: FunctionInfo, depth: int, item: int | None, field: str | None) -> Prov | None:
+        """``returns`` computed (memoized there)."""
+        values = []
+        for st in self.own_returns(callee.node):
+            value = st.value
+            if item is not None:
+                if value is None or (isinstance(value, ast.Constant) and value.value is None):
+                    continue  # `return None`: nothing to unpack (the caller checks for it)
+                if not isinstance(value, (ast.Tuple, ast.List)) or item >= len(value.elts) \
+                        or any(isinstance(e, ast.Starred) for e in value.elts):
                     return None
-                values.append(value)
-            if field is not None:
-                fields = [self.field_value(v, field, callee, depth + 2) for v in values]
-                out = join(fields) if fields and all(f is not None for f in fields) else None
-            else:
-                out = join([self._classify(v, callee, depth + 2) for v in values]) if values else None
-        finally:
-            self._busy.discard(key)
-        self._memo[key] = out
-        return out
+                value = value.elts[item]
+            elif value is None or isinstance(value, (ast.Tuple, ast.List, ast.Dict)):
+                return None
+            values.append(value)
+        if field is not None:
+            fields = [self.field_value(v, field, callee, depth + 2) for v in values]
+            return join(fields) if fields and all(f is not None for f in fields) else None
+        return join([self._classify(v, callee, depth + 2) for v in values]) if values else None
 
     def returns_at(self, callee: FunctionInfo, call: ast.Call, fn: FunctionInfo | None, depth: int,
                    item: int | None = None, field: str | None = None) -> Prov | None:
@@ -943,20 +929,14 @@ class Classifier(TensorLayouts, GuardedValues):
             return join([g._replace(cls=UNKNOWN, guess=False) if g.cls == VARYING and g.guess else g for g in got])
         if where != "assign":
             return None
-        key = (id(owner), f"field:{node.id}.{field}")
-        if key in self._memo:
-            return self._memo[key]
         entries = owner.assigns[node.id]
-        if key in self._busy or any(en.kind != "expr" for en in entries):
+        if any(en.kind != "expr" for en in entries):
             return None
-        self._busy.add(key)
-        try:
+
+        def fields() -> Prov | None:
             got = [self.field_value(en.node, field, owner, depth + 1) for en in entries]
-            out = join(got) if all(g is not None for g in got) else None
-        finally:
-            self._busy.discard(key)
-        self._memo[key] = out
-        return out
+            return join(got) if all(g is not None for g in got) else None
+        return self._memo_cycle((id(owner), f"field:{node.id}.{field}"), fields, memo=self._memo)
 
     def may_return_record(self, callee: FunctionInfo) -> bool:
         """A return of ``callee`` builds a record of this module or hands on a local (a cheap look
@@ -1054,49 +1034,47 @@ class Classifier(TensorLayouts, GuardedValues):
         if key in self._memo:
             return self._memo[key]
         vt = annotation_vtype(self.code(p.annotation) if p.annotation is not None else None)
-        if key in self._busy or depth > _CALLER_DEPTH:
-            return Prov(UNKNOWN, vt)
-        self._busy.add(key)
-        try:
-            results: list[Prov] = []
-            callers = self.info.calls.get(fn.qual, []) if p.kind != "star" else []
-            for call, caller in callers[:_CALLERS]:
-                if caller is not None and _WARMUP.search(caller.qual):
-                    continue  # warm-up code enumerates variants on purpose: not evidence of serving
-                arg = self.arg_for(call, p)
-                if arg is None:
-                    if p.default is not None:
-                        results.append(self._classify(p.default, None, depth).why(f"{name} defaults to {self.code(p.default)}", "default"))
-                    continue
-                if isinstance(arg, str):  # *args / **kwargs at the call: can't map
-                    continue
-                with self.guarded_at(caller, call):
-                    r = self._classify(arg, caller, depth + 4)
-                results.append(r.why(self.called_at(call, caller, fn, name, arg), "local-caller"))
-            out = join(results) if results else Prov(UNKNOWN)
-            if out.cls == UNKNOWN:
-                named = self.apply_name(name, out)
-                if named.cls != UNKNOWN:
-                    out = named
-                elif not results and p.default is not None:
-                    dflt = self._classify(p.default, None, depth)
-                    if dflt.cls == STABLE:
-                        out = Prov(STABLE, dflt.vtype, (f"{name} defaults to {self.code(p.default)} and no caller in this module passes it",),
-                                   rules=("default",))
-            if vt == "unknown" and not results and isinstance(p.default, ast.Constant) \
-                    and type(p.default.value) is float:
-                # no caller here passes it and its default is a float literal (``scale=1.0``): a
-                # float, which Triton never specializes, whatever its name suggests
-                vt = "float"
-            if vt != "unknown":
-                out = out.as_type(vt)
-            if not results and p.kind != "star" and fn.parent is None and (fn.class_name is None or fn.is_method):
-                # an entry parameter: a module-level function's, or a method's (called through
-                # objects elsewhere: link.py binds obj.meth(...) calls by name)
-                out = out._replace(entry=EntryRef(fn.qual, name, p.index))
-        finally:
-            self._busy.discard(key)
-        self._memo[key] = out
+        return self._memo_cycle(key, lambda: self._param(fn, p, name, depth, vt), Prov(UNKNOWN, vt), memo=self._memo,
+                                stop=depth > _CALLER_DEPTH)
+
+    def _param(self, fn: FunctionInfo, p: ParamInfo, name: str, depth: int, vt: str) -> Prov:
+        """``param`` computed (memoized there): what the callers in this module pass."""
+        results: list[Prov] = []
+        callers = self.info.calls.get(fn.qual, []) if p.kind != "star" else []
+        for call, caller in callers[:_CALLERS]:
+            if caller is not None and _WARMUP.search(caller.qual):
+                continue  # warm-up code enumerates variants on purpose: not evidence of serving
+            arg = self.arg_for(call, p)
+            if arg is None:
+                if p.default is not None:
+                    results.append(self._classify(p.default, None, depth).why(f"{name} defaults to {self.code(p.default)}", "default"))
+                continue
+            if isinstance(arg, str):  # *args / **kwargs at the call: can't map
+                continue
+            with self.guarded_at(caller, call):
+                r = self._classify(arg, caller, depth + 4)
+            results.append(r.why(self.called_at(call, caller, fn, name, arg), "local-caller"))
+        out = join(results) if results else Prov(UNKNOWN)
+        if out.cls == UNKNOWN:
+            named = self.apply_name(name, out)
+            if named.cls != UNKNOWN:
+                out = named
+            elif not results and p.default is not None:
+                dflt = self._classify(p.default, None, depth)
+                if dflt.cls == STABLE:
+                    out = Prov(STABLE, dflt.vtype, (f"{name} defaults to {self.code(p.default)} and no caller in this module passes it",),
+                               rules=("default",))
+        if vt == "unknown" and not results and isinstance(p.default, ast.Constant) \
+                and type(p.default.value) is float:
+            # no caller here passes it and its default is a float literal (``scale=1.0``): a
+            # float, which Triton never specializes, whatever its name suggests
+            vt = "float"
+        if vt != "unknown":
+            out = out.as_type(vt)
+        if not results and p.kind != "star" and fn.parent is None and (fn.class_name is None or fn.is_method):
+            # an entry parameter: a module-level function's, or a method's (called through
+            # objects elsewhere: link.py binds obj.meth(...) calls by name)
+            out = out._replace(entry=EntryRef(fn.qual, name, p.index))
         return out
 
     @staticmethod
@@ -1192,51 +1170,38 @@ class Classifier(TensorLayouts, GuardedValues):
         if len(entries) < 2 or first.kind != "expr" or not isinstance(first.node, ast.List) \
                 or not all(en.kind == "aug" for en in entries[1:]) or any(isinstance(x, ast.Starred) for x in first.node.elts):
             return None
-        key = (id(owner), "items:" + v.id)
-        if key in self._busy:
-            return Prov(UNKNOWN)
-        self._busy.add(key)
-        try:
-            items = [self._classify(x, owner, depth) for x in first.node.elts]
-            items += [self._classify(en.node, owner, depth) for en in entries[1:]]
-        finally:
-            self._busy.discard(key)
-        return join(items)
+        return self._memo_cycle((id(owner), "items:" + v.id), lambda: join(
+            [self._classify(x, owner, depth) for x in first.node.elts]
+            + [self._classify(en.node, owner, depth) for en in entries[1:]]), Prov(UNKNOWN), keep=False, memo=self._memo)
 
     def assigned_attr(self, attr: str, depth: int, item: int | None = None) -> Prov | None:
         """What ``<obj>.attr`` holds, from this module's ``<obj>.attr = value`` assignments and
         constructor calls ``Cls(attr=value)``: the most varying of those values (with ``item``,
         element ``item`` of the tuples assigned, or returned by the function called there)."""
-        key = (0, f"attr:{attr}:{item}")
-        if key in self._memo:
-            return self._memo[key]
-        if key in self._busy or depth > _RETURNS_DEPTH:
-            return None
-        self._busy.add(key)
-        try:
-            results = []
-            for value, vfn, line in self.info.attrs.get(attr, [])[:_ATTR_VALUES]:
-                where = vfn.qual if vfn is not None else "module level"
-                if item is None:
-                    got = self._classify(value, vfn, depth + 2)
-                elif isinstance(value, (ast.Tuple, ast.List)) and item < len(value.elts) \
-                        and not any(isinstance(x, ast.Starred) for x in value.elts):
-                    got = self._classify(value.elts[item], vfn, depth + 2)
-                elif isinstance(value, ast.Call) and (callee := self.local_callee(value, vfn)) is not None:
-                    got = self.returns(callee, depth + 2, item=item) or Prov(UNKNOWN)
-                else:
-                    continue
-                if got.cls == VARYING and got.guess:
-                    # Objects hold plans, descriptors and bundles, mostly built once: that a field
-                    # was filled from the size of a tensor or list we know nothing about is not
-                    # evidence that it changes between calls (sglang: len(layers), t[0].shape[0]).
-                    got = got._replace(cls=UNKNOWN, guess=False)
-                results.append(got.why(f".{attr} = {self.code(value)} in {where} (line {line})", "object-attribute"))
-            out = join(results) if results else None
-        finally:
-            self._busy.discard(key)
-        self._memo[key] = out
-        return out
+        return self._memo_cycle((0, f"attr:{attr}:{item}"), lambda: self._assigned_attr(attr, depth, item), memo=self._memo,
+                                stop=depth > _RETURNS_DEPTH)
+
+    def _assigned_attr(self, attr: str, depth: int, item: int | None) -> Prov | None:
+        """``assigned_attr`` computed (memoized there)."""
+        results = []
+        for value, vfn, line in self.info.attrs.get(attr, [])[:_ATTR_VALUES]:
+            where = vfn.qual if vfn is not None else "module level"
+            if item is None:
+                got = self._classify(value, vfn, depth + 2)
+            elif isinstance(value, (ast.Tuple, ast.List)) and item < len(value.elts) \
+                    and not any(isinstance(x, ast.Starred) for x in value.elts):
+                got = self._classify(value.elts[item], vfn, depth + 2)
+            elif isinstance(value, ast.Call) and (callee := self.local_callee(value, vfn)) is not None:
+                got = self.returns(callee, depth + 2, item=item) or Prov(UNKNOWN)
+            else:
+                continue
+            if got.cls == VARYING and got.guess:
+                # Objects hold plans, descriptors and bundles, mostly built once: that a field
+                # was filled from the size of a tensor or list we know nothing about is not
+                # evidence that it changes between calls (sglang: len(layers), t[0].shape[0]).
+                got = got._replace(cls=UNKNOWN, guess=False)
+            results.append(got.why(f".{attr} = {self.code(value)} in {where} (line {line})", "object-attribute"))
+        return join(results) if results else None
 
     def local_callee(self, call: ast.Call, fn: FunctionInfo | None) -> FunctionInfo | None:
         """The function of this module a call runs: ``f(...)`` (a module-level function),

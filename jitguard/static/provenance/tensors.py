@@ -500,24 +500,26 @@ class TensorLayouts:
                     return f"{callee.name}() reads a non-leading dim of it (line {node.lineno})"
         return None
 
-    def _memo_cycle(self, key, compute, cycle=None, keep: bool = True):
-        """``compute()`` once per ``key`` (in the layout memo, with ``keep``); ``cycle`` when asked
-        again while it runs (a path that leads back to where it started adds nothing), or the value
+    def _memo_cycle(self, key, compute, cycle=None, keep: bool = True, memo: dict | None = None, stop: bool = False):
+        """``compute()`` once per ``key`` (in ``memo``, the layout memo unless told, with ``keep``);
+        ``cycle`` when asked again while it runs (a path that leads back to where it started adds
+        nothing) or, with ``stop`` (a depth bound reached), instead of computing; or the value
         ``compute`` put under ``key`` for such a cycle to see (the earlier values of ``x = f(x)``),
         which is dropped when it ends. Without ``keep`` nothing is remembered: an answer that rests
         on a cycle cut short would then stand for the whole (``tensor``, the weight-like callers)."""
-        if key in self._tensor_memo:
-            return self._tensor_memo[key]
-        if key in self._busy:
+        memo = self._tensor_memo if memo is None else memo
+        if key in memo:
+            return memo[key]
+        if stop or key in self._busy:
             return cycle
         self._busy.add(key)
         try:
             out = compute()
         finally:
             self._busy.discard(key)
-            self._tensor_memo.pop(key, None)
+            memo.pop(key, None)
         if keep:
-            self._tensor_memo[key] = out
+            memo[key] = out
         return out
 
     def _param_tensor(self, fn: FunctionInfo, name: str, depth: int) -> tuple[list[Prov], list[Prov]] | None:
