@@ -7,7 +7,7 @@ import ast
 import re
 import sys
 
-from jitguard.static.facts import BUCKETED, UNKNOWN, VARYING, ArgFacts, CallFacts, LayoutItem, TensorLayout
+from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, ArgFacts, CallFacts, LayoutItem, TensorLayout
 from jitguard.static.names import IMPORT, LOCAL, Scope, qualified, resolve_relative
 from jitguard.static.provenance import Classifier
 from jitguard.static.provenance.conventions import weight_like
@@ -76,8 +76,9 @@ class CallerFacts:
         named_after = [all(d.by_name for d in dims[i + 1:] if d.cls in (VARYING, BUCKETED)) for i in range(len(dims))]
         out = TensorLayout([item(p, p.by_name) for p in dims],
                            [item(p, p.by_name or named_after[i]) for i, p in enumerate(strides)])
-        if not any(x.provenance in (VARYING, BUCKETED) for x in out.dims + out.strides):
-            return None
+        if not any(x.provenance in (VARYING, BUCKETED) for x in out.dims + out.strides) \
+                and not (out.dims and out.dims[0].provenance == STABLE):
+            return None  # nothing varies and the leading dim is not fixed: the callee's own rules decide
         return out
 
     def weight_arg(self, node: ast.AST, classifier: Classifier, fn, arg: ArgFacts) -> str:

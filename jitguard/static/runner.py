@@ -587,16 +587,16 @@ def _scan_paths(
             # functions registered as PyTorch custom ops are called as torch.ops.<ns>.<op>(...)
             ops = prefilter.NameMatcher(op for r in refs if r.accessor is None
                                         for _, op in registry.get(r.function, ()))
-            # files that call them: not parsed yet, or parsed in phases 2-3 (for launches of kernels of
-            # other files, recording no calls then: such a file is parsed again, recording these calls
-            # and those asked of it before). Files that define kernels (phase 1) are parsed again only for
+            # files that call them: not parsed yet, parsed in phases 2-3 (for launches of kernels of
+            # other files, recording no calls then), or read at an earlier level for other names: such a
+            # file is parsed again, recording these calls and those asked of it before. Files that define kernels (phase 1) are parsed again only for
             # calls of methods (below): re-reading them all for plain calls cost more than it found.
             wanted = []
             if plain or ops.names:
                 by_name: list = []
                 by_op: list = []
                 for d, (_, data, _) in contents.items():
-                    if d in phase1_set or d in recorded or b"import" not in data:
+                    if d in phase1_set or names <= recorded.get(d, frozenset()) or b"import" not in data:
                         continue
                     calls = within(matcher, d, by_name)
                     if calls is not None and (calls.calls_named(data, quals)

@@ -302,6 +302,10 @@ class Classifier(TensorLayouts, GuardedValues):
                                          and name in self.names_in(en.node))
                                         or self.unpacks_itself(name, en, owner))]
         first = [self.entry(name, en, owner, depth) for en in entries if all(en is not o for o in own)]
+        if own and not first and name in owner.params and not self.reassigned_in_body(entries, owner):
+            # a parameter reassigned only from itself and only under a condition (`if c: x =
+            # x.contiguous()`): the reads see what the callers pass too (rule param-reassigned)
+            first = [self.param(owner, name, depth)]
         if own and first:
             self._memo[(id(owner), name)] = join(first)  # what the reassignment sees (dropped after)
         last = self.last_reassignment(name, entries, own, owner)
@@ -313,6 +317,13 @@ class Classifier(TensorLayouts, GuardedValues):
         else:
             out = join(first + [self.entry(name, en, owner, depth) for en in own])
         return self.apply_name(name, out) if out.cls == UNKNOWN else out
+
+    @staticmethod
+    def reassigned_in_body(entries: list[Entry], fn: FunctionInfo) -> bool:
+        """One of ``entries`` is a statement of ``fn``'s own body (not under an ``if``, loop or
+        ``try``): every read after it sees the reassigned value."""
+        lines = {st.lineno for st in fn.node.body if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign))}
+        return any(en.line in lines for en in entries)
 
     def last_reassignment(self, name: str, entries: list[Entry], own: list[Entry], fn: FunctionInfo) -> Entry | None:
         """The ``name = f(name)`` statement of ``fn``'s own body (not under an ``if``, loop or ``try``)

@@ -265,7 +265,8 @@ _ALL = (
           "dims, not counter values: non-leading ones are model dims, the whole shape includes the leading dim"),
     _rule("param-reassigned", "carries", STRUCTURAL, "a parameter reassigned only from itself (`if c: x = "
           "x.contiguous()`, `x = x.t()`) starts from what the callers pass: weight-like if they pass weight-like "
-          "tensors and every reassignment keeps it so (`x = x[:n]` does not)"),
+          "tensors and every reassignment keeps it so (`x = x[:n]` does not); reassigned only under a condition, "
+          "it is also the parameter itself for what it is handed to (callers elsewhere may fix its dims)"),
     _rule("recursive-caller", "skips", STRUCTURAL, "a function calling itself (`f(x.t(), ...)` inside `f`) hands on "
           "what it was given: that call is no evidence of what its parameter holds, the other callers decide"),
     _rule("conditional-tensor", "carries", STRUCTURAL, "`a.view(...) if c else a` is either tensor: weight-like if "
@@ -306,8 +307,10 @@ _ALL = (
           "tensor that is, handed down unchanged through the module's callers (itself, `.contiguous()`, `.to()`, "
           "`*_like`, `ctx.saved_tensors`), an entry parameter's, is fixed when every caller in other modules passes "
           "a tensor named like a weight (`W`, `self.weight_packed`, `kv_cache`: the `weight-like` convention), one "
-          "laid out with a fixed leading dim, or an entry parameter of its own for which the same holds; one caller "
-          "passing anything else, or none known, keeps the guess",
+          "laid out with a fixed leading dim (`x.view(1, n, d)`, `torch.empty(1, n, d)`: a packed batch of one, "
+          "recorded though no other dim of it is known), or an entry parameter of its own for which the same "
+          "holds, each level's callers read in the files that call it; one caller passing anything else, or none "
+          "known, keeps the guess",
           levels=(4, "as for caller-elsewhere: each level re-reads callers' files")),
     _rule("held-leading", "few variants", CONVENTIONAL, "in `caller-fixed-leading`, a caller passing a tensor an "
           "object holds (`self.buf`, its name not a weight's) fixes the leading dim only as much as the object: one "

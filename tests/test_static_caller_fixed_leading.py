@@ -1,0 +1,70 @@
+"""caller-fixed-leading across modules: the leading dim of a launcher's tensor parameter is fixed when
+every caller elsewhere passes a tensor whose leading dim is fixed (``x.view(1, n, d)``, a packed
+batch of one), a few levels up. What the chain needs: a caller's tensor whose other dims tell
+nothing is still recorded for its fixed leading dim, a file read for the callers of one function is
+read again for the callers of the next level, and a parameter reassigned from itself under a
+condition (``if c: x = x.contiguous()``) still hands on what its callers pass. Random identifiers."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from jitguard.config import Config
+from jitguard.static.runner import scan_paths
+from tests._static_util import MASKED_KERNEL, rand_names
+
+LAUNCHER = MASKED_KERNEL + """
+def {f}({x}):
+    {b} = {x}.shape[0]
+    {k}[(1,)]({x}, {b}, BLOCK=16)
+"""
+
+MIDDLE = """
+from .{kmod} import {f}
+
+def {g}({x}, {c}):
+{body}
+    return {f}({x})
+"""
+
+TOP = """
+import torch
+from .{kmod} import {f}
+from .{mmod} import {g}
+
+def {h}({t}, {n}):
+    {f}(torch.empty(1, 64))
+    return {g}({arg}, True)
+"""
+
+
+def _findings(tmp_path, body: str, arg: str) -> list:
+    rng = random.Random()
+    nm = rand_names(rng, "k", "n", "f", "g", "h", "x", "b", "c", "t", "kmod", "mmod", "top")
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / f"{nm['kmod']}.py").write_text(LAUNCHER.format(**nm))
+    (pkg / f"{nm['mmod']}.py").write_text(MIDDLE.format(body=body.format(**nm), **nm))
+    (pkg / f"{nm['top']}.py").write_text(TOP.format(arg=arg.format(**nm), **nm))
+    result = scan_paths([str(tmp_path)], Config(root=str(tmp_path)), use_cache=False, jobs=1)
+    return [(f.param, f.confidence) for f in result.findings if f.code == "JG001" and f.param == nm["n"]]
+
+
+BODIES = {
+    "plain": "    pass",
+    "conditionally-contiguous": "    if {c}:\n        {x} = {x}.contiguous()",
+}
+
+
+@pytest.mark.parametrize("body", sorted(BODIES))
+@pytest.mark.parametrize("arg", ["{t}.view(1, {n}, 64)", "torch.empty(1, {n}, 64)", "{t}.reshape(1, -1, 64)"])
+def test_a_leading_dim_every_caller_two_levels_up_fixes_at_one_is_no_finding(tmp_path, body, arg):
+    assert _findings(tmp_path, BODIES[body], arg) == []
+
+
+@pytest.mark.parametrize("body", sorted(BODIES))
+@pytest.mark.parametrize("arg", ["{t}", "{t}.view(-1, 64)", "torch.empty({n}, 64)"])
+def test_a_caller_passing_a_tensor_of_unknown_leading_dim_keeps_the_finding(tmp_path, body, arg):
+    assert [lv for _, lv in _findings(tmp_path, BODIES[body], arg)] == ["medium"]
