@@ -707,3 +707,34 @@ def test_a_quotient_keeps_its_level_where_a_side_is_not_a_conventional_count(bod
 def test_a_quotient_of_counts_sharing_a_source_is_no_count_ratio(body):
     arg = launch_arg(body, random.Random(), params="x, {u}")
     assert "count-ratio" not in arg.rules, arg.rules
+
+
+# pow2-floor: max(p, 16) with p always a power of two by its code is a multiple of 16
+_GIVEN_OR_PICKED = ("if {a} is None:\n    {a} = triton.next_power_of_2(min(x.shape[1], 64))\n"
+                    "else:\n    {a} = triton.next_power_of_2({a})\n{a} = max({a}, 16)\n")
+
+
+@pytest.mark.parametrize("body", [
+    "{a} = max(triton.next_power_of_2(x.shape[1]), 16)\nARG = x.shape[0] * {a}",
+    "{a} = max(1 << x.shape[1].bit_length(), 32)\nARG = x.shape[0] * {a}",
+    _GIVEN_OR_PICKED + "ARG = x.shape[0] * {a}",
+    # a stride over a varying dim times the floored tile: still a multiple of 16
+    _GIVEN_OR_PICKED + "{u} = torch.empty((x.shape[0], x.shape[0] + 1, 3 * {a}))\nARG = {u}.stride(0)",
+])
+def test_a_power_of_two_floored_at_16_keeps_a_product_in_one_value_class(body):
+    arg = launch_arg(body, random.Random(), params="x, {a}=None")
+    assert arg.provenance == VARYING and arg.div16, (arg.rules, arg.evidence)
+
+
+@pytest.mark.parametrize("body", [
+    "{a} = max(x.shape[1], 16)\nARG = x.shape[0] * {a}",                             # not a power of two
+    "{a} = max(triton.next_power_of_2(x.shape[1]), 8)\nARG = x.shape[0] * {a}",       # floored below 16
+    "{a} = max({a}, 16)\nARG = x.shape[0] * {a}",                                     # the caller's value
+    "if {a} is None:\n    {a} = triton.next_power_of_2(x.shape[1])\n{a} = max({a}, 16)\n"
+    "ARG = x.shape[0] * {a}",                                                         # given: not replaced
+    "{a} = triton.next_power_of_2(x.shape[1])\n{b} = {a} * 3\n{a} = max({a}, 16)\n"
+    "ARG = x.shape[0] * {a}",                                                         # read before the floor
+])
+def test_no_power_of_two_floor_where_the_code_does_not_show_one(body):
+    arg = launch_arg(body, random.Random(), params="x, {a}=None")
+    assert arg.provenance == VARYING and not arg.div16, (arg.rules, arg.evidence)

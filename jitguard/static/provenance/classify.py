@@ -42,6 +42,28 @@ _ELSEWHERE_ARGS = limit("returns-elsewhere", "arguments")
 _PARAM_MARK = "\0the parameter"
 # conventions that a value is a multiple of 16: arithmetic other than `*` makes it a count again
 # attributes of a tensor that are the tensor again or its sizes: a value read through them comes from it
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _assigned_before_use(fn_node: ast.AST, name: str) -> bool:
+    """The first statement of the function body that touches ``name`` assigns it on every path
+    without reading it (``x = ...``), or is an ``if``/``else`` each branch of which does so or assigns
+    it from a ``next_power_of_2``-like call of anything (``x = next_power_of_2(x)``): no later read
+    sees the parameter's own value."""
+    def assigns(block: list) -> bool:
+        for st in block:
+            if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in st.targets):
+                reads = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(st.value))
+                return not reads or (isinstance(st.value, ast.Call) and _call_name(st.value.func) in _POW2_CALLS)
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(st)):
+                return isinstance(st, ast.If) and bool(st.orelse) and assigns(st.body) and assigns(st.orelse)
+        return False
+    return assigns(getattr(fn_node, "body", []))
+
+
+# calls that return a power of two (rule pow2-floor)
+_POW2_CALLS = frozenset({"next_power_of_2", "next_pow2", "next_power_of_two"})
 _TENSOR_SIZES = frozenset({"shape", "T", "mT", "data", "real", "imag"})
 _ALIGNED_BY_CONVENTION = frozenset({"count-times-dim", "alignment-guard-convention"})
 
@@ -318,6 +340,34 @@ class Classifier(TensorLayouts, GuardedValues):
             out = join(first + [self.entry(name, en, owner, depth) for en in own])
         return self.apply_name(name, out) if out.cls == UNKNOWN else out
 
+    def power_of_two(self, e: ast.AST, fn: FunctionInfo | None, seen: frozenset[str] = frozenset()) -> bool:
+        """``e`` is always a power of two by its code (rule pow2-floor): a literal one, a
+        ``next_power_of_2`` call, ``1 << k``, ``2 ** k``, ``max``/``min`` of such values, or a local
+        every assignment of which is one (a reassignment from itself included)."""
+        if (v := int_literal(e)) is not None:
+            return v > 0 and v & (v - 1) == 0
+        if isinstance(e, ast.BinOp):
+            return (isinstance(e.op, ast.LShift) and int_literal(e.left) == 1) or \
+                (isinstance(e.op, ast.Pow) and int_literal(e.left) == 2)
+        if isinstance(e, ast.Call):
+            name = _call_name(e.func)
+            if name in _POW2_CALLS:
+                return True
+            return name in ("max", "min") and isinstance(e.func, ast.Name) and bool(e.args) and not e.keywords \
+                and all(self.power_of_two(a, fn, seen) for a in e.args)
+        if isinstance(e, ast.Name) and fn is not None:
+            if e.id in seen:
+                return True  # `x = max(x, 16)`: what x was before, which the other assignments decide
+            owner, where = self.lookup(e.id, fn)
+            if where != "assign":
+                return False
+            entries = owner.assigns[e.id]
+            if e.id in owner.params and e.id not in seen and not _assigned_before_use(owner.node, e.id):
+                return False  # the caller's value may reach a read unassigned
+            return all(en.kind == "expr" and en.node is not None and self.power_of_two(en.node, owner, seen | {e.id})
+                       for en in entries)
+        return False
+
     @staticmethod
     def reassigned_in_body(entries: list[Entry], fn: FunctionInfo) -> bool:
         """One of ``entries`` is a statement of ``fn``'s own body (not under an ``if``, loop or
@@ -339,7 +389,13 @@ class Classifier(TensorLayouts, GuardedValues):
                    and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)), None)
         if st is None:
             return None
-        inside = {id(n) for n in self.walk(st.value)}
+        # reads in its own right-hand side, or in an earlier reassignment from itself (`x = g(x)` in a
+        # branch): those feed values of the name, not a use that sees an earlier value
+        inside = {id(n) for en in own if en.node is not None for n in self.walk(en.node)}
+        inside |= {id(n) for n in self.walk(st.value)}
+        # `if x is None:` asks whether a value was given, it uses none
+        inside |= {id(n.left) for n in self.walk_of(fn.node, ast.Compare)
+                   if len(n.ops) == 1 and isinstance(n.ops[0], (ast.Is, ast.IsNot)) and _is_none(n.comparators[0])}
         end = st.end_lineno or st.lineno
         for node in self.walk_of(fn.node, ast.Name):
             if node.id == name and isinstance(node.ctx, ast.Load) and id(node) not in inside and node.lineno <= end:
@@ -1321,6 +1377,10 @@ class Classifier(TensorLayouts, GuardedValues):
                 # for the model add at most one value each, never a per-call class
                 moving = [p for p in parts if p.cls != STABLE]
                 out = out._replace(div16=all(p.div16 for p in (moving or parts)))
+                if name == "max" and not out.div16 and any((v := int_literal(a)) is not None and v >= 16 for a in args) \
+                        and all(self.power_of_two(a, fn) for a in args):
+                    # max(next_power_of_2(h), 16): a power of two of at least 16 (pow2-floor)
+                    out = out._replace(div16=True).by("pow2-floor")
             else:
                 out = out._replace(div16=False)
             if name not in _ROUND_UP and name not in ("min", "max") and _ALIGNED_BY_CONVENTION & set(out.rules):

@@ -143,6 +143,10 @@ _ALL = (
           "the two share a source (`n // min(n, C)`, rows per program; `x2.shape[0] // x.shape[0]` with `x2` a view "
           "of `x`: the parameters, fields and tensors each is computed from, through the function's locals), and a "
           "count read off the device on either side (`.item()`) keeps its level", name_only=True),
+    _rule("pow2-floor", "div16", STRUCTURAL, "`max(p, 16)` (or any power of two of at least 16) with `p` always a "
+          "power of two by its code (`next_power_of_2(..)`, `1 << k`, a local every assignment of which is one, "
+          "the parameter's own value never reaching it) is a power of two of at least 16: a multiple of 16, and so "
+          "are its products (`n_blocks * block_h`): one value class"),
     _rule("bucket", "BUCKETED", STRUCTURAL, "`next_power_of_2(v)`, `1 << v.bit_length()`, `2 ** k` of a varying value "
           "takes a few values"),
     _rule("appended-list", "carries", STRUCTURAL, "an element of a list built by appending is any of the values put in"),
@@ -179,8 +183,9 @@ _ALL = (
                     "thing to follow")),
     _rule("last-reassignment", "carries", STRUCTURAL, "`x = f(x)` as a statement of the function's own body (not "
           "under an `if`, a loop or a `try`), after every other assignment of `x` and before every read of it outside "
-          "its own right-hand side, is the value every read sees: its class alone, not the most varying of all "
-          "the assignments (`M = a + b` then `M = round_up(M, 16)`: one value class)"),
+          "its own right-hand side (and those of the other reassignments from itself, and `x is None` tests), is "
+          "the value every read sees: its class alone, not the most varying of all the assignments (`M = a + b` "
+          "then `M = round_up(M, 16)`: one value class)"),
     # ---- tensor dims and strides
     _rule("leading-dim", "VARYING", CONVENTIONAL, "the leading dim of a tensor of unknown origin is taken for its "
           "token or batch dim (a guess)"),
