@@ -40,8 +40,14 @@ _ELSEWHERE_ARGS = limit("returns-elsewhere", "arguments")
 # the value a parameter is bound to when the summary for other modules asks whether the return varies
 # with it (returns-elsewhere): its evidence text marks where the chain reaches the parameter
 _PARAM_MARK = "\0the parameter"
-# conventions that a value is a multiple of 16: arithmetic other than `*` makes it a count again
+# calls that return a power of two (rule pow2-floor)
+_POW2_CALLS = frozenset({"next_power_of_2", "next_pow2", "next_power_of_two"})
 # attributes of a tensor that are the tensor again or its sizes: a value read through them comes from it
+_TENSOR_SIZES = frozenset({"shape", "T", "mT", "data", "real", "imag"})
+# conventions that a value is a multiple of 16: arithmetic other than `*` makes it a count again
+_ALIGNED_BY_CONVENTION = frozenset({"count-times-dim", "alignment-guard-convention"})
+
+
 def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
@@ -60,12 +66,6 @@ def _assigned_before_use(fn_node: ast.AST, name: str) -> bool:
                 return isinstance(st, ast.If) and bool(st.orelse) and assigns(st.body) and assigns(st.orelse)
         return False
     return assigns(getattr(fn_node, "body", []))
-
-
-# calls that return a power of two (rule pow2-floor)
-_POW2_CALLS = frozenset({"next_power_of_2", "next_pow2", "next_power_of_two"})
-_TENSOR_SIZES = frozenset({"shape", "T", "mT", "data", "real", "imag"})
-_ALIGNED_BY_CONVENTION = frozenset({"count-times-dim", "alignment-guard-convention"})
 
 
 def _one_element(node: ast.AST | None) -> bool:
@@ -362,7 +362,7 @@ class Classifier(TensorLayouts, GuardedValues):
             if where != "assign":
                 return False
             entries = owner.assigns[e.id]
-            if e.id in owner.params and e.id not in seen and not _assigned_before_use(owner.node, e.id):
+            if e.id in owner.params and not _assigned_before_use(owner.node, e.id):
                 return False  # the caller's value may reach a read unassigned
             return all(en.kind == "expr" and en.node is not None and self.power_of_two(en.node, owner, seen | {e.id})
                        for en in entries)
