@@ -15,10 +15,10 @@ from jitguard.static.provenance.conventions import (
     annotation_vtype, name_class, strong_stable, weight_like,
 )
 from jitguard.static.provenance.guards import GuardedValues
-from jitguard.static.provenance.syntax import (_call_name, _int_index, int_literal, names_read, own_returns, per_node,
-                                               stops_at_first_success, walked)
+from jitguard.static.provenance.syntax import (_call_name, _int_index, int_literal, is_none, names_read, own_returns,
+                                               per_node, stops_at_first_success, walked)
 from jitguard.static.provenance.rules import RULES, confidence, limit
-from jitguard.static.provenance.tensors import TensorLayouts
+from jitguard.static.provenance.tensors import _TENSOR_OWN_TENSORS, TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
 
 _LITERAL = ("literal",)
@@ -42,30 +42,8 @@ _ELSEWHERE_ARGS = limit("returns-elsewhere", "arguments")
 _PARAM_MARK = "\0the parameter"
 # calls that return a power of two (rule pow2-floor)
 _POW2_CALLS = frozenset({"next_power_of_2", "next_pow2", "next_power_of_two"})
-# attributes of a tensor that are the tensor again or its sizes: a value read through them comes from it
-_TENSOR_SIZES = frozenset({"shape", "T", "mT", "data", "real", "imag"})
 # conventions that a value is a multiple of 16: arithmetic other than `*` makes it a count again
 _ALIGNED_BY_CONVENTION = frozenset({"count-times-dim", "alignment-guard-convention"})
-
-
-def _is_none(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and node.value is None
-
-
-def _assigned_before_use(fn_node: ast.AST, name: str) -> bool:
-    """The first statement of the function body that touches ``name`` assigns it on every path
-    without reading it (``x = ...``), or is an ``if``/``else`` each branch of which does so or assigns
-    it from a ``next_power_of_2``-like call of anything (``x = next_power_of_2(x)``): no later read
-    sees the parameter's own value."""
-    def assigns(block: list) -> bool:
-        for st in block:
-            if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in st.targets):
-                reads = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(st.value))
-                return not reads or (isinstance(st.value, ast.Call) and _call_name(st.value.func) in _POW2_CALLS)
-            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(st)):
-                return isinstance(st, ast.If) and bool(st.orelse) and assigns(st.body) and assigns(st.orelse)
-        return False
-    return assigns(getattr(fn_node, "body", []))
 
 
 def _one_element(node: ast.AST | None) -> bool:
@@ -362,11 +340,26 @@ class Classifier(TensorLayouts, GuardedValues):
             if where != "assign":
                 return False
             entries = owner.assigns[e.id]
-            if e.id in owner.params and not _assigned_before_use(owner.node, e.id):
+            if e.id in owner.params and not self.assigned_before_use(owner.node, e.id):
                 return False  # the caller's value may reach a read unassigned
             return all(en.kind == "expr" and en.node is not None and self.power_of_two(en.node, owner, seen | {e.id})
                        for en in entries)
         return False
+
+    def assigned_before_use(self, fn_node: ast.AST, name: str) -> bool:
+        """The first statement of the function body that touches ``name`` assigns it on every path
+        without reading it (``x = ...``), or is an ``if``/``else`` each branch of which does so or
+        assigns it from a ``next_power_of_2``-like call of anything (``x = next_power_of_2(x)``): no
+        later read sees the parameter's own value."""
+        def assigns(block: list) -> bool:
+            for st in block:
+                if isinstance(st, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in st.targets):
+                    return name not in self.names_in(st.value) or (
+                        isinstance(st.value, ast.Call) and _call_name(st.value.func) in _POW2_CALLS)
+                if name in self.names_in(st):
+                    return isinstance(st, ast.If) and bool(st.orelse) and assigns(st.body) and assigns(st.orelse)
+            return False
+        return assigns(getattr(fn_node, "body", []))
 
     @staticmethod
     def reassigned_in_body(entries: list[Entry], fn: FunctionInfo) -> bool:
@@ -395,7 +388,7 @@ class Classifier(TensorLayouts, GuardedValues):
         inside |= {id(n) for n in self.walk(st.value)}
         # `if x is None:` asks whether a value was given, it uses none
         inside |= {id(n.left) for n in self.walk_of(fn.node, ast.Compare)
-                   if len(n.ops) == 1 and isinstance(n.ops[0], (ast.Is, ast.IsNot)) and _is_none(n.comparators[0])}
+                   if len(n.ops) == 1 and isinstance(n.ops[0], (ast.Is, ast.IsNot)) and is_none(n.comparators[0])}
         end = st.end_lineno or st.lineno
         for node in self.walk_of(fn.node, ast.Name):
             if node.id == name and isinstance(node.ctx, ast.Load) and id(node) not in inside and node.lineno <= end:
@@ -604,7 +597,7 @@ class Classifier(TensorLayouts, GuardedValues):
                 if where == "assign":
                     todo.extend(en.node for en in owner.assigns[e.id] if en.kind not in ("loop", "opaque")
                                 and en.node is not None)
-            elif isinstance(e, ast.Attribute) and e.attr not in _TENSOR_SIZES and (field := dotted(e)):
+            elif isinstance(e, ast.Attribute) and e.attr not in _TENSOR_OWN_TENSORS and (field := dotted(e)):
                 if self.lookup(field[0], fn)[1] in ("assign", "param"):
                     out.add(".".join(field))
             elif isinstance(e, ast.Call):
@@ -803,7 +796,7 @@ class Classifier(TensorLayouts, GuardedValues):
         too many returns, none of them (nor of the helpers it returns) is a one-element literal, it
         is a generator, or a literal's component at ``path`` is not written there."""
         returns = [st for st in self.own_returns(callee.node)
-                   if st.value is not None and not (isinstance(st.value, ast.Constant) and st.value.value is None)]
+                   if st.value is not None and not is_none(st.value)]
         if not returns or len(returns) > _WINDOW_RETURNS or depth > _RETURNS_DEPTH:
             return None
         nested = {id(st): self.local_callee(st.value, callee)
@@ -873,7 +866,7 @@ class Classifier(TensorLayouts, GuardedValues):
         for st in self.own_returns(callee.node):
             value = st.value
             if item is not None:
-                if value is None or (isinstance(value, ast.Constant) and value.value is None):
+                if value is None or is_none(value):
                     continue  # `return None`: nothing to unpack (the caller checks for it)
                 if not isinstance(value, (ast.Tuple, ast.List)) or item >= len(value.elts) \
                         or any(isinstance(e, ast.Starred) for e in value.elts):

@@ -20,6 +20,11 @@ def int_literal(node: ast.AST | None) -> int | None:
     return None
 
 
+def is_none(node: ast.AST | None) -> bool:
+    """``node`` is the literal ``None``."""
+    return isinstance(node, ast.Constant) and node.value is None
+
+
 def _call_name(func: ast.AST) -> str | None:
     if isinstance(func, ast.Attribute):
         return func.attr

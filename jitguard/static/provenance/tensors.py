@@ -8,7 +8,7 @@ from jitguard.static.facts import STABLE, UNKNOWN, VARYING, Accessor, EntryRef
 from jitguard.static.names import dotted
 from jitguard.static.provenance.bindings import FunctionInfo
 from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, batch_name, short_model_dim, strong_stable, weight_like
-from jitguard.static.provenance.syntax import _call_name, int_literal
+from jitguard.static.provenance.syntax import _call_name, int_literal, is_none
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import Prov, join, model_dim
 
@@ -67,7 +67,7 @@ class TensorLayouts:
         if isinstance(t, ast.IfExp):
             # `a.view(...) if c else a`: either value (a None branch is no tensor, left out)
             got = [self.tensor(x, fn, d) for x in (t.body, t.orelse)
-                   if not (isinstance(x, ast.Constant) and x.value is None)]
+                   if not is_none(x)]
             if not got:
                 return None, None, False, self.code(t)
             w = all(g[2] for g in got)
