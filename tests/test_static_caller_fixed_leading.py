@@ -3,7 +3,9 @@ every caller elsewhere passes a tensor whose leading dim is fixed (``x.view(1, n
 batch of one), a few levels up. What the chain needs: a caller's tensor whose other dims tell
 nothing is still recorded for its fixed leading dim, a file read for the callers of one function is
 read again for the callers of the next level, and a parameter reassigned from itself under a
-condition (``if c: x = x.contiguous()``) still hands on what its callers pass. Random identifiers."""
+condition (``if c: x = x.contiguous()``) or only after it is handed on (``a, x = f(x)``) still hands
+on what its callers pass; ``x.unsqueeze(0)`` / ``x[None]`` of a tensor laid out nowhere known is a
+batch of one (rule batch-of-one). Random identifiers."""
 from __future__ import annotations
 
 import random
@@ -25,7 +27,7 @@ from .{kmod} import {f}
 
 def {g}({x}, {c}):
 {body}
-    return {f}({x})
+{call}
 """
 
 TOP = """
@@ -39,14 +41,21 @@ def {h}({t}, {n}):
 """
 
 
-def _findings(tmp_path, body: str, arg: str) -> list:
+CALLS = {
+    "returned": "    return {f}({x})",
+    # the parameter is reassigned from the call's result: the call itself reads what callers pass
+    "reassigned-after": "    {c}, {x} = {f}({x}), {x}.t()\n    return {x}",
+}
+
+
+def _findings(tmp_path, body: str, arg: str, call: str = CALLS["returned"]) -> list:
     rng = random.Random()
     nm = rand_names(rng, "k", "n", "f", "g", "h", "x", "b", "c", "t", "kmod", "mmod", "top")
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / f"{nm['kmod']}.py").write_text(LAUNCHER.format(**nm))
-    (pkg / f"{nm['mmod']}.py").write_text(MIDDLE.format(body=body.format(**nm), **nm))
+    (pkg / f"{nm['mmod']}.py").write_text(MIDDLE.format(body=body.format(**nm), call=call.format(**nm), **nm))
     (pkg / f"{nm['top']}.py").write_text(TOP.format(arg=arg.format(**nm), **nm))
     result = scan_paths([str(tmp_path)], Config(root=str(tmp_path)), use_cache=False, jobs=1)
     return [(f.param, f.confidence) for f in result.findings if f.code == "JG001" and f.param == nm["n"]]
@@ -68,3 +77,22 @@ def test_a_leading_dim_every_caller_two_levels_up_fixes_at_one_is_no_finding(tmp
 @pytest.mark.parametrize("arg", ["{t}", "{t}.view(-1, 64)", "torch.empty({n}, 64)"])
 def test_a_caller_passing_a_tensor_of_unknown_leading_dim_keeps_the_finding(tmp_path, body, arg):
     assert [lv for _, lv in _findings(tmp_path, BODIES[body], arg)] == ["medium"]
+
+
+@pytest.mark.parametrize("call", sorted(CALLS))
+@pytest.mark.parametrize("arg", ["{t}.unsqueeze(0)", "{t}[None]", "{t}[None, ...]", "{t}.view(1, {n}, 64)"])
+def test_a_batch_of_one_handed_through_a_parameter_reassigned_later_is_no_finding(tmp_path, call, arg):
+    assert _findings(tmp_path, BODIES["plain"], arg, CALLS[call]) == []
+
+
+@pytest.mark.parametrize("call", sorted(CALLS))
+@pytest.mark.parametrize("arg", ["{t}.unsqueeze(1)", "{t}[:, None]", "{t}"])
+def test_a_new_dim_that_is_not_the_leading_one_keeps_the_finding(tmp_path, call, arg):
+    assert [lv for _, lv in _findings(tmp_path, BODIES["plain"], arg, CALLS[call])] == ["medium"]
+
+
+def test_a_parameter_reassigned_before_it_is_handed_on_does_not_rest_on_its_callers(tmp_path):
+    # `x = x[:4]`, then f(x): the read sees the reassigned value, not what callers pass (a slice of
+    # the caller's batch of one may still be anything): the guess stays
+    body = "    {x} = {x}[{c}:]"
+    assert [lv for _, lv in _findings(tmp_path, body, "{t}.unsqueeze(0)")] == ["medium"]

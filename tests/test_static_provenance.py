@@ -97,6 +97,12 @@ CASES = [
     ("{t} = x.shape[0]\n{u} = torch.empty((7, 3, {t}))\n*_, {a}, {b} = {u}.shape\nARG = {a}", STABLE),
     ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3))\n{d} = {u}.stride()\nARG = {d}[0]", VARYING),
     ("{t} = x.shape[0]\n{u} = torch.empty((7, {t}, 3))\n{d} = {u}.stride()\nARG = {d}[1]", STABLE),
+    # unsqueeze(k) of a known layout: a dim of size 1 at k, the others moved along
+    ("{u} = torch.empty((len(x), 64)).unsqueeze(0)\nARG = {u}.shape[1]", VARYING),
+    ("{u} = torch.empty((len(x), 64)).unsqueeze(0)\nARG = {u}.shape[0]", STABLE),
+    ("{u} = torch.empty((64, len(x))).unsqueeze(-1)\nARG = {u}.shape[-2]", VARYING),
+    ("{u} = torch.empty((64, len(x))).unsqueeze(1)\nARG = {u}.stride(0)", VARYING),
+    ("{u} = torch.empty((len(x), 64)).unsqueeze(1)\nARG = {u}.stride(0)", STABLE),
 ]
 
 
@@ -159,7 +165,8 @@ def test_unknown_entry_parameter_stays_unknown_without_name_evidence():
                                            ("hidden_size", STABLE), ("head_dim", STABLE),
                                            ("max_num_tokens", STABLE), ("seq_len", VARYING),
                                            ("max_spec_len", VARYING), ("max_model_len", STABLE),
-                                           ("num_speculative_tokens", STABLE)])
+                                           ("num_speculative_tokens", STABLE), ("max_bs", STABLE),
+                                           ("bs", VARYING)])
 def test_names_are_evidence_for_entry_parameters(name, expected):
     src = KERNEL + f"\ndef go(x, {name}):\n    kern[(1,)](x, {name}, BLOCK=16)\n"
     (launch,) = extract_file("m.py", src, "m").launches

@@ -205,14 +205,18 @@ class LayoutItem:
 
 @dataclass
 class TensorLayout:
-    """The dims and strides of a tensor argument (the same rank)."""
+    """The dims and strides of a tensor argument (the same rank); ``leading`` only: its leading
+    dims alone, the rank unknown (``x.unsqueeze(0)`` of a tensor whose layout is not known), no
+    strides and no dim counted from the end."""
 
     dims: list[LayoutItem]
     strides: list[LayoutItem]
+    leading: bool = False
 
     def item(self, accessor: Accessor) -> LayoutItem | None:
         items = self.dims if accessor.kind == "shape" else self.strides
-        return items[accessor.index] if -len(items) <= accessor.index < len(items) else None
+        low = 0 if self.leading else -len(items)
+        return items[accessor.index] if low <= accessor.index < len(items) else None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -226,7 +230,7 @@ class TensorLayout:
             return [LayoutItem(str(r["provenance"]), bool(r.get("guess")), tuple(r.get("evidence", ())),
                                tuple(r.get("rules", ()))) for r in rows or ()]
 
-        return cls(items(data.get("dims")), items(data.get("strides")))
+        return cls(items(data.get("dims")), items(data.get("strides")), bool(data.get("leading")))
 
 
 @dataclass

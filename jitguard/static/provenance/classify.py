@@ -199,6 +199,8 @@ class Classifier(TensorLayouts, GuardedValues):
                 return Prov(STABLE, "none", ("None",), rules=_LITERAL)
             return Prov(STABLE, "str", rules=_LITERAL)
         if isinstance(e, ast.Name):
+            if fn is not None and self.reads_incoming(e, fn):
+                return self.param(fn, e.id, d).by("read-before-assign")  # before the body assigns it
             return self.name(e.id, fn, d)
         if isinstance(e, ast.UnaryOp):
             inner = self._classify(e.operand, fn, d)

@@ -15,7 +15,7 @@ _WARMUP = re.compile(r"warm_?up", re.IGNORECASE)
 # ---- names as evidence -------------------------------------------------------------------------
 # Checked before the varying patterns: configuration maxima and model dimensions.
 _STABLE_NAME = re.compile(
-    r"^(max_num_\w+|max_model_len|max_batch_size|max_position\w*|max_seq_len_to_capture|"
+    r"^(max_num_\w+|max_model_len|max_batch_size|max_bsz?|max_position\w*|max_seq_len_to_capture|"
     r"hidden(_size|_dim)?|head_(dim|size)\w*|\w*_head_(dim|size)|((num|n)_?)?(\w+_)?heads|num_experts\w*|"
     r"top_?k(_\w+)?|vocab_size|d_model|dim|d|k|n|e|h|d_\w+|block(_\w+)?|\w+_block(_size)?|page_size|"
     r"group_size|num_groups|n_groups|\w*_stride\w*|stride\w*|num_warps|num_stages|num_sms|\w*_size_(n|k)|"

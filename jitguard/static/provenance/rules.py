@@ -272,6 +272,10 @@ _ALL = (
           "x.contiguous()`, `x = x.t()`) starts from what the callers pass: weight-like if they pass weight-like "
           "tensors and every reassignment keeps it so (`x = x[:n]` does not); reassigned only under a condition, "
           "it is also the parameter itself for what it is handed to (callers elsewhere may fix its dims)"),
+    _rule("read-before-assign", "carries", STRUCTURAL, "a read of a parameter that the body assigns later (each "
+          "assignment after it in the code, none in a loop around it; `a, x = f(x)`: the read is in its own "
+          "right-hand side) sees what the callers pass: the parameter's class, and the parameter itself for what "
+          "it is handed to (callers elsewhere may fix its dims)"),
     _rule("recursive-caller", "skips", STRUCTURAL, "a function calling itself (`f(x.t(), ...)` inside `f`) hands on "
           "what it was given: that call is no evidence of what its parameter holds, the other callers decide"),
     _rule("conditional-tensor", "carries", STRUCTURAL, "`a.view(...) if c else a` is either tensor: weight-like if "
@@ -317,6 +321,10 @@ _ALL = (
           "holds, each level's callers read in the files that call it; one caller passing anything else, or none "
           "known, keeps the guess",
           levels=(4, "as for caller-elsewhere: each level re-reads callers' files")),
+    _rule("batch-of-one", "STABLE", STRUCTURAL, "`x.unsqueeze(0)`, `x[None]` handed to a function of another module: "
+          "a new leading dim of size 1 (a packed batch of one), recorded though nothing else of the tensor's layout "
+          "is known, for `caller-fixed-leading`; with `x`'s layout known, `unsqueeze(k)` inserts the dim of size 1 "
+          "into it (`allocated-layout`)"),
     _rule("held-leading", "few variants", CONVENTIONAL, "in `caller-fixed-leading`, a caller passing a tensor an "
           "object holds (`self.buf`, its name not a weight's) fixes the leading dim only as much as the object: one "
           "value per instance (a plan or buffer per CUDA-graph size), a few variants per process, reported at the low "

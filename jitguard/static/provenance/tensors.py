@@ -153,6 +153,8 @@ class TensorLayouts:
                 else:
                     return None, None, w, desc
                 return [dims[i] for i in order], [strides[i] for i in order], w, desc
+            if recv is not None and name == "unsqueeze":
+                return self._unsqueezed(t, recv, fn, d)
             if recv is not None and (name in ("flatten", "ravel") and not t.args and not t.keywords
                                      or name in ("view", "reshape") and len(t.args) == 1 and not t.keywords
                                      and int_literal(t.args[0]) == -1):
@@ -648,10 +650,10 @@ class TensorLayouts:
                 return None
         if not isinstance(t, ast.Name) or fn is None or depth > _CALLER_DEPTH:
             return None
-        owner, where = self.lookup(t.id, fn)
+        owner, where = (fn, "param") if self.reads_incoming(t, fn) else self.lookup(t.id, fn)
         if owner is None:
             return None
-        key = (id(owner), "handed:" + t.id)
+        key = (id(owner), where, "handed:" + t.id)
         return self._memo_cycle(key, lambda: self._handed_entry_of(t, owner, where, depth))
 
     def _handed_entry_of(self, t: ast.Name, owner: FunctionInfo, where: str, depth: int) -> EntryRef | None:
@@ -690,6 +692,31 @@ class TensorLayouts:
                 out = refs.pop() if refs and len(refs) == 1 else None
         return out
 
+    def reads_incoming(self, t: ast.Name, fn: FunctionInfo) -> bool:
+        """``t`` reads a parameter of ``fn`` that the body assigns, but before any assignment of it can
+        have run: each assignment statement ends after the read (``a, x = f(x)``: the read is in its own
+        right-hand side), none in a loop around the read (rule read-before-assign)."""
+        entries = fn.assigns.get(t.id)
+        if not entries or t.id not in fn.params or fn.params[t.id].kind == "star":
+            return False
+        at = (t.lineno, t.col_offset)
+        ends = {st.lineno: (st.end_lineno or st.lineno, st.end_col_offset or 0)
+                for st in self.walk_of(fn.node, (ast.Assign, ast.AnnAssign, ast.AugAssign))}
+        for en in entries:
+            if en.kind == "loop" and en.stmt is not None:
+                it = en.stmt.iter  # for x in f(x): the iterable is read before x is bound
+                end = (it.end_lineno or it.lineno, it.end_col_offset or 0)
+            else:
+                end = ends.get(en.line, (en.line, 0))
+            if at >= end:
+                return False
+        lines = [en.line for en in entries]
+        for loop in self.walk_of(fn.node, (ast.For, ast.AsyncFor, ast.While)):
+            first, last = loop.lineno, loop.end_lineno or loop.lineno
+            if first <= t.lineno <= last and any(first <= ln <= last for ln in lines):
+                return False
+        return True
+
     def weight_why(self, t: ast.AST, fn) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(evidence, rules) for a parameter found weight-like through its callers, not its name."""
         if not isinstance(t, ast.Name) or fn is None:
@@ -697,6 +724,22 @@ class TensorLayouts:
         owner = self.lookup(t.id, fn)[0]
         got = self._tensor_memo.get((id(owner), "weight-why:" + t.id))
         return ((got[0],), got[1]) if got else ((), ())
+
+    def _unsqueezed(self, t: ast.Call, recv: ast.AST, fn, d: int) -> tuple[list[Prov] | None, list[Prov] | None, bool, str]:
+        """``x.unsqueeze(k)`` of a tensor whose layout is known: a dim of size 1 at ``k``, whose stride
+        is that of the dim it goes before times its size (the last dim's 1 when it goes last)."""
+        dims, strides, w, desc = self.tensor(recv, fn, d)
+        k = int_literal(t.args[0]) if len(t.args) == 1 and not t.keywords else None
+        if dims is None or strides is None or len(strides) != len(dims) or k is None or not -len(dims) - 1 <= k <= len(dims):
+            return None, None, w, desc
+        k %= len(dims) + 1
+        one = Prov(STABLE, "int", (f"{self.code(t)}: a new dim of size 1",), rules=("allocated-layout",))
+        if k < len(dims):
+            after = join([dims[k], strides[k]], "int")
+            stride = after._replace(div16=dims[k].div16 or strides[k].div16, rules=("allocated-layout",) + after.rules)
+        else:
+            stride = Prov(STABLE, "int", ("innermost stride 1",), rules=("allocated-layout",))
+        return dims[:k] + [one] + dims[k:], strides[:k] + [stride] + strides[k:], w, desc
 
     @staticmethod
     def _shape_args(call: ast.Call) -> list[ast.AST] | None:
@@ -1167,7 +1210,7 @@ class TensorLayouts:
         layout they know (link.py asks them)."""
         if not isinstance(t, ast.Name) or fn is None:
             return None
-        owner, where = self.lookup(t.id, fn)
+        owner, where = (fn, "param") if self.reads_incoming(t, fn) else self.lookup(t.id, fn)
         if where != "param" or owner is None or owner.parent is not None or owner.class_name is not None:
             return None  # module-level functions only (methods bound by name: docs/provenance.md)
         p = owner.params[t.id]
