@@ -11,7 +11,9 @@ documents every rule.
 The package: ``value`` (Prov, the verdict on one value, and ``join``), ``syntax`` (small readers of
 ``ast`` nodes), ``conventions`` (names and calls that are evidence), ``bindings`` (what the walk of a
 module records: functions, parameters, how each local gets its value), ``tensors`` (dims and strides
-of tensor expressions), ``classify`` (the Classifier that follows a value to where it comes from).
+of tensor expressions), ``guards`` (what the guards before a launch say of its arguments), ``memo``
+(the Classifier's memo tables and per-node walks), ``rules`` (the registry of inference rules and the
+confidence levels), ``classify`` (the Classifier that follows a value to where it comes from).
 """
 from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo
 from jitguard.static.provenance.classify import Classifier

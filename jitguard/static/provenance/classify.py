@@ -15,8 +15,8 @@ from jitguard.static.provenance.conventions import (
     annotation_vtype, name_class, strong_stable, weight_like,
 )
 from jitguard.static.provenance.guards import GuardedValues
-from jitguard.static.provenance.syntax import (_call_name, _int_index, int_literal, is_none, names_read, own_returns,
-                                               per_node, stops_at_first_success, walked)
+from jitguard.static.provenance.memo import Memos
+from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, is_none, pow2_form, stops_at_first_success
 from jitguard.static.provenance.rules import RULES, confidence, limit
 from jitguard.static.provenance.tensors import _TENSOR_OWN_TENSORS, TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
@@ -81,7 +81,7 @@ def _component(node: ast.AST, path: tuple[int, ...]) -> ast.AST | None:
     return node
 
 
-class Classifier(TensorLayouts, GuardedValues):
+class Classifier(TensorLayouts, GuardedValues, Memos):
     def __init__(self, info: ModuleInfo, segment, varying: frozenset[str], stable: frozenset[str],
                  returns: dict | None = None, module: str = "", resolve=None):
         self.info = info
@@ -92,46 +92,16 @@ class Classifier(TensorLayouts, GuardedValues):
         self.segment = segment
         self.varying = varying
         self.stable = stable
-        self._busy: set[tuple[int, str]] = set()
-        self._memo: dict[tuple[int, str], Prov] = {}
-        self._tensor_memo: dict[int, tuple] = {}
         # returns-per-call: the parameters bound to one call's arguments, (id(function), name) -> class
         self._bound: dict[tuple[int, str], Prov] = {}
         self._per_call: dict[tuple, Prov | None] = {}
         self._bound_stack: list[int] = []
         self._binds_only: dict[int, bool] = {}
         self._comprehension_elements: dict[tuple[int, int], tuple[ast.AST, ast.AST]] = {}
-        # ast.walk of a node and the names read in it, made once per node: the per-function
-        # questions (calls, shape unpackings, attribute reads, `x = f(x)`) each read the same walk.
-        # The node is kept with its walk, so an id is never reused while its entry lives.
-        self._walks: dict[int, tuple[ast.AST, tuple[ast.AST, ...]]] = {}
-        self._walks_of: dict[tuple[int, type], tuple[ast.AST, ...]] = {}
-        self._names: dict[int, tuple[ast.AST, frozenset[str]]] = {}
-        # own_returns per function: the extractor's table when it hands one (its launchers read it first)
-        self._returns: dict[int, tuple[ast.AST, list[ast.Return]]] = {} if returns is None else returns
+        self._memos_init(returns)
         self._guards_init()
 
     # ---- helpers ----
-    def walk(self, node: ast.AST) -> tuple[ast.AST, ...]:
-        """``ast.walk(node)`` in its order, made once per node."""
-        return per_node(self._walks, node, walked)
-
-    def walk_of(self, node: ast.AST, kind: type) -> tuple[ast.AST, ...]:
-        """The nodes of ``kind`` in ``ast.walk(node)``, in its order, made once per node."""
-        nodes = self.walk(node)  # first: it keeps ``node`` alive, so its id stays its own
-        key = (id(node), kind)
-        got = self._walks_of.get(key)
-        if got is None:
-            got = self._walks_of[key] = tuple([n for n in nodes if isinstance(n, kind)])
-        return got
-
-    def own_returns(self, fn_node: ast.AST) -> list[ast.Return]:
-        """``syntax.own_returns(fn_node)``, made once per function."""
-        return per_node(self._returns, fn_node, own_returns)
-
-    def names_in(self, node: ast.AST) -> frozenset[str]:
-        """The identifiers of every ``ast.Name`` inside ``node`` (itself included)."""
-        return per_node(self._names, node, names_read)
 
     def code(self, node: ast.AST) -> str:
         text = " ".join(self.segment(node).split())
@@ -220,15 +190,15 @@ class Classifier(TensorLayouts, GuardedValues):
             elif isinstance(e.op, ast.LShift):
                 shift = int_literal(e.right)
                 out = out._replace(div16=left.div16 or (shift is not None and shift >= 4))
-                if int_literal(e.left) == 1 and right.cls == VARYING:
+                if pow2_form(e) and right.cls == VARYING:
                     return Prov(BUCKETED, "int", (f"{self.code(e)}: a power of two (few distinct values)",) + right.evidence,
                                 rules=("bucket",) + right.rules)
-                if int_literal(e.left) == 1 and right.cls != VARYING and right.entry is not None:
+                if pow2_form(e) and right.cls != VARYING and right.entry is not None:
                     out = out._replace(bucket=True)
-            elif isinstance(e.op, ast.Pow) and int_literal(e.left) == 2 and right.cls == VARYING:
+            elif isinstance(e.op, ast.Pow) and pow2_form(e) and right.cls == VARYING:
                 return Prov(BUCKETED, "int", (f"{self.code(e)}: a power of two (few distinct values)",) + right.evidence,
                             rules=("bucket",) + right.rules)
-            elif isinstance(e.op, ast.Pow) and int_literal(e.left) == 2 and right.cls != VARYING and right.entry is not None:
+            elif isinstance(e.op, ast.Pow) and pow2_form(e) and right.cls != VARYING and right.entry is not None:
                 out = out._replace(bucket=True)
             elif not isinstance(e.op, (ast.Add, ast.Sub)):
                 out = out._replace(div16=False)
@@ -327,8 +297,7 @@ class Classifier(TensorLayouts, GuardedValues):
         if (v := int_literal(e)) is not None:
             return v > 0 and v & (v - 1) == 0
         if isinstance(e, ast.BinOp):
-            return (isinstance(e.op, ast.LShift) and int_literal(e.left) == 1) or \
-                (isinstance(e.op, ast.Pow) and int_literal(e.left) == 2)
+            return pow2_form(e)
         if isinstance(e, ast.Call):
             name = _call_name(e.func)
             if name in _POW2_CALLS:

@@ -25,6 +25,12 @@ def is_none(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
 
+def pow2_form(e: ast.AST) -> bool:
+    """``1 << k`` or ``2 ** k``: a power of two by how it is written (rules bucket and pow2-floor)."""
+    return isinstance(e, ast.BinOp) and ((isinstance(e.op, ast.LShift) and int_literal(e.left) == 1)
+                                         or (isinstance(e.op, ast.Pow) and int_literal(e.left) == 2))
+
+
 def _call_name(func: ast.AST) -> str | None:
     if isinstance(func, ast.Attribute):
         return func.attr

@@ -31,7 +31,7 @@ _ROOT_DEPTH = 8  # views of views of views: the codebases measured stay under 4
 
 class TensorLayouts:
     """The tensor half of the Classifier (mixed into it): uses its ``lookup``, ``_classify``, ``code``,
-    ``by_name``, ``apply_name``, ``arg_for``, ``called_at``, ``_callee`` and memo tables."""
+    ``by_name``, ``apply_name``, ``arg_for``, ``called_at``, ``_callee`` and memo tables (memo.py)."""
 
     def tensor(self, t: ast.AST, fn, depth) -> tuple[list[Prov] | None, list[Prov] | None, bool, str]:
         """(dims, strides, weight_like, description) of a tensor expression; dims None if unknown."""
@@ -501,28 +501,6 @@ class TensorLayouts:
                         and self.multi_dim(ast.Name(id=p.name, ctx=ast.Load()), callee):
                     return f"{callee.name}() reads a non-leading dim of it (line {node.lineno})"
         return None
-
-    def _memo_cycle(self, key, compute, cycle=None, keep: bool = True, memo: dict | None = None, stop: bool = False):
-        """``compute()`` once per ``key`` (in ``memo``, the layout memo unless told, with ``keep``);
-        ``cycle`` when asked again while it runs (a path that leads back to where it started adds
-        nothing) or, with ``stop`` (a depth bound reached), instead of computing; or the value
-        ``compute`` put under ``key`` for such a cycle to see (the earlier values of ``x = f(x)``),
-        which is dropped when it ends. Without ``keep`` nothing is remembered: an answer that rests
-        on a cycle cut short would then stand for the whole (``tensor``, the weight-like callers)."""
-        memo = self._tensor_memo if memo is None else memo
-        if key in memo:
-            return memo[key]
-        if stop or key in self._busy:
-            return cycle
-        self._busy.add(key)
-        try:
-            out = compute()
-        finally:
-            self._busy.discard(key)
-            memo.pop(key, None)
-        if keep:
-            memo[key] = out
-        return out
 
     def _param_tensor(self, fn: FunctionInfo, name: str, depth: int) -> tuple[list[Prov], list[Prov]] | None:
         """Dims and strides of a wrapper's tensor parameter when every caller in this module passes a
