@@ -745,3 +745,34 @@ def test_a_power_of_two_floored_at_16_keeps_a_product_in_one_value_class(body):
 def test_no_power_of_two_floor_where_the_code_does_not_show_one(body):
     arg = launch_arg(body, random.Random(), params="x, {a}=None")
     assert arg.provenance == VARYING and not arg.div16, (arg.rules, arg.evidence)
+
+
+def _read_before_assign(launch_line: str, after: str) -> str:
+    """The class of ``v`` at a launch in a function whose parameter ``n`` a caller in the module
+    passes ``len(y)`` and the body assigns 64 after ``launch_line``."""
+    rng = random.Random()
+    fn, caller, n, g = rand_names(rng, "fn", "caller", "n", "g").values()
+    src = KERNEL + f"""
+def {fn}(x, {n}):
+{launch_line.format(n=n, g=g)}
+    {n} = 64
+{after.format(n=n, g=g)}
+    return {n}
+
+def {caller}(x, y):
+    return {fn}(x, len(y))
+"""
+    (launch,) = [la for la in extract_file("m.py", src, "m").launches if la.callee == "kern"]
+    return launch.args[1].provenance
+
+
+def test_a_parameter_read_before_the_body_assigns_it_is_what_callers_pass():
+    # rule read-before-assign: the launch runs before `n = 64`, so it sees len(y)
+    assert _read_before_assign("    kern[(1,)](x, {n}, BLOCK=16)", "") == VARYING
+    # in its own right-hand side too: `c, n = f(n), 64`
+    assert _read_before_assign("    {g}, {n} = kern[(1,)](x, {n}, BLOCK=16), {n}", "") == VARYING
+
+
+def test_a_read_in_a_lambda_written_before_the_assignment_runs_after_it():
+    # the lambda runs at `g()`, after `n = 64`: the read sees 64, not the caller's value
+    assert _read_before_assign("    {g} = lambda: kern[(1,)](x, {n}, BLOCK=16)", "    {g}()") == STABLE

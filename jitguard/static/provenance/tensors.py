@@ -26,6 +26,8 @@ _TENSOR_OWN_TENSORS = {"data", "grad", "real", "imag", "T", "mT", "H", "mH", "sh
 # what keeps the elements of the tensor it is called on (tensor_root: the count of either is of them)
 _VIEWS = _SAME | _TRANSPOSES | {"view", "reshape", "flatten", "ravel", "squeeze", "unsqueeze", "narrow",
                                 "select", "expand", "as_strided", "view_as"}
+# code whose body runs when called or iterated, not where it is written (read-before-assign)
+_DEFERRED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.GeneratorExp)
 _ROOT_DEPTH = 8  # views of views of views: the codebases measured stay under 4
 
 
@@ -692,6 +694,11 @@ class TensorLayouts:
         for loop in self.walk_of(fn.node, (ast.For, ast.AsyncFor, ast.While)):
             first, last = loop.lineno, loop.end_lineno or loop.lineno
             if first <= t.lineno <= last and any(first <= ln <= last for ln in lines):
+                return False
+        for inner in self.walk_of(fn.node, _DEFERRED):
+            # a lambda's, a nested function's or a generator's body runs later, maybe after the assignment
+            if inner is not fn.node and (inner.lineno, inner.col_offset) <= at \
+                    < (inner.end_lineno or inner.lineno, inner.end_col_offset or 0):
                 return False
         return True
 
