@@ -96,3 +96,27 @@ def test_a_parameter_reassigned_before_it_is_handed_on_does_not_rest_on_its_call
     # the caller's batch of one may still be anything): the guess stays
     body = "    {x} = {x}[{c}:]"
     assert [lv for _, lv in _findings(tmp_path, body, "{t}.unsqueeze(0)")] == ["medium"]
+
+
+LOCAL = MASKED_KERNEL + """
+def {f}({x}):
+    {b}, {c} = {x}.shape
+    {k}[(1,)]({x}, {b}, BLOCK=16)
+
+
+def {g}({x}):
+    return {f}({x}.contiguous())
+
+
+def {h}({t}):
+    return {g}({arg})
+"""
+
+
+@pytest.mark.parametrize("arg,levels", [("{t}.unsqueeze(0)", []), ("{t}[None]", []),
+                                        ("{t}.unsqueeze(1)", ["medium"]), ("{t}", ["medium"])])
+def test_a_batch_of_one_every_caller_in_the_module_hands_down_fixes_the_leading_dim(tmp_path, arg, levels):
+    nm = rand_names(random.Random(), "k", "n", "f", "g", "h", "x", "b", "c", "t")
+    (tmp_path / "m.py").write_text(LOCAL.format(arg=arg.format(**nm), **nm))
+    result = scan_paths([str(tmp_path)], Config(root=str(tmp_path)), use_cache=False, jobs=1)
+    assert [f.confidence for f in result.findings if f.code == "JG001" and f.param == nm["n"]] == levels

@@ -11,7 +11,7 @@ from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, ArgFacts, 
 from jitguard.static.names import IMPORT, LOCAL, Scope, qualified, resolve_relative
 from jitguard.static.provenance import Classifier
 from jitguard.static.provenance.conventions import weight_like
-from jitguard.static.provenance.syntax import int_literal, is_none, statements
+from jitguard.static.provenance.syntax import batch_of_one, statements
 
 # Callees from these packages are never wrappers of the scanned code's kernels: their calls are not
 # recorded for the cross-module following of entry parameters.
@@ -64,7 +64,7 @@ class CallerFacts:
         if arg.value_type not in ("tensor", "unknown") or isinstance(node, (ast.Constant, ast.BinOp, ast.Compare)):
             return None
         dims, strides, weight, _ = classifier.tensor(node, fn, 0)
-        if dims is None and not weight and _batch_of_one(node):
+        if dims is None and not weight and batch_of_one(node):
             # x.unsqueeze(0) / x[None] of a tensor laid out elsewhere: a packed batch of one, the
             # rest of it unknown (its leading dim alone, for the callee's leading-dim guess)
             return TensorLayout([LayoutItem(STABLE, False, (f"{classifier.code(node)}: a new leading dim of size 1",),
@@ -229,15 +229,3 @@ class CallerFacts:
         seen: set[tuple] = set()
         return [r for r in out if not (tuple(r) in seen or seen.add(tuple(r)))]
 
-
-def _batch_of_one(node: ast.AST) -> bool:
-    """``x.unsqueeze(0)``, ``x[None]``, ``x[None, ...]``, ``x[None, :]``: a new leading dim of size 1."""
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "unsqueeze":
-        return len(node.args) == 1 and not node.keywords and int_literal(node.args[0]) == 0
-    if isinstance(node, ast.Subscript):
-        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        return is_none(parts[0]) and all(
-            is_none(p) or (isinstance(p, ast.Constant) and p.value is Ellipsis)
-            or (isinstance(p, ast.Slice) and p.lower is None and p.upper is None and p.step is None)
-            for p in parts[1:])
-    return False

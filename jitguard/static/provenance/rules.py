@@ -321,10 +321,11 @@ _ALL = (
           "holds, each level's callers read in the files that call it; one caller passing anything else, or none "
           "known, keeps the guess",
           levels=(4, "as for caller-elsewhere: each level re-reads callers' files")),
-    _rule("batch-of-one", "STABLE", STRUCTURAL, "`x.unsqueeze(0)`, `x[None]` handed to a function of another module: "
-          "a new leading dim of size 1 (a packed batch of one), recorded though nothing else of the tensor's layout "
-          "is known, for `caller-fixed-leading`; with `x`'s layout known, `unsqueeze(k)` inserts the dim of size 1 "
-          "into it (`allocated-layout`)"),
+    _rule("batch-of-one", "STABLE", STRUCTURAL, "`x.unsqueeze(0)`, `x[None]`: a new leading dim of size 1 (a packed "
+          "batch of one). The leading dim of a parameter (handed down unchanged) to which every caller in the module "
+          "passes one, or a parameter of its own for which the same holds, is 1; handed to a function of another "
+          "module it is recorded though nothing else of the tensor's layout is known, for `caller-fixed-leading`; "
+          "with `x`'s layout known, `unsqueeze(k)` inserts the dim of size 1 into it (`allocated-layout`)"),
     _rule("held-leading", "few variants", CONVENTIONAL, "in `caller-fixed-leading`, a caller passing a tensor an "
           "object holds (`self.buf`, its name not a weight's) fixes the leading dim only as much as the object: one "
           "value per instance (a plan or buffer per CUDA-graph size), a few variants per process, reported at the low "

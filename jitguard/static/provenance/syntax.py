@@ -31,6 +31,19 @@ def pow2_form(e: ast.AST) -> bool:
                                          or (isinstance(e.op, ast.Pow) and int_literal(e.left) == 2))
 
 
+def batch_of_one(node: ast.AST) -> bool:
+    """``x.unsqueeze(0)``, ``x[None]``, ``x[None, ...]``, ``x[None, :]``: a new leading dim of size 1."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "unsqueeze":
+        return len(node.args) == 1 and not node.keywords and int_literal(node.args[0]) == 0
+    if isinstance(node, ast.Subscript):
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return is_none(parts[0]) and all(
+            is_none(p) or (isinstance(p, ast.Constant) and p.value is Ellipsis)
+            or (isinstance(p, ast.Slice) and p.lower is None and p.upper is None and p.step is None)
+            for p in parts[1:])
+    return False
+
+
 def _call_name(func: ast.AST) -> str | None:
     if isinstance(func, ast.Attribute):
         return func.attr

@@ -8,7 +8,7 @@ from jitguard.static.facts import STABLE, UNKNOWN, VARYING, Accessor, EntryRef
 from jitguard.static.names import dotted
 from jitguard.static.provenance.bindings import FunctionInfo
 from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, batch_name, short_model_dim, strong_stable, weight_like
-from jitguard.static.provenance.syntax import _call_name, int_literal, is_none
+from jitguard.static.provenance.syntax import _call_name, batch_of_one, int_literal, is_none
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import Prov, join, model_dim
 
@@ -672,6 +672,39 @@ class TensorLayouts:
                 out = refs.pop() if refs and len(refs) == 1 else None
         return out
 
+    def one_by_callers(self, t: ast.AST, fn: FunctionInfo | None, depth: int) -> str | None:
+        """``t`` holds, unchanged (itself, ``.contiguous()``, ``.to(...)``), a parameter to which every
+        caller in this module passes a batch of one (``x.unsqueeze(0)``, ``x[None]``), or a parameter
+        of its own for which the same holds (rule batch-of-one): where the first caller does so.
+        None otherwise, or with no caller here (callers elsewhere: caller-fixed-leading)."""
+        while isinstance(t, ast.Call) and isinstance(t.func, ast.Attribute) \
+                and _call_name(t.func) in _SAME and _call_name(t.func) not in ("view_as", "type_as"):
+            t = t.func.value
+        if not isinstance(t, ast.Name) or fn is None or depth > _CALLER_DEPTH:
+            return None
+        owner, where = (fn, "param") if self.reads_incoming(t, fn) else self.lookup(t.id, fn)
+        if where != "param" or owner is None or owner.params[t.id].kind == "star":
+            return None
+        callers = [(c, f) for c, f in self.info.calls.get(owner.qual, []) if f is not owner]
+        if not callers or len(callers) > _LAYOUT_CALLERS:
+            return None
+        p = owner.params[t.id]
+        return self._memo_cycle((id(owner), "one:" + t.id), lambda: self._one_by_callers(owner, p, callers, depth))
+
+    def _one_by_callers(self, fn: FunctionInfo, p, callers, depth: int) -> str | None:
+        """``one_by_callers`` of ``fn``'s parameter ``p``, once the memo has not answered."""
+        first = None
+        for call, caller in callers:
+            arg = self.arg_for(call, p)
+            if arg is None or isinstance(arg, str):
+                return None
+            if not batch_of_one(arg) and self.one_by_callers(arg, caller, depth + 1) is None:
+                return None
+            if first is None:
+                more = f" and {len(callers) - 1} more" if len(callers) > 1 else ""
+                first = f"{fn.name}({p.name}={self.code(arg)}) at line {call.lineno}{more}"
+        return first
+
     def reads_incoming(self, t: ast.Name, fn: FunctionInfo) -> bool:
         """``t`` reads a parameter of ``fn`` that the body assigns, but before any assignment of it can
         have run: each assignment statement ends after the read (``a, x = f(x)``: the read is in its own
@@ -771,6 +804,10 @@ class TensorLayouts:
             if target and strong_stable(target, self.varying, self.stable):
                 return Prov(STABLE, "int", (f"{label}{at}: leading dimension, but {target} names a model dimension",),
                             rules=("name-over-guess",))
+            one = self.one_by_callers(t, fn, depth)
+            if one is not None:
+                return Prov(STABLE, "int", (f"{label}{at}: leading dimension of {tdesc}, a batch of one: {one}",),
+                            rules=("batch-of-one", "local-caller"))
             stacked = self.count_named_inside(t, fn)
             if stacked is not None:
                 # `_, n_tokens, d = x.shape`: the code names a later dim the per-call count and
