@@ -22,6 +22,8 @@ from jitguard.static.provenance.tensors import _TENSOR_OWN_TENSORS, TensorLayout
 from jitguard.static.provenance.value import Prov, join, model_dim
 
 _LITERAL = ("literal",)
+# code whose body runs when called or iterated, not where it is written (read-before-assign)
+_DEFERRED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.GeneratorExp)
 _BUILTINS = frozenset(dir(builtins)) | {"self", "cls"}
 _TO_INT = {"ceil", "floor", "int", "trunc", "round", "cdiv", "ceil_div", "div_up", "ceildiv"}
 _DEPTH = limit("assignment", "depth")
@@ -289,6 +291,36 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
         else:
             out = join(first + [self.entry(name, en, owner, depth) for en in own])
         return self.apply_name(name, out) if out.cls == UNKNOWN else out
+
+    def reads_incoming(self, t: ast.Name, fn: FunctionInfo) -> bool:
+        """``t`` reads a parameter of ``fn`` that the body assigns, but before any assignment of it can
+        have run: each assignment statement ends after the read (``a, x = f(x)``: the read is in its own
+        right-hand side), none in a loop around the read (rule read-before-assign)."""
+        entries = fn.assigns.get(t.id)
+        if not entries or t.id not in fn.params or fn.params[t.id].kind == "star":
+            return False
+        at = (t.lineno, t.col_offset)
+        ends = {st.lineno: (st.end_lineno or st.lineno, st.end_col_offset or 0)
+                for st in self.walk_of(fn.node, (ast.Assign, ast.AnnAssign, ast.AugAssign))}
+        for en in entries:
+            if en.kind == "loop" and en.stmt is not None:
+                it = en.stmt.iter  # for x in f(x): the iterable is read before x is bound
+                end = (it.end_lineno or it.lineno, it.end_col_offset or 0)
+            else:
+                end = ends.get(en.line, (en.line, 0))
+            if at >= end:
+                return False
+        lines = [en.line for en in entries]
+        for loop in self.walk_of(fn.node, (ast.For, ast.AsyncFor, ast.While)):
+            first, last = loop.lineno, loop.end_lineno or loop.lineno
+            if first <= t.lineno <= last and any(first <= ln <= last for ln in lines):
+                return False
+        for inner in self.walk_of(fn.node, _DEFERRED):
+            # a lambda's, a nested function's or a generator's body runs later, maybe after the assignment
+            if inner is not fn.node and (inner.lineno, inner.col_offset) <= at \
+                    < (inner.end_lineno or inner.lineno, inner.end_col_offset or 0):
+                return False
+        return True
 
     def power_of_two(self, e: ast.AST, fn: FunctionInfo | None, seen: frozenset[str] = frozenset()) -> bool:
         """``e`` is always a power of two by its code (rule pow2-floor): a literal one, a

@@ -26,14 +26,13 @@ _TENSOR_OWN_TENSORS = {"data", "grad", "real", "imag", "T", "mT", "H", "mH", "sh
 # what keeps the elements of the tensor it is called on (tensor_root: the count of either is of them)
 _VIEWS = _SAME | _TRANSPOSES | {"view", "reshape", "flatten", "ravel", "squeeze", "unsqueeze", "narrow",
                                 "select", "expand", "as_strided", "view_as"}
-# code whose body runs when called or iterated, not where it is written (read-before-assign)
-_DEFERRED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.GeneratorExp)
 _ROOT_DEPTH = 8  # views of views of views: the codebases measured stay under 4
 
 
 class TensorLayouts:
     """The tensor half of the Classifier (mixed into it): uses its ``lookup``, ``_classify``, ``code``,
-    ``by_name``, ``apply_name``, ``arg_for``, ``called_at``, ``_callee`` and memo tables (memo.py)."""
+    ``by_name``, ``apply_name``, ``arg_for``, ``called_at``, ``_callee``, ``reads_incoming`` and memo
+    tables (memo.py)."""
 
     def tensor(self, t: ast.AST, fn, depth) -> tuple[list[Prov] | None, list[Prov] | None, bool, str]:
         """(dims, strides, weight_like, description) of a tensor expression; dims None if unknown."""
@@ -704,36 +703,6 @@ class TensorLayouts:
                 more = f" and {len(callers) - 1} more" if len(callers) > 1 else ""
                 first = f"{fn.name}({p.name}={self.code(arg)}) at line {call.lineno}{more}"
         return first
-
-    def reads_incoming(self, t: ast.Name, fn: FunctionInfo) -> bool:
-        """``t`` reads a parameter of ``fn`` that the body assigns, but before any assignment of it can
-        have run: each assignment statement ends after the read (``a, x = f(x)``: the read is in its own
-        right-hand side), none in a loop around the read (rule read-before-assign)."""
-        entries = fn.assigns.get(t.id)
-        if not entries or t.id not in fn.params or fn.params[t.id].kind == "star":
-            return False
-        at = (t.lineno, t.col_offset)
-        ends = {st.lineno: (st.end_lineno or st.lineno, st.end_col_offset or 0)
-                for st in self.walk_of(fn.node, (ast.Assign, ast.AnnAssign, ast.AugAssign))}
-        for en in entries:
-            if en.kind == "loop" and en.stmt is not None:
-                it = en.stmt.iter  # for x in f(x): the iterable is read before x is bound
-                end = (it.end_lineno or it.lineno, it.end_col_offset or 0)
-            else:
-                end = ends.get(en.line, (en.line, 0))
-            if at >= end:
-                return False
-        lines = [en.line for en in entries]
-        for loop in self.walk_of(fn.node, (ast.For, ast.AsyncFor, ast.While)):
-            first, last = loop.lineno, loop.end_lineno or loop.lineno
-            if first <= t.lineno <= last and any(first <= ln <= last for ln in lines):
-                return False
-        for inner in self.walk_of(fn.node, _DEFERRED):
-            # a lambda's, a nested function's or a generator's body runs later, maybe after the assignment
-            if inner is not fn.node and (inner.lineno, inner.col_offset) <= at \
-                    < (inner.end_lineno or inner.lineno, inner.end_col_offset or 0):
-                return False
-        return True
 
     def weight_why(self, t: ast.AST, fn) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(evidence, rules) for a parameter found weight-like through its callers, not its name."""
