@@ -228,4 +228,3 @@ class CallerFacts:
                         out.append([ns, op, prefix + info.qual])
         seen: set[tuple] = set()
         return [r for r in out if not (tuple(r) in seen or seen.add(tuple(r)))]
-

@@ -588,9 +588,10 @@ def _scan_paths(
             ops = prefilter.NameMatcher(op for r in refs if r.accessor is None
                                         for _, op in registry.get(r.function, ()))
             # files that call them: not parsed yet, parsed in phases 2-3 (for launches of kernels of
-            # other files, recording no calls then), or read at an earlier level for other names: such a
-            # file is parsed again, recording these calls and those asked of it before. Files that define kernels (phase 1) are parsed again only for
-            # calls of methods (below): re-reading them all for plain calls cost more than it found.
+            # other files, recording no calls then), or read at an earlier level for other names: such
+            # a file is parsed again, recording these calls and those asked of it before. Files that
+            # define kernels (phase 1) are parsed again only for calls of methods (below): re-reading
+            # them all for plain calls cost more than it found.
             wanted = []
             if plain or ops.names:
                 by_name: list = []

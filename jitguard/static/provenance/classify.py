@@ -16,14 +16,12 @@ from jitguard.static.provenance.conventions import (
 )
 from jitguard.static.provenance.guards import GuardedValues
 from jitguard.static.provenance.memo import Memos
-from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, is_none, pow2_form, stops_at_first_success
+from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, is_none, per_node, pow2_form, stops_at_first_success
 from jitguard.static.provenance.rules import RULES, confidence, limit
 from jitguard.static.provenance.tensors import _TENSOR_OWN_TENSORS, TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
 
 _LITERAL = ("literal",)
-# code whose body runs when called or iterated, not where it is written (read-before-assign)
-_DEFERRED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.GeneratorExp)
 _BUILTINS = frozenset(dir(builtins)) | {"self", "cls"}
 _TO_INT = {"ceil", "floor", "int", "trunc", "round", "cdiv", "ceil_div", "div_up", "ceildiv"}
 _DEPTH = limit("assignment", "depth")
@@ -83,6 +81,23 @@ def _component(node: ast.AST, path: tuple[int, ...]) -> ast.AST | None:
     return node
 
 
+
+# code whose body runs when called or iterated, not where it is written (read-before-assign)
+_DEFERRED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.GeneratorExp)
+
+
+def _flow_spans(fn_node: ast.AST) -> tuple[dict, list, list]:
+    """What read-before-assign asks of a function, made once per function: the end of each
+    assignment statement by its first line, the line spans of its loops, the spans of the code in
+    it that runs later (lambdas, nested functions, generators)."""
+    nodes = list(ast.walk(fn_node))
+    ends = {st.lineno: (st.end_lineno or st.lineno, st.end_col_offset or 0)
+            for st in nodes if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign))}
+    loops = [(n.lineno, n.end_lineno or n.lineno) for n in nodes if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
+    deferred = [((n.lineno, n.col_offset), (n.end_lineno or n.lineno, n.end_col_offset or 0))
+                for n in nodes if isinstance(n, _DEFERRED) and n is not fn_node]
+    return ends, loops, deferred
+
 class Classifier(TensorLayouts, GuardedValues, Memos):
     def __init__(self, info: ModuleInfo, segment, varying: frozenset[str], stable: frozenset[str],
                  returns: dict | None = None, module: str = "", resolve=None):
@@ -128,6 +143,13 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
         if name in self.info.imported:
             return None, "import"
         return None, "free"
+
+    def lookup_read(self, t: ast.Name, fn: FunctionInfo | None) -> tuple[FunctionInfo | None, str]:
+        """``lookup`` of the name ``t`` reads, where it is read: a parameter read before the body
+        assigns it is the parameter (rule read-before-assign)."""
+        if fn is not None and self.reads_incoming(t, fn):
+            return fn, "param"
+        return self.lookup(t.id, fn)
 
     def apply_name(self, name: str, prov: Prov) -> Prov:
         cls = self.by_name(name)
@@ -295,13 +317,13 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
     def reads_incoming(self, t: ast.Name, fn: FunctionInfo) -> bool:
         """``t`` reads a parameter of ``fn`` that the body assigns, but before any assignment of it can
         have run: each assignment statement ends after the read (``a, x = f(x)``: the read is in its own
-        right-hand side), none in a loop around the read (rule read-before-assign)."""
+        right-hand side), none in a loop around the read, and the read is not in code that runs later
+        (rule read-before-assign)."""
         entries = fn.assigns.get(t.id)
         if not entries or t.id not in fn.params or fn.params[t.id].kind == "star":
             return False
+        ends, loops, deferred = per_node(self._flow, fn.node, _flow_spans)
         at = (t.lineno, t.col_offset)
-        ends = {st.lineno: (st.end_lineno or st.lineno, st.end_col_offset or 0)
-                for st in self.walk_of(fn.node, (ast.Assign, ast.AnnAssign, ast.AugAssign))}
         for en in entries:
             if en.kind == "loop" and en.stmt is not None:
                 it = en.stmt.iter  # for x in f(x): the iterable is read before x is bound
@@ -310,17 +332,9 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
                 end = ends.get(en.line, (en.line, 0))
             if at >= end:
                 return False
-        lines = [en.line for en in entries]
-        for loop in self.walk_of(fn.node, (ast.For, ast.AsyncFor, ast.While)):
-            first, last = loop.lineno, loop.end_lineno or loop.lineno
-            if first <= t.lineno <= last and any(first <= ln <= last for ln in lines):
-                return False
-        for inner in self.walk_of(fn.node, _DEFERRED):
-            # a lambda's, a nested function's or a generator's body runs later, maybe after the assignment
-            if inner is not fn.node and (inner.lineno, inner.col_offset) <= at \
-                    < (inner.end_lineno or inner.lineno, inner.end_col_offset or 0):
-                return False
-        return True
+        if any(first <= t.lineno <= last and any(first <= en.line <= last for en in entries) for first, last in loops):
+            return False
+        return not any(start <= at < stop for start, stop in deferred)
 
     def power_of_two(self, e: ast.AST, fn: FunctionInfo | None, seen: frozenset[str] = frozenset()) -> bool:
         """``e`` is always a power of two by its code (rule pow2-floor): a literal one, a

@@ -20,6 +20,7 @@ class Memos:
         self._walks: dict[int, tuple[ast.AST, tuple[ast.AST, ...]]] = {}
         self._walks_of: dict[tuple[int, type], tuple[ast.AST, ...]] = {}
         self._names: dict[int, tuple[ast.AST, frozenset[str]]] = {}
+        self._flow: dict[int, tuple] = {}  # read-before-assign's spans per function (classify._flow_spans)
         # own_returns per function: the extractor's table when it hands one (its launchers read it first)
         self._returns: dict[int, tuple[ast.AST, list[ast.Return]]] = {} if returns is None else returns
 

@@ -31,7 +31,7 @@ _ROOT_DEPTH = 8  # views of views of views: the codebases measured stay under 4
 
 class TensorLayouts:
     """The tensor half of the Classifier (mixed into it): uses its ``lookup``, ``_classify``, ``code``,
-    ``by_name``, ``apply_name``, ``arg_for``, ``called_at``, ``_callee``, ``reads_incoming`` and memo
+    ``by_name``, ``apply_name``, ``arg_for``, ``called_at``, ``_callee``, ``lookup_read`` and memo
     tables (memo.py)."""
 
     def tensor(self, t: ast.AST, fn, depth) -> tuple[list[Prov] | None, list[Prov] | None, bool, str]:
@@ -619,17 +619,10 @@ class TensorLayouts:
         module-level function holds, every caller in the module on the way handing it down so (or
         passing a weight-like tensor): that parameter's ``.shape[0]``, for link.py to ask callers in
         other modules (rule caller-elsewhere). None where a path leads elsewhere."""
-        while isinstance(t, ast.Call):
-            name = _call_name(t.func)
-            if isinstance(t.func, ast.Attribute) and name in _SAME and name not in ("view_as", "type_as"):
-                t = t.func.value
-            elif name in _LIKE and t.args:
-                t = t.args[0]
-            else:
-                return None
+        t = _unchanged(t)
         if not isinstance(t, ast.Name) or fn is None or depth > _CALLER_DEPTH:
             return None
-        owner, where = (fn, "param") if self.reads_incoming(t, fn) else self.lookup(t.id, fn)
+        owner, where = self.lookup_read(t, fn)
         if owner is None:
             return None
         key = (id(owner), where, "handed:" + t.id)
@@ -676,12 +669,10 @@ class TensorLayouts:
         caller in this module passes a batch of one (``x.unsqueeze(0)``, ``x[None]``), or a parameter
         of its own for which the same holds (rule batch-of-one): where the first caller does so.
         None otherwise, or with no caller here (callers elsewhere: caller-fixed-leading)."""
-        while isinstance(t, ast.Call) and isinstance(t.func, ast.Attribute) \
-                and _call_name(t.func) in _SAME and _call_name(t.func) not in ("view_as", "type_as"):
-            t = t.func.value
+        t = _unchanged(t, like=False)
         if not isinstance(t, ast.Name) or fn is None or depth > _CALLER_DEPTH:
             return None
-        owner, where = (fn, "param") if self.reads_incoming(t, fn) else self.lookup(t.id, fn)
+        owner, where = self.lookup_read(t, fn)
         if where != "param" or owner is None or owner.params[t.id].kind == "star":
             return None
         callers = [(c, f) for c, f in self.info.calls.get(owner.qual, []) if f is not owner]
@@ -1201,7 +1192,7 @@ class TensorLayouts:
         layout they know (link.py asks them)."""
         if not isinstance(t, ast.Name) or fn is None:
             return None
-        owner, where = (fn, "param") if self.reads_incoming(t, fn) else self.lookup(t.id, fn)
+        owner, where = self.lookup_read(t, fn)
         if where != "param" or owner is None or owner.parent is not None or owner.class_name is not None:
             return None  # module-level functions only (methods bound by name: docs/provenance.md)
         p = owner.params[t.id]
@@ -1209,6 +1200,21 @@ class TensorLayouts:
             return None
         return EntryRef(owner.qual, t.id, p.index, accessor)
 
+
+
+def _unchanged(t: ast.AST, like: bool = True) -> ast.AST | None:
+    """The tensor expression ``t`` holds unchanged in shape: through ``.contiguous()``, ``.to(...)``
+    and the other calls that keep it (not ``view_as``/``type_as``), and with ``like`` through
+    ``*_like(x)``. None for any other call."""
+    while isinstance(t, ast.Call):
+        name = _call_name(t.func)
+        if isinstance(t.func, ast.Attribute) and name in _SAME and name not in ("view_as", "type_as"):
+            t = t.func.value
+        elif like and name in _LIKE and t.args:
+            t = t.args[0]
+        else:
+            return None
+    return t
 
 def _first_param(fn_node: ast.AST) -> str | None:
     """The name of a function's first positional parameter (``ctx`` of an autograd function)."""
