@@ -11,7 +11,7 @@ Measured in one run, on the same files:
            so it over-states) and the sum of PSS (shares them out);
 - files:   scanned, analyzed, skipped by the prefilter, file errors (each with its reason),
            internal errors (jitguard bugs: must be 0).
-Targets (issue 3): cold <= 2x ceiling, warm <= 1 s, 0 internal errors, memory < 1.5 GB.
+Targets: cold <= 2x ceiling, warm <= 1 s, 0 internal errors, memory < 1.5 GB.
 """
 from __future__ import annotations
 
