@@ -2,11 +2,11 @@
 
     python bench/parser_cost.py [ROOT]    # default: bench/corpus/vllm-0.33.0 (bench/fetch_vllm.py)
 
-Measures in one process, on one core: ``ast.parse`` of every .py file (the scan-speed ceiling: a cold
-scan should stay within 2x of it), LibCST's ``parse_module`` of the files whose bytes mention ``triton`` (what a LibCST scan
-would at least have to parse after the pre-filter), and parse + ``QualifiedNameProvider`` (what
-qualified-name resolution through LibCST costs) on a sample of those. Prints a table and writes
-bench/results/parser_cost.json.
+Measures in one process, on one core: ``ast.parse`` of every .py file (the scan-speed ceiling: a
+cold scan should stay within 2x of it), LibCST's ``parse_module`` of the files whose bytes mention
+``triton`` (what a LibCST scan would at least have to parse after the pre-filter), and parse +
+``QualifiedNameProvider`` (what qualified-name resolution through LibCST costs) on a sample of
+those. Prints a table and writes bench/results/parser_cost.json.
 """
 from __future__ import annotations
 
