@@ -6,6 +6,7 @@
     python bench/codebases.py sample --n 25 --seed S   # draw the hand-check samples of the last run
     python bench/codebases.py sample --level high      # and one of the high-level findings alone
     python bench/codebases.py rejudge                  # recompute judged figures from the verdict files
+    python bench/codebases.py census [--add FILE ...]  # every verdict given on the last run's findings
     python bench/codebases.py --base REV               # also: the findings added / removed / re-levelled since REV
 
 The codebases are pinned wheels (``pip download --no-deps``; megatron-core has only cp312 wheels),
@@ -25,7 +26,12 @@ of which only the .py files are kept, under bench/corpus/ (git-ignored). Per cod
   whether its value varies: recall over the stripped pairs whose value varies;
 * the findings on kernels the codebase did not annotate: the population the hand-check samples
   (``sample``) are drawn from; a sample whose verdicts are filled in gives the hand-checked
-  precision per level.
+  precision per level;
+* the census: every verdict ever given on a finding (the committed samples in git history, judged
+  census files) in NAME_verdicts.json, the precision over the whole population they cover, and
+  NAME_census_todo.json listing the default-level findings on unannotated kernels not judged yet
+  (filled in by readers and merged with ``census --add``): with every finding judged, the precision
+  of the codebase's default-level findings is measured rather than estimated from a sample.
 
 Writes bench/results/codebases/summary.json (machine, versions, date, commit and every figure),
 summary.md (the tables) and NAME.json (misses, likely false positives, unannotated findings).
@@ -70,6 +76,8 @@ RESULTS = BENCH / "results" / "codebases"
 VARYING_CODES = ("JG001", "JG002")  # the codes that say "this value varies"
 DEFAULT_LEVELS = ("high", "medium")  # what a scan reports by default
 LEVELS = ("high", "medium", "low")
+HOW_TO_JUDGE = ("verdict 'true' when the value reaching the parameter takes more than one value class per process in "
+                "normal use (the finding is right), 'false' otherwise; reason: what in the code shows it")
 
 
 @dataclass(frozen=True)
@@ -383,6 +391,7 @@ def rejudge(names: list[str]) -> None:
         e["recall"]["miss_verdicts"] = by_verdict
         e["recall"]["recall_over_varying_pairs"] = round(hits / (hits + still), 4) if hits + still else None
         e["hand_check"] = sample_precision(cb.name)
+        e["census"] = census_precision(cb.name)
         (RESULTS / f"{cb.name}.json").write_text(json.dumps(details, indent=1) + "\n")
         print(f"{cb.name}: misses by verdict {by_verdict}, recall over varying pairs "
               f"{e['recall']['recall_over_varying_pairs']}; hand check {e['hand_check'] and e['hand_check']['all']}")
@@ -422,13 +431,112 @@ def draw_samples(names: list[str], n: int, seed: int, force: bool, level: str | 
                "rng": f"random.Random('{seed}:{name}{':' + level if level else ''}').sample", "n": len(drawn),
                "population": len(population), "levels": list(levels),
                "commit": summary["versions"]["jitguard_commit"],
-               "how_to_judge": "verdict 'true' when the value reaching the parameter takes more than one value "
-                               "class per process in normal use (the finding is right), 'false' otherwise; "
-                               "reason: what in the code shows it",
+               "how_to_judge": HOW_TO_JUDGE,
                "findings": [dict(f, verdict=None, reason="") for f in drawn]}
         path.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"{name}: drew {len(drawn)} of {len(population)} {level or 'default'}-level findings on unannotated "
               f"kernels, seed {seed} -> {path}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the census: a verdict for every default-level finding on unannotated kernels, not a sample of them
+
+def finding_key(row: dict) -> tuple:
+    return (row["path"], row["kernel"], row["param"], row["code"])
+
+
+def verdicts_path(name: str) -> pathlib.Path:
+    """NAME_verdicts.json: every verdict given on a finding of ``name``, whichever draw or census gave it."""
+    return RESULTS / f"{name}_verdicts.json"
+
+
+def _committed_samples(name: str) -> list[dict]:
+    """Every version of ``name``'s sample files in git history, oldest first (the verdicts of earlier
+    draws, on findings the analysis may still report)."""
+    rels = [os.path.relpath(BENCH / "results" / "codebases" / sample_path(name, lv).name, ROOT) for lv in (None, "high")]
+    revs = subprocess.run(["git", "log", "--reverse", "--format=%H", "--", *rels], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.split()
+    docs = []
+    for rev in revs:
+        for rel in rels:
+            shown = subprocess.run(["git", "show", f"{rev}:{rel}"], cwd=ROOT, capture_output=True, text=True)
+            if shown.returncode == 0:
+                docs.append(json.loads(shown.stdout))
+    return docs
+
+
+def collect_verdicts(name: str, added: list[dict]) -> dict:
+    """Merge into NAME_verdicts.json the verdicts of every committed sample, of the sample files as they
+    are now, and of ``added`` (judged census files): one entry per finding, the latest verdict winning;
+    a finding judged both ways by different readers is listed under ``disagreements``."""
+    path = verdicts_path(name)
+    store = json.loads(path.read_text()) if path.exists() else {"codebase": name, "how_to_judge": HOW_TO_JUDGE,
+                                                                 "verdicts": [], "disagreements": []}
+    by_key = {finding_key(v): v for v in store["verdicts"]}
+    disagreements = {tuple(d["key"]) : d for d in store["disagreements"]}
+    current = [json.loads(p.read_text()) for p in (sample_path(name), sample_path(name, "high")) if p.exists()]
+    for doc in [*_committed_samples(name), *current, *added]:
+        source = f"sample seed {doc['seed']}" if "seed" in doc else doc.get("source", "census")
+        for row in doc["findings"]:
+            if row.get("verdict") not in ("true", "false"):
+                continue
+            entry = {"path": row["path"], "kernel": row["kernel"], "param": row["param"], "code": row["code"],
+                     "arg": row.get("arg"), "verdict": row["verdict"], "reason": row.get("reason", ""),
+                     "judged_at": doc["commit"], "source": source}
+            if row.get("misled_by"):
+                entry["misled_by"] = row["misled_by"]
+            key = finding_key(entry)
+            before = by_key.get(key)
+            if before and before["verdict"] != entry["verdict"] and before["source"] != entry["source"]:
+                disagreements[key] = {"key": list(key), "verdicts": [
+                    {k: v[k] for k in ("verdict", "reason", "source")} for v in (before, entry)]}
+            by_key[key] = entry
+    store["verdicts"] = sorted(by_key.values(), key=finding_key)
+    store["disagreements"] = sorted(disagreements.values(), key=lambda d: d["key"])
+    path.write_text(json.dumps(store, indent=1) + "\n")
+    return store
+
+
+def census_precision(name: str) -> dict | None:
+    """Precision over the whole population of the last run (default-level findings on unannotated
+    kernels), from every verdict given on them: judged / population, true / judged, per level."""
+    path = verdicts_path(name)
+    if not path.exists() or not (RESULTS / f"{name}.json").exists():
+        return None
+    verdicts = {finding_key(v): v["verdict"] for v in json.loads(path.read_text())["verdicts"]}
+    population = [f for f in json.loads((RESULTS / f"{name}.json").read_text())["unannotated_findings"]
+                  if f["level"] in DEFAULT_LEVELS]
+    out = {"file": os.path.relpath(path, ROOT), "population": len(population)}
+    for lv in ("all", *DEFAULT_LEVELS):
+        rows = [verdicts.get(finding_key(f)) for f in population if lv == "all" or f["level"] == lv]
+        k, n = rows.count("true"), rows.count("true") + rows.count("false")
+        out[lv] = {"population": len(rows), "judged": n, "true": k, "precision": round(k / n, 3) if n else None,
+                   "interval_95": wilson(k, n)}
+    return out
+
+
+def census(names: list[str], add: list[str]) -> None:
+    """Collect the verdicts, write NAME_census_todo.json with the findings of the last run that have
+    none (for readers to fill in and hand back with --add), print the coverage."""
+    added = [json.loads(pathlib.Path(p).read_text()) for p in add]
+    summary = json.loads((RESULTS / "summary.json").read_text())
+    for name in names:
+        store = collect_verdicts(name, [d for d in added if d["codebase"] == name])
+        judged = {finding_key(v) for v in store["verdicts"]}
+        population = [f for f in json.loads((RESULTS / f"{name}.json").read_text())["unannotated_findings"]
+                      if f["level"] in DEFAULT_LEVELS]
+        todo = [dict(f, verdict=None, reason="") for f in population if finding_key(f) not in judged]
+        todo_path = RESULTS / f"{name}_census_todo.json"
+        if todo:
+            todo_path.write_text(json.dumps({"codebase": name, "source": "census",
+                                             "commit": summary["versions"]["jitguard_commit"],
+                                             "how_to_judge": HOW_TO_JUDGE, "findings": todo}, indent=1) + "\n")
+        elif todo_path.exists():
+            todo_path.unlink()
+        got = census_precision(name)["all"]
+        print(f"{name}: {got['judged']} of {got['population']} default-level findings judged, {got['true']} true "
+              f"({got['precision']}); {len(store['disagreements'])} judged both ways"
+              + (f"; {len(todo)} to judge in {todo_path}" if todo else ""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -559,6 +667,17 @@ def summary_md(doc: dict) -> str:
         lines.append(f"| {e['codebase']} | {h['seed']} | {h['commit'][:10]} | {h['all']['true']}/{h['judged']}"
                      f"{' (incomplete)' if h.get('incomplete') else ''} | {h['all']['precision']} {h['all']['interval_95']} | "
                      f"{cell(h['high'])} | {cell(h['medium'])} |")
+    lines += ["", "## Census (every default-level finding on unannotated kernels, with the verdicts given so far)", "",
+              "| codebase | findings | judged | true / judged | precision (95% interval) | high | medium |",
+              "|---|---|---|---|---|---|---|"]
+    for e in doc["codebases"]:
+        c = e.get("census")
+        if not c:
+            lines.append(f"| {e['codebase']} | no verdicts yet | | | | | |")
+            continue
+        lines.append(f"| {e['codebase']} | {c['population']} | {c['all']['judged']} | {c['all']['true']}/"
+                     f"{c['all']['judged']} | {c['all']['precision']} {c['all']['interval_95']} | "
+                     f"{c['high']['true']}/{c['high']['judged']} | {c['medium']['true']}/{c['medium']['judged']} |")
     lines += ["", "## Recall misses by reason", ""]
     for e in doc["codebases"]:
         reasons = e["recall"]["miss_reasons"]
@@ -570,7 +689,7 @@ def summary_md(doc: dict) -> str:
 def main(argv=None) -> int:
     global RESULTS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", nargs="?", default="run", choices=("run", "sample", "rejudge"))
+    ap.add_argument("command", nargs="?", default="run", choices=("run", "sample", "rejudge", "census"))
     ap.add_argument("--only", default="", help="comma-separated codebase names (default: all)")
     ap.add_argument("--repeat", type=int, default=2, help="interleaved timing repeats; the best is kept")
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "jitguard-codebases"),
@@ -585,6 +704,8 @@ def main(argv=None) -> int:
     ap.add_argument("--level", choices=LEVELS, default=None,
                     help="sample: draw from this level alone into NAME_LEVEL_sample.json (high: its verdicts "
                          "join the default sample's high findings in the high-level precision)")
+    ap.add_argument("--add", nargs="*", default=[], metavar="FILE",
+                    help="census: judged census files (NAME_census_todo.json filled in) to merge into the verdicts")
     args = ap.parse_args(argv)
     RESULTS = pathlib.Path(args.results)
     names = [n for n in args.only.split(",") if n] or [cb.name for cb in CODEBASES]
@@ -593,6 +714,10 @@ def main(argv=None) -> int:
         ap.error(f"unknown codebase(s): {', '.join(sorted(unknown))}")
     RESULTS.mkdir(parents=True, exist_ok=True)
     if args.command == "rejudge":
+        rejudge(names)
+        return 0
+    if args.command == "census":
+        census(names, args.add)
         rejudge(names)
         return 0
     if args.command == "sample":
@@ -648,6 +773,7 @@ def run_all(args, names, previous, doc) -> None:
             entry, details = run_one(cb, args, code, tmp)
             doc["codebases"].append(entry)
             Path(RESULTS / f"{cb.name}.json").write_text(json.dumps(details, indent=1) + "\n")
+            entry["census"] = census_precision(cb.name)  # the verdicts given so far, on this run's findings
             r, t = entry["recall"], entry["timing"] or {"ast_parse_s": 0, "cold_s": 0, "cold_over_ast": 0,
                                                         "cold_over_ast_cpu": 0, "warm_s": 0}
             d = r["default_levels"]
@@ -680,6 +806,11 @@ def targets(doc: dict) -> dict:
             out[f"{n}: hand-checked precision, default levels >= 0.92"] = h["all"]["precision"] >= 0.92
             if h["high"]["n"]:
                 out[f"{n}: hand-checked precision, high >= 0.98"] = h["high"]["precision"] >= 0.98
+        c = e.get("census")
+        if c and c["all"]["judged"] == c["population"]:
+            out[f"{n}: census precision, default levels >= 0.92"] = c["all"]["precision"] >= 0.92
+            if c["high"]["judged"]:
+                out[f"{n}: census precision, high >= 0.98"] = c["high"]["precision"] >= 0.98
         if n == "vllm":
             if t:
                 out["vllm: warm <= 0.5 s"] = t["warm_s"] <= 0.5
