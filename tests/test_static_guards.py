@@ -312,3 +312,29 @@ def {f}({x}):
     got = {(f.code, f.param): f.confidence for f in scan_one(src) if f.code in ("JG001", "JG002")}
     # v: 2..8, all "other": no finding; w = 2 * m spans other and %16: low; C: a few values, like a bucket
     assert got == {("JG001", "w"): "low"}, got
+
+
+@pytest.mark.parametrize("helper, expected", [
+    # a bucketing helper: an early return above a threshold, a fine range, a coarse one
+    ("{y} = 256 // 32\n    if {k} >= {g}:\n        return {y} + {g} // {c}\n"
+     "    elif {k} < 256:\n        return {k} // 32\n    return {y} + {k} // {c}", BUCKETED),
+    ("if {k} > 1000:\n        return 7\n    {y} = {k} >> 6\n    return {y}", BUCKETED),
+    ("if {k} >= 64 or {k} < 48:\n        return 0\n    return {k} // 16", STABLE),   # 48..63: always 3
+    ("if {k} >= 100000:\n        return 0\n    return {k} // 128", VARYING),        # 782 values: a count
+    ("if {k} >= {g}:\n        return 0\n    return {k}", VARYING),                  # no quotient
+    ("if {k} >= {p}:\n        return 0\n    return {k} // 32", VARYING),            # a bound the code does not fix
+    ("if {k} >= {g}:\n        {y} = 0\n    return {k} // 32", VARYING),             # no exit: no bound
+])
+def test_a_range_guard_in_a_helper_bounds_a_quotient_it_returns(helper, expected):
+    arg = only(f"""
+def {{m}}({{k}}, {{p}}, {{g}}=4096, {{c}}=128):
+    {helper}
+
+def {{f}}({{x}}, {{p}}):
+    kern[(1,)]({{x}}, {{m}}({{x}}.shape[0], {{p}}), BLOCK=16)
+""")
+    assert arg.provenance == expected, arg
+    if expected != VARYING:
+        assert "bounded-quotient" in arg.rules
+    if expected == BUCKETED:
+        assert confidence(arg.rules, arg.by_name) == "low"

@@ -302,3 +302,32 @@ def {nm['g']}({nm['x']}, {nm['q']}):
     got = _by_param(_tree(tmp_path, {"layer": caller}))
     # whichever branch imports the launching definition, the caller's device read reaches the launch
     assert n in got and "device-data" in got[n].details["rules"], got
+
+
+def test_a_bucketing_helper_elsewhere_leaves_a_few_variants_not_a_per_call_value(tmp_path, rng):
+    nm = _names(rng)
+    n, m = rand_ident(rng), rand_ident(rng)
+    helpers = f"""
+def {nm['h']}({nm['r']}):
+    if {nm['r']} >= 4096:
+        return 40
+    elif {nm['r']} < 256:
+        return {nm['r']} // 32
+    return 8 + {nm['r']} // 128
+
+def {nm['fixed']}({nm['r']}):
+    return 8 + {nm['r']} // 128
+"""
+    src = MASKED_KERNEL.format(k="kk", n=n) + MASKED_KERNEL.format(k="kj", n=m) + f"""
+from .helpers import {nm['h']}, {nm['fixed']}
+
+def go(x):
+    kk[(1,)](x, {nm['h']}(x.shape[0]), BLOCK=16)
+    kj[(1,)](x, {nm['fixed']}(x.shape[0]), BLOCK=16)
+"""
+    result = _tree(tmp_path, {"helpers": helpers, "launch": src})
+    got = {f.param: f for f in result.findings if f.code == "JG001"}
+    # the guards bound each quotient: 0..7, 8..39 and 40, a few variants: below the default levels
+    assert n not in got, got[n].details
+    # the same quotient with no guard before it is the count itself
+    assert "bounded-quotient" not in got[m].details["rules"] and got[m].confidence == "medium"

@@ -891,11 +891,12 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
                 value = value.elts[item]
             elif value is None or isinstance(value, (ast.Tuple, ast.List, ast.Dict)):
                 return None
-            values.append(value)
+            values.append((st, value))
         if field is not None:
-            fields = [self.field_value(v, field, callee, depth + 2) for v in values]
+            fields = [self.field_value(v, field, callee, depth + 2) for _, v in values]
             return join(fields) if fields and all(f is not None for f in fields) else None
-        return join([self._classify(v, callee, depth + 2) for v in values]) if values else None
+        return join([self.bounded_return(st, v, callee, self._classify(v, callee, depth + 2))
+                     for st, v in values]) if values else None
 
     def returns_at(self, callee: FunctionInfo, call: ast.Call, fn: FunctionInfo | None, depth: int,
                    item: int | None = None, field: str | None = None) -> Prov | None:

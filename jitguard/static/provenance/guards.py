@@ -33,6 +33,7 @@ _CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt"
 _NEGATED = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "gt": "le", "le": "gt"}
 _MIRRORED = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge", "ge": "le"}
 _RANGE_MAX = limit("range-guard", "bound")
+_QUOTIENT_VALUES = limit("bounded-quotient", "values")
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
@@ -163,6 +164,7 @@ class GuardedValues:
         self._gfacts: dict = {}
         self._memos: dict = {None: (self._memo, self._tensor_memo)}
         self._dominating: dict = {}
+        self._return_ranges: dict = {}
         self._canons: dict = {}
 
     # ---- context ----
@@ -370,12 +372,12 @@ class GuardedValues:
                 m, used = cand, used + lu + ru
         return m, used, unresolved
 
-    def bounds(self, e: ast.AST, fn) -> tuple[int, int, list] | None:
-        """(lo, hi, guards): the range guards in force bound ``e`` to lo..hi. Values are taken for
-        counts (>= 0). None when no guard gives an upper bound."""
+    def bounds(self, e: ast.AST, fn, facts: dict | None = None) -> tuple[int, int, list] | None:
+        """(lo, hi, guards): the range guards in force (or ``facts``, {canon key: facts}) bound ``e``
+        to lo..hi. Values are taken for counts (>= 0). None when no guard gives an upper bound."""
         key = self.canon(e, fn)
         lo, hi, used, excluded = 0, None, [], set()
-        for f in self._gfacts.get(key, ()) if key is not None else ():
+        for f in (self._gfacts if facts is None else facts).get(key, ()) if key is not None else ():
             if f.op == "mod0":
                 continue
             c = self.const_int(f.bound, fn)
@@ -434,6 +436,77 @@ class GuardedValues:
                             f"{unresolved.line} (an alignment, by convention a multiple of 16)",
                             "alignment-guard-convention")
         return prov
+
+
+    # ---- a helper's return bounded by the guards before it (bounded-quotient) ----
+    def bounded_return(self, st: ast.Return, value: ast.AST, fn, prov):
+        """``prov`` of ``value``, returned by ``st`` of ``fn``, with the range guards that dominate the
+        return applied to a quotient of the guarded value (``if M >= 4096: return 40`` ...
+        ``return 8 + M // 128``): a bucketing that leaves few values, not the count it buckets."""
+        if prov.cls not in (VARYING, BUCKETED) or prov.vtype not in ("int", "unknown"):
+            return prov
+        facts = self._return_facts(fn, st)
+        got = self._span(value, fn, facts, 0) if facts else None
+        if got is None or not got[3] or not got[2]:
+            return prov  # only a quotient of a guarded value: a bare bound is range-guard's
+        lo, hi, used, _ = got
+        if hi - lo + 1 > _QUOTIENT_VALUES:
+            return prov
+        classes = sorted({value_class(v) for v in range(lo, hi + 1)})
+        lines = ", ".join(str(line) for line in sorted({f.line for f in used}))
+        text = f"{self.code(value)}: between {lo} and {hi} by the guards at line {lines} in {fn.name}()"
+        if lo == hi:
+            return Prov(STABLE, "int", (f"{text}: one value",), classes == ["%16"], rules=("bounded-quotient",))
+        rules = ("range-one-class", "bounded-quotient") if len(classes) == 1 else ("bounded-quotient",)
+        return Prov(BUCKETED, "int", (f"{text}: a bucketing, {hi - lo + 1} values in {len(classes)} value "
+                                      f"classes ({' / '.join(classes)})",) + prov.evidence,
+                    classes == ["%16"], rules=rules + prov.rules)
+
+    def _return_facts(self, fn, st: ast.Return) -> dict:
+        """{canon key: range facts} of the guards dominating ``st`` whose bound the code fixes, of any
+        size (the quotient decides how few values are left)."""
+        key = (id(fn.node), id(st))
+        got = self._return_ranges.get(key)
+        if got is None:
+            got = {}
+            for f in dominating_facts(fn.node, st):
+                if f.op != "mod0" and self.const_int(f.bound, fn) is not None:
+                    ck = self.canon(f.expr, fn)
+                    if ck is not None:
+                        got.setdefault(ck, []).append(f)
+            self._return_ranges[key] = got
+        return got
+
+    def _span(self, e: ast.AST, fn, facts: dict, depth: int):
+        """(lo, hi, guards, divided) of ``e``: an int the code fixes, a value ``facts`` bound, a local of
+        ``fn`` bound once to one of those, and ``// c``, ``>> c`` (c fixed in the code; ``divided``),
+        ``+``, ``-`` of those. None otherwise."""
+        c = self.const_int(e, fn)
+        if c is not None:
+            return c, c, [], False
+        if depth > 6:
+            return None
+        if isinstance(e, ast.Name):
+            owner, where = self.lookup(e.id, fn)
+            entries = owner.assigns[e.id] if where == "assign" else ()
+            if len(entries) == 1 and entries[0].kind == "expr" and e.id not in owner.params and owner is fn:
+                return self._span(entries[0].node, fn, facts, depth + 1)  # `b = M // 32; return b`
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.FloorDiv, ast.RShift)):
+            c = self.const_int(e.right, fn)
+            if c is None or c < 0 or (isinstance(e.op, ast.FloorDiv) and c == 0) or (isinstance(e.op, ast.RShift) and c > 64):
+                return None
+            inner = self._span(e.left, fn, facts, depth + 1)
+            d = c if isinstance(e.op, ast.FloorDiv) else 1 << c
+            return None if inner is None else (inner[0] // d, inner[1] // d, inner[2], True)
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+            left, right = self._span(e.left, fn, facts, depth + 1), self._span(e.right, fn, facts, depth + 1)
+            if left is None or right is None:
+                return None
+            (a, b, u, p), (x, y, v, q) = left, right
+            lo, hi = (a + x, b + y) if isinstance(e.op, ast.Add) else (a - y, b - x)
+            return lo, hi, u + v, p or q
+        got = self.bounds(e, fn, facts)
+        return None if got is None or got[0] > got[1] else (*got, False)
 
 
 class _Context:

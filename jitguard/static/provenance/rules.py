@@ -381,6 +381,14 @@ _ALL = (
           "for warm-up to cover (values are taken for counts, >= 0)", few_variants=True, guard_bound=True,
           bound=(16, "an upper bound of 16 or less leaves at most 17 values, few enough to warm up; a bound like "
                  "`if n > MAX_TOKENS: raise` (thousands) leaves every value class and is no bound worth using")),
+    _rule("bounded-quotient", "few variants", STRUCTURAL, "a helper's return `off + M // c` (or `M >> c`), c and "
+          "off fixed in the code, where early exits or the `if` branch that dominate the return bound M (bounds "
+          "fixed in the code: literals, constants, a parameter every caller in the module leaves at its default) "
+          "(`if M >= 4096: return 40` ... `return 8 + M // 128`; `elif M < 256: return M // 32`), takes at most "
+          "hi // c - lo // c + 1 values: a hand-written bucketing, a few variants each compiled (or tuned) on first "
+          "use, reported at the low level; one value is STABLE", few_variants=True, guard_bound=True,
+          values=(64, "`next_power_of_2` of a 64-bit count leaves at most 64 values (`bucket`, never reported as per "
+                  "call); a quotient leaving more is a count again")),
     _rule("range-one-class", "few variants", STRUCTURAL, "the same bounds leaving several values of one value class "
           "(`assert 2 <= m <= 8`): one compile as a plain int (JG001 does not report the value itself); a few values "
           "like a bucket for a `tl.constexpr`; arithmetic on it may span classes again and is reported at the low level",
