@@ -437,7 +437,6 @@ class GuardedValues:
                             "alignment-guard-convention")
         return prov
 
-
     # ---- a helper's return bounded by the guards before it (bounded-quotient) ----
     def bounded_return(self, st: ast.Return, value: ast.AST, fn, prov):
         """``prov`` of ``value``, returned by ``st`` of ``fn``, with the range guards that dominate the
