@@ -492,10 +492,11 @@ class GuardedValues:
                 return self._span(entries[0].node, fn, facts, depth + 1)  # `b = M // 32; return b`
         if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.FloorDiv, ast.RShift)):
             c = self.const_int(e.right, fn)
-            if c is None or c < 0 or (isinstance(e.op, ast.FloorDiv) and c == 0) or (isinstance(e.op, ast.RShift) and c > 64):
+            shift = isinstance(e.op, ast.RShift)
+            if c is None or c < 0 or (c == 0 and not shift) or (shift and c > 64):
                 return None
             inner = self._span(e.left, fn, facts, depth + 1)
-            d = c if isinstance(e.op, ast.FloorDiv) else 1 << c
+            d = 1 << c if shift else c
             return None if inner is None else (inner[0] // d, inner[1] // d, inner[2], True)
         if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
             left, right = self._span(e.left, fn, facts, depth + 1), self._span(e.right, fn, facts, depth + 1)
