@@ -77,7 +77,9 @@ VARYING_CODES = ("JG001", "JG002")  # the codes that say "this value varies"
 DEFAULT_LEVELS = ("high", "medium")  # what a scan reports by default
 LEVELS = ("high", "medium", "low")
 HOW_TO_JUDGE = ("verdict 'true' when the value reaching the parameter takes more than one value class per process in "
-                "normal use (the finding is right), 'false' otherwise; reason: what in the code shows it")
+                "normal use (the finding is right), 'false' otherwise; a launch that nothing in the codebase reaches "
+                "is judged on the value it gets when it runs (the finding is about the code, and the codebase's "
+                "users may call it); reason: what in the code shows it")
 
 
 @dataclass(frozen=True)
