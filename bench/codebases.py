@@ -28,7 +28,7 @@ of which only the .py files are kept, under bench/corpus/ (git-ignored). Per cod
   (``sample``) are drawn from; a sample whose verdicts are filled in gives the hand-checked
   precision per level;
 * the census: every verdict ever given on a finding (the committed samples in git history, judged
-  census files) in NAME_verdicts.json, the precision over the whole population they cover, and
+  census files and adjudications under census/) in NAME_verdicts.json, the precision over the whole population they cover, and
   NAME_census_todo.json listing the default-level findings on unannotated kernels not judged yet
   (filled in by readers and merged with ``census --add``): with every finding judged, the precision
   of the codebase's default-level findings is measured rather than estimated from a sample.
@@ -467,17 +467,21 @@ def _committed_samples(name: str) -> list[dict]:
     return docs
 
 
-def collect_verdicts(name: str, added: list[dict]) -> dict:
-    """Merge into NAME_verdicts.json the verdicts of every committed sample, of the sample files as they
-    are now, and of ``added`` (judged census files): one entry per finding, the latest verdict winning;
-    a finding judged both ways by different readers is listed under ``disagreements``."""
-    path = verdicts_path(name)
-    store = json.loads(path.read_text()) if path.exists() else {"codebase": name, "how_to_judge": HOW_TO_JUDGE,
-                                                                 "verdicts": [], "disagreements": []}
-    by_key = {finding_key(v): v for v in store["verdicts"]}
-    disagreements = {tuple(d["key"]) : d for d in store["disagreements"]}
+def census_inputs(name: str) -> list[dict]:
+    """The judged files of ``name`` under RESULTS/census/ (census files filled in by readers, and
+    adjudications of findings two readers judged both ways), in the order of their names."""
+    docs = [json.loads(p.read_text()) for p in sorted((RESULTS / "census").glob("*.json"))]
+    return [d for d in docs if d["codebase"] == name]
+
+
+def collect_verdicts(name: str) -> dict:
+    """Write NAME_verdicts.json from the committed inputs alone: every version of the sample files in
+    git history, the sample files as they are now, and RESULTS/census/. One verdict per finding: the
+    one all its readers gave; where they differ, an adjudication's (a third reader who saw both
+    reasons), else the latest, and the finding is listed under ``disagreements``."""
     current = [json.loads(p.read_text()) for p in (sample_path(name), sample_path(name, "high")) if p.exists()]
-    for doc in [*_committed_samples(name), *current, *added]:
+    given: dict[tuple, list[dict]] = {}
+    for doc in [*_committed_samples(name), *current, *census_inputs(name)]:
         source = f"sample seed {doc['seed']}" if "seed" in doc else doc.get("source", "census")
         for row in doc["findings"]:
             if row.get("verdict") not in ("true", "false"):
@@ -487,15 +491,18 @@ def collect_verdicts(name: str, added: list[dict]) -> dict:
                      "judged_at": doc["commit"], "source": source}
             if row.get("misled_by"):
                 entry["misled_by"] = row["misled_by"]
-            key = finding_key(entry)
-            before = by_key.get(key)
-            if before and before["verdict"] != entry["verdict"] and before["source"] != entry["source"]:
-                disagreements[key] = {"key": list(key), "verdicts": [
-                    {k: v[k] for k in ("verdict", "reason", "source")} for v in (before, entry)]}
-            by_key[key] = entry
-    store["verdicts"] = sorted(by_key.values(), key=finding_key)
-    store["disagreements"] = sorted(disagreements.values(), key=lambda d: d["key"])
-    path.write_text(json.dumps(store, indent=1) + "\n")
+            readings = given.setdefault(finding_key(entry), [])
+            if not any(r["source"] == source for r in readings):  # a sample committed many times: once
+                readings.append(entry)
+    verdicts, disagreements = [], []
+    for key, readings in sorted(given.items()):
+        if len({r["verdict"] for r in readings if r["source"] != "adjudication"}) > 1:
+            disagreements.append({"key": list(key), "verdicts": [
+                {k: r[k] for k in ("verdict", "reason", "source")} for r in readings]})
+        adjudicated = [r for r in readings if r["source"] == "adjudication"]
+        verdicts.append(dict((adjudicated or readings)[-1], readers=len(readings)))
+    store = {"codebase": name, "how_to_judge": HOW_TO_JUDGE, "verdicts": verdicts, "disagreements": disagreements}
+    verdicts_path(name).write_text(json.dumps(store, indent=1) + "\n")
     return store
 
 
@@ -518,12 +525,16 @@ def census_precision(name: str) -> dict | None:
 
 
 def census(names: list[str], add: list[str]) -> None:
-    """Collect the verdicts, write NAME_census_todo.json with the findings of the last run that have
-    none (for readers to fill in and hand back with --add), print the coverage."""
-    added = [json.loads(pathlib.Path(p).read_text()) for p in add]
+    """Collect the verdicts (``add``: judged files to keep under RESULTS/census/ first), write
+    NAME_census_todo.json with the findings of the last run that have none (for readers to fill in and
+    hand back with --add), print the coverage."""
+    for p in map(pathlib.Path, add):  # kept with the results: the verdicts are made from them alone
+        (RESULTS / "census").mkdir(exist_ok=True)
+        if p.resolve() != (RESULTS / "census" / p.name).resolve():
+            shutil.copyfile(p, RESULTS / "census" / p.name)
     summary = json.loads((RESULTS / "summary.json").read_text())
     for name in names:
-        store = collect_verdicts(name, [d for d in added if d["codebase"] == name])
+        store = collect_verdicts(name)
         judged = {finding_key(v) for v in store["verdicts"]}
         population = [f for f in json.loads((RESULTS / f"{name}.json").read_text())["unannotated_findings"]
                       if f["level"] in DEFAULT_LEVELS]
@@ -707,7 +718,7 @@ def main(argv=None) -> int:
                     help="sample: draw from this level alone into NAME_LEVEL_sample.json (high: its verdicts "
                          "join the default sample's high findings in the high-level precision)")
     ap.add_argument("--add", nargs="*", default=[], metavar="FILE",
-                    help="census: judged census files (NAME_census_todo.json filled in) to merge into the verdicts")
+                    help="census: judged files (NAME_census_todo.json filled in, adjudications) to keep under census/")
     args = ap.parse_args(argv)
     RESULTS = pathlib.Path(args.results)
     names = [n for n in args.only.split(",") if n] or [cb.name for cb in CODEBASES]
