@@ -86,11 +86,10 @@ def _component(node: ast.AST, path: tuple[int, ...]) -> ast.AST | None:
 _DEFERRED = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.GeneratorExp)
 
 
-def _flow_spans(fn_node: ast.AST) -> tuple[dict, list, list]:
-    """What read-before-assign asks of a function, made once per function: the end of each
-    assignment statement by its first line, the line spans of its loops, the spans of the code in
-    it that runs later (lambdas, nested functions, generators)."""
-    nodes = list(ast.walk(fn_node))
+def _flow_spans(fn_node: ast.AST, nodes: tuple[ast.AST, ...]) -> tuple[dict, list, list]:
+    """What read-before-assign asks of a function, made once per function from its walk
+    (``nodes``): the end of each assignment statement by its first line, the line spans of its
+    loops, the spans of the code in it that runs later (lambdas, nested functions, generators)."""
     ends = {st.lineno: (st.end_lineno or st.lineno, st.end_col_offset or 0)
             for st in nodes if isinstance(st, (ast.Assign, ast.AnnAssign, ast.AugAssign))}
     loops = [(n.lineno, n.end_lineno or n.lineno) for n in nodes if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
@@ -322,7 +321,7 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
         entries = fn.assigns.get(t.id)
         if not entries or t.id not in fn.params or fn.params[t.id].kind == "star":
             return False
-        ends, loops, deferred = per_node(self._flow, fn.node, _flow_spans)
+        ends, loops, deferred = per_node(self._flow, fn.node, lambda n: _flow_spans(n, self.walk(n)))
         at = (t.lineno, t.col_offset)
         for en in entries:
             if en.kind == "loop" and en.stmt is not None:
