@@ -712,7 +712,9 @@ class _Methods:
         self.max_callers = limit("method-by-name", "calling_files")
 
     def _files_with(self, name: str, index) -> tuple[list[str], list[str]]:
-        """(the files defining a function ``name``, the files calling ``.name(``), in tree order."""
+        """(the files defining a function ``name``, the files calling ``.name(``), in tree order;
+        ([], []) for a name defined or called in more files than the limits allow (the files past
+        the limit are not searched)."""
         if not name.isascii():
             return [], []  # a def or call the byte patterns below never match
         word = name.encode()
@@ -721,10 +723,18 @@ class _Methods:
         else:
             named = index.naming([name]) or ()
             mention = [d for d in self.contents if d in named]
-        define = re.compile(rb"\bdef[ \t]+" + re.escape(word) + rb"[ \t]*\(")
-        call = re.compile(rb"\.[ \t]*" + re.escape(word) + rb"[ \t]*\(")
-        return ([d for d in mention if define.search(self.contents[d][1])],
-                [d for d in mention if call.search(self.contents[d][1])])
+        found: list[list[str]] = []
+        for pattern, most in ((rb"\bdef[ \t]+" + re.escape(word) + rb"[ \t]*\(", self.max_defs),
+                              (rb"\.[ \t]*" + re.escape(word) + rb"[ \t]*\(", self.max_callers)):
+            search = re.compile(pattern).search
+            files: list[str] = []
+            for d in mention:
+                if search(self.contents[d][1]):
+                    files.append(d)
+                    if len(files) > most:
+                        return [], []
+            found.append(files)
+        return found[0], found[1]
 
     def is_method(self, ref) -> bool:
         """``module.Class.name``: a method of a module-level class (not a module-level function)."""
@@ -743,9 +753,7 @@ class _Methods:
 
         index = self.word_index(len(new) > FEW_NAMES)  # few: a substring pass per name
         for name in new:
-            d, c = self._files_with(name, index)
-            ok = len(d) <= self.max_defs and len(c) <= self.max_callers
-            self.defs[name], self.callers[name] = (list(d), list(c)) if ok else ([], [])
+            self.defs[name], self.callers[name] = self._files_with(name, index)
         for name in asked:
             if self.defs[name]:
                 out.add(name)
