@@ -109,38 +109,39 @@ def words(data: bytes) -> set[bytes]:
 class WordIndex:
     """Which files hold a word: built once per scan (one pass over the bytes of every file), so that
     each later test of a set of names over the tree looks at the files naming one of them, not at
-    every file (phases 2-4 tested the whole tree with a regex each: ~5 s of a cold vLLM scan)."""
+    every file (phases 2-4 tested the whole tree with a regex each: ~5 s of a cold vLLM scan). It
+    keeps each file's set of words: a question intersects them with its few names, which costs
+    less than making a word -> files table of every word (0.49 s against 0.61 s on vLLM)."""
 
     def __init__(self, files: Iterable[tuple[str, bytes]]) -> None:
         self.keys: list[str] = []
-        self._files: dict[bytes, list[int]] = {}
-        add = self._files.setdefault
+        self._words: list[set[bytes]] = []
         for key, data in files:
-            i = len(self.keys)
             self.keys.append(key)
-            for w in words(data):
-                add(w, []).append(i)
+            self._words.append(words(data))
 
     def names_in(self, names: Iterable[str]) -> dict[str, tuple[str, ...]] | None:
-        """File -> the ``names`` it holds as words (files holding none left out); None when a name
-        is not ASCII."""
-        out: dict[str, list[str]] = {}
-        for n in sorted(set(names)):
-            if not n.isascii():
-                return None
-            for i in self._files.get(n.encode(), ()):
-                out.setdefault(self.keys[i], []).append(n)
-        return {k: tuple(v) for k, v in out.items()}
+        """File -> the ``names`` it holds as words, sorted (files holding none left out); None when
+        a name is not ASCII."""
+        wanted = set(names)
+        if not all(n.isascii() for n in wanted):
+            return None
+        encoded = {n.encode() for n in wanted}
+        out: dict[str, tuple[str, ...]] = {}
+        for key, held in zip(self.keys, self._words):
+            hit = held.intersection(encoded)
+            if hit:
+                out[key] = tuple(sorted(w.decode() for w in hit))
+        return out
 
     def naming(self, names: Iterable[str]) -> set[str] | None:
         """The files holding one of ``names`` as a word; None when a name is not ASCII (its bytes
         are not one word here: every file may hold it)."""
-        hits: set[int] = set()
-        for n in names:
-            if not n.isascii():
-                return None
-            hits.update(self._files.get(n.encode(), ()))
-        return {self.keys[i] for i in hits}
+        wanted = list(names)
+        if not all(n.isascii() for n in wanted):
+            return None
+        encoded = {n.encode() for n in wanted}
+        return {key for key, held in zip(self.keys, self._words) if not held.isdisjoint(encoded)}
 
 
 # Up to this many names, a substring search per name rules files out faster than a regex or an index.
