@@ -139,8 +139,45 @@ class Walker:
 
     # ---- statements ----
     def stmt(self, st: ast.stmt, scope: Scope, fn: FunctionInfo | None) -> None:
-        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        # the commonest kinds first (vLLM: Assign 29%, Expr 15%, If 13%, Return 9% of statements)
+        if isinstance(st, ast.Assign):
+            self.exprs(st.value, scope, fn)
+            for t in st.targets:
+                self.bind(t, st.value, scope, fn, st.lineno)
+            if len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) and isinstance(st.value, ast.Call):
+                self.assign_calls.append((st, scope))
+        elif isinstance(st, ast.Expr):
+            self.exprs(st.value, scope, fn)
+        elif isinstance(st, ast.If):
+            self.exprs(st.test, scope, fn)
+            self.body(st.body, scope, fn)
+            self.body(st.orelse, scope, fn)
+        elif isinstance(st, ast.Return):
+            if st.value is not None:
+                if fn is not None and isinstance(st.value, ast.Tuple) and 2 <= len(st.value.elts) <= 3:
+                    self.tuple_returns.add(id(fn.node))
+                self.exprs(st.value, scope, fn)
+        elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.function(st, scope, fn)
+        elif isinstance(st, ast.AnnAssign):
+            if st.value is not None:
+                self.exprs(st.value, scope, fn)
+                self.bind(st.target, st.value, scope, fn, st.lineno)
+        elif isinstance(st, (ast.Import, ast.ImportFrom)):
+            add_import(scope, st)
+            names = [a.asname or a.name.split(".")[0] for a in st.names if a.name != "*"] if isinstance(st, ast.Import) \
+                else [a.asname or a.name for a in st.names if a.name != "*"]
+            if scope.kind == "module":
+                for local in names:
+                    self.info.imported.add(local)
+                    self.imports[local] = resolve_relative(scope.imports[local], self.module, self.is_package)
+            elif fn is not None and scope.kind == "function":
+                fn.imported.update(names)
+        elif isinstance(st, (ast.For, ast.AsyncFor)):
+            self.exprs(st.iter, scope, fn)
+            self.loop_target(st.target, scope, fn, st.lineno, st.iter, st)
+            self.body(st.body, scope, fn)
+            self.body(st.orelse, scope, fn)
         elif isinstance(st, ast.ClassDef):
             if scope.kind == "module":
                 self.classes[st.name] = st
@@ -149,31 +186,12 @@ class Walker:
             for node in st.decorator_list + st.bases + [k.value for k in st.keywords]:
                 self.exprs(node, scope, fn)
             self.body(st.body, Scope("class", st.name, scope), fn)
-        elif isinstance(st, ast.Assign):
-            self.exprs(st.value, scope, fn)
-            for t in st.targets:
-                self.bind(t, st.value, scope, fn, st.lineno)
-            if len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) and isinstance(st.value, ast.Call):
-                self.assign_calls.append((st, scope))
-        elif isinstance(st, ast.AnnAssign):
-            if st.value is not None:
-                self.exprs(st.value, scope, fn)
-                self.bind(st.target, st.value, scope, fn, st.lineno)
         elif isinstance(st, ast.AugAssign):
             self.exprs(st.value, scope, fn)
             self.mutated(st.target, fn)
             if isinstance(st.target, ast.Name) and fn is not None and scope.kind == "function":
                 fn.assigns.setdefault(st.target.id, []).append(Entry("aug", st.value, line=st.lineno))
-        elif isinstance(st, (ast.For, ast.AsyncFor)):
-            self.exprs(st.iter, scope, fn)
-            self.loop_target(st.target, scope, fn, st.lineno, st.iter, st)
-            self.body(st.body, scope, fn)
-            self.body(st.orelse, scope, fn)
         elif isinstance(st, ast.While):
-            self.exprs(st.test, scope, fn)
-            self.body(st.body, scope, fn)
-            self.body(st.orelse, scope, fn)
-        elif isinstance(st, ast.If):
             self.exprs(st.test, scope, fn)
             self.body(st.body, scope, fn)
             self.body(st.orelse, scope, fn)
@@ -191,27 +209,12 @@ class Walker:
                 self.body(h.body, scope, fn)
             self.body(st.orelse, scope, fn)
             self.body(st.finalbody, scope, fn)
-        elif isinstance(st, (ast.Import, ast.ImportFrom)):
-            add_import(scope, st)
-            names = [a.asname or a.name.split(".")[0] for a in st.names if a.name != "*"] if isinstance(st, ast.Import) \
-                else [a.asname or a.name for a in st.names if a.name != "*"]
-            if scope.kind == "module":
-                for local in names:
-                    self.info.imported.add(local)
-                    self.imports[local] = resolve_relative(scope.imports[local], self.module, self.is_package)
-            elif fn is not None and scope.kind == "function":
-                fn.imported.update(names)
         elif isinstance(st, ast.Global):
             self.info.rebound.update(st.names)  # rebinds a module-level name after import
         elif isinstance(st, ast.Delete):
             for t in st.targets:
                 self.mutated(t, fn)
                 self.exprs(t, scope, fn)
-        elif isinstance(st, ast.Return):
-            if st.value is not None:
-                if fn is not None and isinstance(st.value, ast.Tuple) and 2 <= len(st.value.elts) <= 3:
-                    self.tuple_returns.add(id(fn.node))
-                self.exprs(st.value, scope, fn)
         elif type(st).__name__ == "Match":
             self.exprs(st.subject, scope, fn)
             for case in st.cases:
