@@ -102,10 +102,19 @@ def _extract_job(job: tuple, pooled: bool = False) -> tuple:
         extra = {"calls_of": frozenset(calls_of)} if calls_of is not None else {}
         if returns_of:
             extra["returns_of"] = frozenset(returns_of)
-        facts = extract.extract_file(
-            display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable),
-            digest=digest, **extra,
-        )
+        # No cyclic collection while the file is analyzed: a young collection then traverses its
+        # whole tree, which goes by reference counts; the cycles the analysis leaves are collected
+        # after it (collections on vLLM at -j 1: 0.23-0.30 -> 0.11-0.13 s of CPU).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            facts = extract.extract_file(
+                display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable),
+                digest=digest, **extra,
+            )
+        finally:
+            if collecting:
+                gc.enable()
         out: tuple = ("facts", facts)
         entry: dict | None = {"facts": facts} if cache_path or pooled else None
     except RecursionError:
