@@ -463,7 +463,7 @@ def _scan_paths(
         def within(matcher, d: str, memo: list):
             """``matcher``, or one of the names file ``d`` holds (it answers alike there); None when
             none can match ``d`` (``memo``: [] or [file -> matcher], made on first use)."""
-            if matcher.few:
+            if matcher.few and not words:  # few names and no index yet: a substring pass per name
                 return matcher if matcher.may_match(contents[d][1]) else None
             if not memo:
                 memo.append(matcher.within(word_index()))
