@@ -8,6 +8,7 @@ from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef, 
 from jitguard.static.provenance.rules import limit
 
 _RANK = {VARYING: 3, BUCKETED: 2, UNKNOWN: 1, STABLE: 0}
+_JOINED_TYPES = frozenset({"float", "bool", "int", "tensor", "unknown"})  # the types a join keeps as they are
 _ALSO = limit("caller-elsewhere", "parts")
 
 
@@ -50,6 +51,10 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
     """The most varying of several possible values (VARYING > BUCKETED > UNKNOWN > STABLE)."""
     if not items:
         return Prov(UNKNOWN, vtype or "unknown")
+    if len(items) == 1 and vtype is None:
+        p = items[0]
+        if not p.also and (p.ret is None or p.cls == UNKNOWN or p.by_name) and p.vtype in _JOINED_TYPES:
+            return Prov._make(p)  # what the rest makes of one such value: an equal copy (half the joins)
     best = max(items, key=lambda p: (_RANK[p.cls], not p.by_name))
     div16 = all(p.div16 for p in items)
     entry = best.entry
