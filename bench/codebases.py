@@ -666,31 +666,25 @@ def summary_md(doc: dict) -> str:
                      f"({d['matching_annotation']}/{d['findings_on_annotated_kernels']}) | {fmt(y['precision_proxy'])} | "
                      f"{v.get('varies', 0) + v.get('unclear', 0)}/{v.get('fixed', 0)}/{v.get('no-op', 0)}/"
                      f"{v.get('unjudged', 0)} | {fmt(r['recall_over_varying_pairs'])} |")
-    lines += ["", "## Hand-checked samples (default-level findings on unannotated kernels)", "",
-              "| codebase | seed | at commit | true / judged | precision (95% interval) | high | medium |",
-              "|---|---|---|---|---|---|---|"]
-    for e in doc["codebases"]:
-        h = e.get("hand_check")
-        if not h:
-            lines.append(f"| {e['codebase']} | no sample yet | | | | | |")
-            continue
+    def judged_table(title: str, key: str, first: str, empty: str, row) -> None:
+        lines.extend(["", f"## {title}", "", f"| codebase | {first} | true / judged | precision (95% interval) | high | "
+                      "medium |", "|---|---|---|---|---|---|---|"])
+        for e in doc["codebases"]:
+            x = e.get(key)
+            lines.append(f"| {e['codebase']} | {row(x)} |" if x else f"| {e['codebase']} | {empty} | | | | | |")
 
-        def cell(x):
-            return "-" if not x["n"] else f"{x['true']}/{x['n']}"
-        lines.append(f"| {e['codebase']} | {h['seed']} | {h['commit'][:10]} | {h['all']['true']}/{h['judged']}"
-                     f"{' (incomplete)' if h.get('incomplete') else ''} | {h['all']['precision']} {h['all']['interval_95']} | "
-                     f"{cell(h['high'])} | {cell(h['medium'])} |")
-    lines += ["", "## Census (every default-level finding on unannotated kernels, with the verdicts given so far)", "",
-              "| codebase | findings | judged | true / judged | precision (95% interval) | high | medium |",
-              "|---|---|---|---|---|---|---|"]
-    for e in doc["codebases"]:
-        c = e.get("census")
-        if not c:
-            lines.append(f"| {e['codebase']} | no verdicts yet | | | | | |")
-            continue
-        lines.append(f"| {e['codebase']} | {c['population']} | {c['all']['judged']} | {c['all']['true']}/"
-                     f"{c['all']['judged']} | {c['all']['precision']} {c['all']['interval_95']} | "
-                     f"{c['high']['true']}/{c['high']['judged']} | {c['medium']['true']}/{c['medium']['judged']} |")
+    def count(x: dict) -> str:
+        return "-" if not x.get("n", x.get("judged")) else f"{x['true']}/{x.get('n', x.get('judged'))}"
+
+    judged_table("Hand-checked samples (default-level findings on unannotated kernels)", "hand_check",
+                 "seed | at commit", "no sample yet", lambda h: (
+                     f"{h['seed']} | {h['commit'][:10]} | {h['all']['true']}/{h['judged']}"
+                     f"{' (incomplete)' if h.get('incomplete') else ''} | {h['all']['precision']} "
+                     f"{h['all']['interval_95']} | {count(h['high'])} | {count(h['medium'])}"))
+    judged_table("Census (every default-level finding on unannotated kernels, with the verdicts given so far)",
+                 "census", "findings | judged", "no verdicts yet", lambda c: (
+                     f"{c['population']} | {c['all']['judged']} | {c['all']['true']}/{c['all']['judged']} | "
+                     f"{c['all']['precision']} {c['all']['interval_95']} | {count(c['high'])} | {count(c['medium'])}"))
     lines += ["", "## Recall misses by reason", ""]
     for e in doc["codebases"]:
         reasons = e["recall"]["miss_reasons"]
