@@ -54,7 +54,9 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
     if len(items) == 1 and vtype is None:
         p = items[0]
         if not p.also and (p.ret is None or p.cls == UNKNOWN or p.by_name) and p.vtype in _JOINED_TYPES:
-            return Prov._make(p)  # what the rest makes of one such value: an equal copy (half the joins)
+            # what the rest makes of one such value, made without its passes (half the joins): an equal
+            # copy, not ``p`` itself, as the rest returns (model_dim tells a count from a dim by identity)
+            return Prov._make(p)
     best = max(items, key=lambda p: (_RANK[p.cls], not p.by_name))
     div16 = all(p.div16 for p in items)
     entry = best.entry
