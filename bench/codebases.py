@@ -359,10 +359,9 @@ def sample_precision(name: str) -> dict | None:
     if high_path.exists():  # a sample of high findings alone: high precision over both, each finding once
         hdoc = json.loads(high_path.read_text())
         if hdoc["commit"] == doc["commit"]:
-            key = lambda r: (r["path"], r["kernel"], r["param"], r["code"])  # noqa: E731
-            rows_high = {key(r): r for r in judged if r["level"] == "high"}
+            rows_high = {finding_key(r): r for r in judged if r["level"] == "high"}
             extra = [r for r in hdoc["findings"] if r.get("verdict") in ("true", "false")]
-            rows_high.update((key(r), r) for r in extra)
+            rows_high.update((finding_key(r), r) for r in extra)
             sel = list(rows_high.values())
             k = sum(r["verdict"] == "true" for r in sel)
             out["high"] = {"true": k, "n": len(sel), "precision": round(k / len(sel), 3) if sel else None,
@@ -491,8 +490,13 @@ def collect_verdicts(name: str) -> dict:
                      "judged_at": doc["commit"], "source": source}
             if row.get("misled_by"):
                 entry["misled_by"] = row["misled_by"]
+            # a sample committed many times is one reading, in the place of its first version, with its
+            # latest verdict (one corrected later)
             readings = given.setdefault(finding_key(entry), [])
-            if not any(r["source"] == source for r in readings):  # a sample committed many times: once
+            same = [i for i, r in enumerate(readings) if r["source"] == source]
+            if same:
+                readings[same[0]] = entry
+            else:
                 readings.append(entry)
     verdicts, disagreements = [], []
     for key, readings in sorted(given.items()):
@@ -528,8 +532,9 @@ def census(names: list[str], add: list[str]) -> None:
     """Collect the verdicts (``add``: judged files to keep under RESULTS/census/ first), write
     NAME_census_todo.json with the findings of the last run that have none (for readers to fill in and
     hand back with --add), print the coverage."""
-    for p in map(pathlib.Path, add):  # kept with the results: the verdicts are made from them alone
+    if add:
         (RESULTS / "census").mkdir(exist_ok=True)
+    for p in map(pathlib.Path, add):  # kept with the results: the verdicts are made from them alone
         if p.resolve() != (RESULTS / "census" / p.name).resolve():
             shutil.copyfile(p, RESULTS / "census" / p.name)
     summary = json.loads((RESULTS / "summary.json").read_text())
@@ -673,18 +678,20 @@ def summary_md(doc: dict) -> str:
             x = e.get(key)
             lines.append(f"| {e['codebase']} | {row(x)} |" if x else f"| {e['codebase']} | {empty} | | | | | |")
 
-    def count(x: dict) -> str:
-        return "-" if not x.get("n", x.get("judged")) else f"{x['true']}/{x.get('n', x.get('judged'))}"
+    def count(true: int, n: int) -> str:
+        return f"{true}/{n}" if n else "-"
 
     judged_table("Hand-checked samples (default-level findings on unannotated kernels)", "hand_check",
                  "seed | at commit", "no sample yet", lambda h: (
                      f"{h['seed']} | {h['commit'][:10]} | {h['all']['true']}/{h['judged']}"
                      f"{' (incomplete)' if h.get('incomplete') else ''} | {h['all']['precision']} "
-                     f"{h['all']['interval_95']} | {count(h['high'])} | {count(h['medium'])}"))
+                     f"{h['all']['interval_95']} | {count(h['high']['true'], h['high']['n'])} | "
+                     f"{count(h['medium']['true'], h['medium']['n'])}"))
     judged_table("Census (every default-level finding on unannotated kernels, with the verdicts given so far)",
                  "census", "findings | judged", "no verdicts yet", lambda c: (
                      f"{c['population']} | {c['all']['judged']} | {c['all']['true']}/{c['all']['judged']} | "
-                     f"{c['all']['precision']} {c['all']['interval_95']} | {count(c['high'])} | {count(c['medium'])}"))
+                     f"{c['all']['precision']} {c['all']['interval_95']} | {count(c['high']['true'], c['high']['judged'])} | "
+                     f"{count(c['medium']['true'], c['medium']['judged'])}"))
     lines += ["", "## Recall misses by reason", ""]
     for e in doc["codebases"]:
         reasons = e["recall"]["miss_reasons"]

@@ -70,3 +70,16 @@ def test_the_findings_no_one_judged_are_left_to_judge(results, capsys):
     assert [f["param"] for f in todo["findings"]] == ["m"]  # "n" and "rows" are judged, "b" is low
     assert todo["commit"] == "c9" and todo["findings"][0]["verdict"] is None
     assert "2 of 3 default-level findings judged" in capsys.readouterr().out
+
+
+def test_a_sample_committed_again_is_one_reading_with_its_latest_verdict(results, monkeypatch):
+    first = {"codebase": NAME, "seed": 5, "commit": "c0", "findings": [_finding("m", verdict="true", reason="v1")]}
+    other = {"codebase": NAME, "seed": 6, "commit": "c1", "findings": [_finding("m", verdict="false", reason="s6")]}
+    again = dict(first, commit="c2", findings=[_finding("m", verdict="false", reason="v2, corrected")])
+    monkeypatch.setattr(codebases, "_committed_samples", lambda name: [first, other, again])
+    (results / f"{NAME}_sample.json").unlink()
+    store = codebases.collect_verdicts(NAME)
+    m = next(v for v in store["verdicts"] if v["param"] == "m")
+    # seed 5 read once, corrected to false: the two readers agree; the reading kept is the later draw's
+    assert (m["verdict"], m["readers"], m["source"]) == ("false", 2, "sample seed 6")
+    assert "m" not in [d["key"][2] for d in store["disagreements"]]
