@@ -338,6 +338,11 @@ def wilson(k: int, n: int, z: float = 1.96) -> list[float]:
     return [round((c - r) / d, 3), round((c + r) / d, 3)]
 
 
+def share_true(k: int, n: int) -> dict:
+    """``k`` right of ``n`` judged: the count, the precision and its 95% interval."""
+    return {"true": k, "precision": round(k / n, 3) if n else None, "interval_95": wilson(k, n)}
+
+
 def sample_precision(name: str) -> dict | None:
     """The hand-checked precision of ``name``'s sample, when every drawn finding has a verdict."""
     path = RESULTS / f"{name}_sample.json"
@@ -352,9 +357,7 @@ def sample_precision(name: str) -> dict | None:
         out["incomplete"] = True
     for lv in ("all", *LEVELS):
         sel = [r for r in judged if lv == "all" or r["level"] == lv]
-        k = sum(r["verdict"] == "true" for r in sel)
-        out[lv] = {"true": k, "n": len(sel), "precision": round(k / len(sel), 3) if sel else None,
-                   "interval_95": wilson(k, len(sel))}
+        out[lv] = {"n": len(sel), **share_true(sum(r["verdict"] == "true" for r in sel), len(sel))}
     high_path = sample_path(name, "high")
     if high_path.exists():  # a sample of high findings alone: high precision over both, each finding once
         hdoc = json.loads(high_path.read_text())
@@ -363,10 +366,8 @@ def sample_precision(name: str) -> dict | None:
             extra = [r for r in hdoc["findings"] if r.get("verdict") in ("true", "false")]
             rows_high.update((finding_key(r), r) for r in extra)
             sel = list(rows_high.values())
-            k = sum(r["verdict"] == "true" for r in sel)
-            out["high"] = {"true": k, "n": len(sel), "precision": round(k / len(sel), 3) if sel else None,
-                           "interval_95": wilson(k, len(sel)), "with": os.path.relpath(high_path, ROOT),
-                           "high_sample_seed": hdoc["seed"]}
+            out["high"] = {"n": len(sel), **share_true(sum(r["verdict"] == "true" for r in sel), len(sel)),
+                           "with": os.path.relpath(high_path, ROOT), "high_sample_seed": hdoc["seed"]}
             if len(extra) < len(hdoc["findings"]):
                 out["high"]["incomplete"] = True
     return out
@@ -522,9 +523,8 @@ def census_precision(name: str) -> dict | None:
     out = {"file": os.path.relpath(path, ROOT), "population": len(population)}
     for lv in ("all", *DEFAULT_LEVELS):
         rows = [verdicts.get(finding_key(f)) for f in population if lv == "all" or f["level"] == lv]
-        k, n = rows.count("true"), rows.count("true") + rows.count("false")
-        out[lv] = {"population": len(rows), "judged": n, "true": k, "precision": round(k / n, 3) if n else None,
-                   "interval_95": wilson(k, n)}
+        k = rows.count("true")
+        out[lv] = {"population": len(rows), "judged": k + rows.count("false"), **share_true(k, k + rows.count("false"))}
     return out
 
 
