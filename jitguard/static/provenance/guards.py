@@ -152,6 +152,21 @@ def value_class(v: int) -> str:
     return "==1" if v == 1 else "%16" if v % 16 == 0 else "other"
 
 
+def _range_prov(lo: int, hi: int, text: str, kind: str, prov, rule: str):
+    """What a value bounded to ``lo..hi`` by guards is (``rule``: the guards' rule, ``text`` the
+    evidence that says where, ``kind`` how the code bounds it): one value is STABLE; a few values are
+    BUCKETED, a few variants each compiled on first use; all in one value class, one compile as a
+    plain int and one per value as a ``tl.constexpr`` (``range-one-class`` first: JG001 reads it)."""
+    classes = sorted({value_class(v) for v in range(lo, hi + 1)})
+    if lo == hi:
+        return Prov(STABLE, "int", (f"{text}: one value",), classes == ["%16"], rules=(rule,))
+    if len(classes) == 1:
+        return Prov(BUCKETED, "int", (f"{text}: {kind}{hi - lo + 1} values in one value class ({classes[0]})",)
+                    + prov.evidence, classes == ["%16"], rules=("range-one-class", rule) + prov.rules)
+    return Prov(BUCKETED, "int", (f"{text}: {kind}at most {hi - lo + 1} values, {len(classes)} value classes "
+                                  f"({' / '.join(classes)})",) + prov.evidence, rules=(rule,) + prov.rules)
+
+
 class GuardedValues:
     """The part of the Classifier that reads guards: ``at(fn, node)`` makes the facts dominating
     ``node`` (a launch, a call to a launcher) hold for what is classified next in ``fn``; a value
@@ -409,18 +424,9 @@ class GuardedValues:
             got = self.bounds(e, fn)
             if got is not None and got[0] <= got[1] <= _RANGE_MAX:
                 lo, hi, used = got
-                classes = sorted({value_class(v) for v in range(lo, hi + 1)})
                 lines = ", ".join(str(f.line) for f in used)
                 text = f"{self.code(e)}: between {lo} and {hi} by the guards at line {lines}"
-                if lo == hi:
-                    return Prov(STABLE, "int", (f"{text}: one value",), classes == ["%16"], rules=("range-guard",))
-                if len(classes) == 1:
-                    # one compile as a plain int, one per value as a tl.constexpr (JG001 reads the rule)
-                    return Prov(BUCKETED, "int", (f"{text}: {hi - lo + 1} values in one value class ({classes[0]})",)
-                                + prov.evidence, classes == ["%16"], rules=("range-one-class",) + prov.rules)
-                return Prov(BUCKETED, "int", (f"{text}: at most {hi - lo + 1} values, "
-                                              f"{len(classes)} value classes ({' / '.join(classes)})",) + prov.evidence,
-                            rules=("range-guard",) + prov.rules)
+                return _range_prov(lo, hi, text, "", prov, "range-guard")
         if prov.rules and prov.rules[0] == "range-one-class" and not isinstance(e, ast.Name):
             # arithmetic on a value bounded to one class may span classes again (2..8 times 2)
             prov = prov.why(f"{self.code(e)}: arithmetic on a bounded value", "range-guard")
@@ -451,15 +457,9 @@ class GuardedValues:
         lo, hi, used, _ = got
         if hi - lo + 1 > _QUOTIENT_VALUES:
             return prov
-        classes = sorted({value_class(v) for v in range(lo, hi + 1)})
         lines = ", ".join(str(line) for line in sorted({f.line for f in used}))
         text = f"{self.code(value)}: between {lo} and {hi} by the guards at line {lines} in {fn.name}()"
-        if lo == hi:
-            return Prov(STABLE, "int", (f"{text}: one value",), classes == ["%16"], rules=("bounded-quotient",))
-        rules = ("range-one-class", "bounded-quotient") if len(classes) == 1 else ("bounded-quotient",)
-        return Prov(BUCKETED, "int", (f"{text}: a bucketing, {hi - lo + 1} values in {len(classes)} value "
-                                      f"classes ({' / '.join(classes)})",) + prov.evidence,
-                    classes == ["%16"], rules=rules + prov.rules)
+        return _range_prov(lo, hi, text, "a bucketing, ", prov, "bounded-quotient")
 
     def _return_facts(self, fn, st: ast.Return) -> dict:
         """{canon key: range facts} of the guards dominating ``st`` whose bound the code fixes, of any
