@@ -280,11 +280,14 @@ def recall_and_proxy(cb: Codebase, tree: pathlib.Path, work: pathlib.Path, reuse
     still_varying = [m for m in misses if m["verdict"] in ("varies", "unclear", "unjudged")]
     n_hits = default["hits"]
     false_pos = []
+    prefix = os.path.join(str(stripped), "")  # the stripped copy's place: left out of the results
     for k in sorted(default["_on_annotated"] - default["_matching"]):
         f = found[k]
         false_pos.append({"path": k[0], "kernel": k[1], "param": k[2], "code": f.code, "level": level_of(f),
-                          "arg": _launch(f).get("arg"), "at": f"{_launch(f).get('path')}:{_launch(f).get('line')}",
-                          "evidence": _evidence(f)[:4], "annotated_params": sorted(truth.get((k[0], k[1]), set()))})
+                          "arg": _launch(f).get("arg"),
+                          "at": f"{os.path.relpath(_launch(f).get('path'), stripped)}:{_launch(f).get('line')}",
+                          "evidence": [e.replace(prefix, "") for e in _evidence(f)[:4]],
+                          "annotated_params": sorted(truth.get((k[0], k[1]), set()))})
     strip_forms: dict[str, int] = {}
     for e in record["entries"]:
         strip_forms[e.get("form", "literal")] = strip_forms.get(e.get("form", "literal"), 0) + 1

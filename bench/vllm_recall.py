@@ -65,7 +65,12 @@ def scan(root: pathlib.Path, jobs: int | None):
 
 
 def explain_miss(program, root, rel, local, param) -> dict:
-    """Why a stripped (kernel, param) pair was not reported."""
+    """Why a stripped (kernel, param) pair was not reported (paths relative to ``root``, so that the
+    results do not depend on where the stripped copy was made)."""
+    prefix = os.path.join(str(root), "")
+
+    def at(b) -> str:
+        return f"{os.path.relpath(b.file.path, root)}:{b.launch.line}"
     k = None
     for cand, f in program.all_kernels:
         if key_of(f.path, cand.qualname, root) == (rel, local):
@@ -83,13 +88,13 @@ def explain_miss(program, root, rel, local, param) -> dict:
     mapped = [(b, a) for b, a in args if a is not None]
     if not mapped:
         return {"reason": "argument not mapped at any launch (star-args, defaulted or heuristics)",
-                "launches": [f"{b.file.path}:{b.launch.line}" for b in launches]}
+                "launches": [at(b) for b in launches]}
     return {
         "reason": "provenance " + "/".join(sorted({a.provenance for _, a in mapped}))
         + ("" if all(a.value_type in ("int", "unknown") for _, a in mapped) else
            " (value type " + "/".join(sorted({a.value_type for _, a in mapped})) + ")"),
-        "args": [{"at": f"{b.file.path}:{b.launch.line}", "arg": a.text, "provenance": a.provenance,
-                  "value_type": a.value_type, "evidence": a.evidence[:4]} for b, a in mapped[:3]],
+        "args": [{"at": at(b), "arg": a.text, "provenance": a.provenance, "value_type": a.value_type,
+                  "evidence": [e.replace(prefix, "") for e in a.evidence[:4]]} for b, a in mapped[:3]],
     }
 
 
