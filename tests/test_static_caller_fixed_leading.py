@@ -68,13 +68,17 @@ BODIES = {
 
 
 @pytest.mark.parametrize("body", sorted(BODIES))
-@pytest.mark.parametrize("arg", ["{t}.view(1, {n}, 64)", "torch.empty(1, {n}, 64)", "{t}.reshape(1, -1, 64)"])
+@pytest.mark.parametrize("arg", ["{t}.view(1, {n}, 64)", "torch.empty(1, {n}, 64)", "{t}.reshape(1, -1, 64)",
+                                 "torch.randint(0, 7, (1, {n}, 64))"])
 def test_a_leading_dim_every_caller_two_levels_up_fixes_at_one_is_no_finding(tmp_path, body, arg):
     assert _findings(tmp_path, BODIES[body], arg) == []
 
 
 @pytest.mark.parametrize("body", sorted(BODIES))
-@pytest.mark.parametrize("arg", ["{t}", "{t}.view(-1, 64)", "torch.empty({n}, 64)"])
+# torch.randint(low, high, size): the bounds of the values are no dims (a literal bound read as the
+# leading dim fixed it)
+@pytest.mark.parametrize("arg", ["{t}", "{t}.view(-1, 64)", "torch.empty({n}, 64)", "torch.randint(-7, 7, ({n}, 64))",
+                                 "torch.randint(7, size=({n}, 64))", "torch.randint(7, ({n}, 64)).view(-1, 64)"])
 def test_a_caller_passing_a_tensor_of_unknown_leading_dim_keeps_the_finding(tmp_path, body, arg):
     assert [lv for _, lv in _findings(tmp_path, BODIES[body], arg)] == ["medium"]
 

@@ -103,6 +103,11 @@ CASES = [
     ("{u} = torch.empty((64, len(x))).unsqueeze(-1)\nARG = {u}.shape[-2]", VARYING),
     ("{u} = torch.empty((64, len(x))).unsqueeze(1)\nARG = {u}.stride(0)", VARYING),
     ("{u} = torch.empty((len(x), 64)).unsqueeze(1)\nARG = {u}.stride(0)", STABLE),
+    # torch.randint(low, high, size) / (high, size): the sizes are the tuple, not the value bounds
+    ("{u} = torch.randint(-3, 3, (len(x), 64))\nARG = {u}.shape[0]", VARYING),
+    ("{u} = torch.randint(3, (len(x), 64))\nARG = {u}.shape[0]", VARYING),
+    ("{u} = torch.randint(0, len(x), (7, 64))\nARG = {u}.shape[1]", STABLE),
+    ("{u} = torch.randint(-3, 3, (7, len(x)))\nARG = {u}.stride(0)", VARYING),
 ]
 
 

@@ -727,6 +727,13 @@ class TensorLayouts:
         pos = call.args
         if not pos or any(isinstance(a, ast.Starred) for a in pos):
             return None
+        if _call_name(call.func) == "randint":
+            # torch.randint(high, size) / torch.randint(low, high, size): the bounds of the values come
+            # first, the sizes are the tuple after them
+            size = pos[-1] if len(pos) >= 2 else None
+            if not isinstance(size, (ast.Tuple, ast.List)) or any(isinstance(x, ast.Starred) for x in size.elts):
+                return None
+            return list(size.elts)
         if isinstance(pos[0], (ast.Tuple, ast.List)):
             els = pos[0].elts
             return None if any(isinstance(x, ast.Starred) for x in els) else list(els)
@@ -954,12 +961,16 @@ class TensorLayouts:
             cname = _call_name(node.func)
             is_view = isinstance(node.func, ast.Attribute) and cname in ("view", "reshape", "new_empty", "new_zeros",
                                                                           "new_ones", "expand")
-            if cname in _ALLOC or is_view:
+            if cname == "randint":
+                shape = self._shape_args(node) or []  # its value bounds come first: the sizes are the tuple
+            elif cname in _ALLOC or is_view:
+                # the sizes as written, a starred one too (y.view(*x.shape[:-1], n)): the last is innermost
                 shape = node.args[0].elts if len(node.args) == 1 and isinstance(node.args[0], (ast.Tuple, ast.List)) \
                     else node.args
                 for kw in node.keywords:
                     if kw.arg == "size" and isinstance(kw.value, (ast.Tuple, ast.List)):
                         shape = kw.value.elts
+            if cname in _ALLOC or is_view:
                 if len(shape) >= 2 and isinstance(shape[-1], ast.Name) and shape[-1].id == name \
                         and not _is_transposed(node, *self._parents_and_transposed(fn, index)) \
                         and self._counted_before(shape[:-1], fn):
