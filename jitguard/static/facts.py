@@ -433,6 +433,9 @@ class FileFacts:
     custom_ops: list[list[str]] = field(default_factory=list)
     # what the module-level functions other modules' launches rest on return (returns-elsewhere)
     returns: list[ReturnFacts] = field(default_factory=list)
+    # a test or a benchmark by its place in the tree scanned (files.SourceFile.exercise, set by the
+    # scan as the digest is: not part of what the file's bytes say; rule test-callers)
+    exercise: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -448,6 +451,7 @@ class FileFacts:
             "suppressions": {str(k): list(v) for k, v in self.suppressions.items()},
             "digest": self.digest,
             "returns": [r.to_dict() for r in self.returns],
+            "exercise": self.exercise,
         }
 
     @classmethod
@@ -465,4 +469,5 @@ class FileFacts:
             custom_ops=[list(r) for r in data.get("custom_ops", [])],
             digest=str(data.get("digest") or ""),
             returns=[ReturnFacts.from_dict(r) for r in data.get("returns", []) if isinstance(r, dict)],
+            exercise=bool(data.get("exercise", False)),
         )

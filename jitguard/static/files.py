@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -51,6 +52,9 @@ class SourceFile:
     path: str  # absolute, as walked (not resolved: symlinked files keep their link path)
     display: str  # what reports print: relative to cwd when below it, else absolute; posix
     module: str  # dotted module name from the package layout (``__init__.py`` walk-up)
+    # a test or benchmark by its place below the folder scanned (rule test-callers), never by the
+    # folders above it
+    exercise: bool = False
 
 
 @dataclass
@@ -77,6 +81,19 @@ def display_path(path: str, cwd: str | None = None) -> str:
     if rel.startswith(os.pardir):
         rel = ap
     return rel.replace(os.sep, "/")
+
+
+# tests and benchmarks (rule test-callers in docs/provenance.md): folders named so, files named like
+# pytest's (`test_*.py`, `*_test.py`, `conftest.py`) or like benchmarks
+_EXERCISE_DIRS = frozenset({"test", "tests", "benchmark", "benchmarks"})
+_EXERCISE_FILE = re.compile(r"^(test_\w*|\w+_test|conftest|bench_\w+|benchmark_\w+)$")
+
+
+def exercise_path(rel: str) -> bool:
+    """A test or a benchmark, by its path below the folder scanned (``rel``, posix or native): what
+    it passes to a kernel are sizes picked to exercise it."""
+    parts = rel.replace("\\", "/").split("/")
+    return any(p in _EXERCISE_DIRS for p in parts[:-1]) or bool(_EXERCISE_FILE.match(parts[-1].rsplit(".", 1)[0]))
 
 
 def module_name(path: str) -> str:
@@ -243,17 +260,20 @@ def collect_files(paths: Iterable[str], config: Config, cwd: str | None = None) 
     excluder = _Excluder(config, lambda path, why, line: out.errors.append(
         FileError(path if path.startswith("<") else display_path(path, cwd), why, line)))
 
-    def add(abspath: str, real: str) -> None:
+    def add(abspath: str, real: str, top: str) -> None:
+        """``top``: the folder named to the scan that the walk reached ``abspath`` from."""
         if real in seen_files:
             return
         seen_files.add(real)
-        out.files.append(SourceFile(abspath, display_path(abspath, cwd), module_name(abspath)))
+        out.files.append(SourceFile(abspath, display_path(abspath, cwd), module_name(abspath),
+                                    exercise_path(os.path.relpath(abspath, top))))
 
     def error(abspath: str, reason: str) -> None:
         out.errors.append(FileError(display_path(abspath, cwd), reason))
 
-    def walk(directory: str, real_dir: str) -> None:
-        """``real_dir``: the symlink-free path of ``directory`` (loop detection without stat)."""
+    def walk(directory: str, real_dir: str, top: str) -> None:
+        """``real_dir``: the symlink-free path of ``directory`` (loop detection without stat); ``top``:
+        the folder named to the scan."""
         try:
             entries = list(os.scandir(directory))
         except OSError as exc:
@@ -286,12 +306,12 @@ def collect_files(paths: Iterable[str], config: Config, cwd: str | None = None) 
                         continue
                 else:
                     real = os.path.join(real_dir, name)
-                walk(abspath, real)
+                walk(abspath, real, top)
             elif is_file and name.endswith(PYTHON_SUFFIXES):
                 if excluder.excluded(abspath, False):
                     out.excluded += 1
                     continue
-                add(abspath, os.path.realpath(abspath) if is_link else os.path.join(real_dir, name))
+                add(abspath, os.path.realpath(abspath) if is_link else os.path.join(real_dir, name), top)
             elif name.endswith(TEMP_SUFFIX) and name.startswith("."):
                 why = clear_stale_temp(abspath)  # left by a killed `jitguard fix --write`
                 if why is None:
@@ -322,14 +342,14 @@ def collect_files(paths: Iterable[str], config: Config, cwd: str | None = None) 
                 out.named_excluded.append(shown)
                 out.excluded_by[shown] = excluder.reason
                 continue
-            walk(abspath, os.path.realpath(abspath))
+            walk(abspath, os.path.realpath(abspath), abspath)
         elif stat.S_ISREG(st.st_mode):
             if excluder.excluded_with_ancestors(abspath, False):
                 out.excluded += 1
                 out.named_excluded.append(display_path(abspath, cwd))
                 out.excluded_by[display_path(abspath, cwd)] = excluder.reason
                 continue
-            add(abspath, os.path.realpath(abspath))  # any suffix: the user asked for this file
+            add(abspath, os.path.realpath(abspath), os.path.dirname(abspath))  # any suffix: the user asked for this file
         else:
             error(abspath, f"{file_kind(st.st_mode)}, not a regular file or directory; not read")
     out.files.sort(key=lambda f: f.display)

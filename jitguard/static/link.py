@@ -14,7 +14,7 @@ from jitguard.static.facts import (
 from jitguard.static.names import module_prefixes, reexport
 from jitguard.static.param_uses import INDEX_TERM
 from jitguard.static.program import BoundLaunch, Program
-from jitguard.static.provenance.conventions import _WARMUP  # one warm-up test
+from jitguard.static.provenance.conventions import exercise_caller  # one test of warm-up, test and benchmark code
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import _RANK  # one class order
 
@@ -207,8 +207,8 @@ class _Callers:
                     via[id(c)] = f"torch.ops.{cns}.{op}"
                     sites = list(sites) + [(c, f)]
         for c, f in sites[:_SITES]:
-            if _WARMUP.search(c.function or f.module or ""):
-                continue  # warm-up code enumerates variants on purpose: not evidence of serving
+            if exercise_caller(f.exercise, f.module, c.function):
+                continue  # warm-up, tests and benchmarks pick their sizes: not evidence of serving
             a = _arg_at(c, base, index)
             if a is None:
                 continue
@@ -265,7 +265,7 @@ class _Callers:
         self.memo[key] = None  # a cycle fixes nothing
         fq, short = ref.function, ref.function.rsplit(".", 1)[-1]
         sites = self.direct_sites(fq)
-        sites = [(c, f) for c, f in sites if not _WARMUP.search(c.function or f.module or "")]
+        sites = [(c, f) for c, f in sites if not exercise_caller(f.exercise, f.module, c.function)]
         out = None
         if sites and len(sites) <= _SITES:
             first, used, held = None, [], False

@@ -321,8 +321,8 @@ def _scan_paths(
     # the linked findings are served from one cache entry, nothing is parsed or linked.
     tree_key = None
     if cache is not None and not keep_facts:
-        tree_key = cache.tree_key(
-            (d, sf.module, digest) for d, (sf, _, digest) in sorted(contents.items())
+        tree_key = cache.tree_key(  # a test's or benchmark's place is part of what the findings rest on
+            (d, sf.module + "\0exercise" * sf.exercise, digest) for d, (sf, _, digest) in sorted(contents.items())
         )
         memo_entry = cache.load_tree(tree_key)
         if memo_entry is not None and _apply_tree(result, memo_entry, config):
@@ -349,7 +349,7 @@ def _scan_paths(
         index.save()
         if tree_key is not None:
             tree_key = cache.tree_key(
-                (d, sf.module, digest) for d, (sf, _, digest) in sorted(contents.items()))
+                (d, sf.module + "\0exercise" * sf.exercise, digest) for d, (sf, _, digest) in sorted(contents.items()))
     walk_errors = len(result.errors)  # problems found before analysis: never part of a memo
 
     from jitguard.static import extract as _engine  # noqa: F401  (before the workers fork: they share it)
@@ -396,6 +396,7 @@ def _scan_paths(
             result.files_parsed += 1
             if out[0] == "facts":
                 out[1].digest = contents[d][2]  # what a fix decided on these facts must find on disk
+                out[1].exercise = contents[d][0].exercise
                 facts_by_path[d] = out[1]
             elif out[0] == "error":
                 result.errors.append(FileError(d, out[1], out[2]))
@@ -438,6 +439,7 @@ def _scan_paths(
         if not isinstance(facts, FileFacts):  # a corrupt or outdated cache entry: rebuild it
             return False
         facts.digest = contents[d][2]
+        facts.exercise = contents[d][0].exercise
         facts_by_path[d] = facts
         return True
 

@@ -10,6 +10,16 @@ import re
 from jitguard.static.facts import STABLE, VARYING
 
 _WARMUP = re.compile(r"warm_?up", re.IGNORECASE)
+# functions named like pytest's tests (rule test-callers; files.exercise_path tells the files)
+_TEST_FUNCTION = re.compile(r"(^|\.)test_\w*$")
+
+
+def exercise_caller(exercise_file: bool, module: str | None, function: str | None) -> bool:
+    """A call made by warm-up, test or benchmark code (``exercise_file``: its file is a test or a
+    benchmark, files.exercise_path; the module's dotted name; the calling function's qualified name): it
+    picks the sizes it passes to enumerate variants or to exercise the kernel, so they tell nothing of
+    serving (rules warmup-callers, test-callers)."""
+    return exercise_file or bool(_WARMUP.search(function or module or "")) or bool(_TEST_FUNCTION.search(function or ""))
 
 
 # ---- names as evidence -------------------------------------------------------------------------

@@ -404,6 +404,13 @@ _ALL = (
           "(`num_experts`, `max_num_reqs`) outweighs the leading-dim guess", name_only=True),
     _rule("warmup-callers", "skips", CONVENTIONAL, "callers in functions or modules named `*warmup*` enumerate variants "
           "on purpose: not evidence of serving"),
+    _rule("test-callers", "skips", CONVENTIONAL, "callers and launches in tests or benchmarks (a file that, below "
+          "the folder scanned, sits in a `test(s)` or `benchmark(s)` folder or is named like pytest's files, "
+          "`test_*` / `*_test` / `conftest`, or `bench_*` / `benchmark_*`; a function named `test_*`) of a wrapper "
+          "or kernel defined elsewhere pass sizes "
+          "chosen to exercise it: not evidence of serving, neither that a value varies (a sweep) nor that it is "
+          "fixed (one literal shape would fix a library wrapper's leading dim when its callers in production are "
+          "outside the tree). A kernel defined in such code is judged on its own launches"),
 )
 
 RULES: dict[str, InferenceRule] = {r.id: r for r in _ALL}
