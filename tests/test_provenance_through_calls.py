@@ -173,13 +173,17 @@ def {launch}({t}):
     {u} = {x}.size(0)
     {k}[(1,)]({x}, {u}, BLOCK=16)
 
-if __name__ == "__main__":
-    {g} = {value}
-    {launch}({g})
+{g} = {value}
+{launch}({g})
 """
+        # code the module runs at import
         assert not pairs(scan({"m": src.format(**n, value="torch.tensor([1, 2])")}))
         # a value of unknown layout: the leading-dim guess stands
         assert ("JG001", n["k"], n["n"]) in pairs(scan({"m": src.format(**n, value=f"torch.load({n['other']})")}))
+        # the same under `if __name__ == "__main__":` is the module's script (rule test-callers): no evidence
+        guarded = src.replace("\n{g} = {value}\n{launch}({g})\n", '\nif __name__ == "__main__":\n    {g} = {value}\n    {launch}({g})\n')
+        assert guarded != src
+        assert ("JG001", n["k"], n["n"]) in pairs(scan({"m": guarded.format(**n, value="torch.tensor([1, 2])")}))
 
 
 def test_the_last_unconditional_reassignment_is_what_every_read_sees(tmp_path):

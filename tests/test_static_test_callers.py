@@ -163,3 +163,54 @@ def test_exercise_path(rel, expected):
     from jitguard.static.files import exercise_path
 
     assert exercise_path(rel) is expected
+
+
+# a kernel module's own script block and test functions (ScriptCode): the same as tests elsewhere
+SCRIPT_MODULE = MASKED_KERNEL + """
+import torch
+
+def {f}({x}):
+    {b} = {x}.shape[0]
+    {k}[(1,)]({x}, {b}, BLOCK=16)
+
+{script}
+"""
+
+SCRIPTS = {
+    "main guard": 'if __name__ == "__main__":\n    {f}(torch.randn(4, 4096))',
+    "test function": "def test_{t}():\n    {f}(torch.randn(4, 4096))",
+    "bare test function": "def test():\n    {f}(torch.randn(4, 4096))",
+    "main function": "def main():\n    {f}(torch.randn(4, 4096))",
+    "function defined under the guard": 'if __name__ == "__main__":\n    def {t}():\n        {f}(torch.randn(4, 4096))\n'
+                                        '    {t}()',
+}
+
+
+def _script_scan(tmp_path, script: str, nm: dict) -> dict:
+    (tmp_path / f"{nm['m']}.py").write_text(SCRIPT_MODULE.format(script=script.format(**nm), **nm))
+    result = scan_paths([str(tmp_path)], Config(root=str(tmp_path), confidence="low"), use_cache=False, jobs=1)
+    return {f.param: f.confidence for f in result.findings if f.code == "JG001"}
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_a_modules_own_script_code_does_not_fix_its_wrappers_leading_dim(tmp_path, script):
+    nm = _names(random.Random())
+    assert _script_scan(tmp_path, SCRIPTS[script], nm) == {nm["n"]: "medium"}
+
+
+def test_a_plain_function_of_the_module_is_still_a_caller(tmp_path):
+    # the boundary: nothing says a private helper is a script, so its literal shape fixes the dim
+    nm = _names(random.Random())
+    assert _script_scan(tmp_path, "def _{t}():\n    {f}(torch.randn(4, 4096))", nm) == {}
+
+
+def test_a_launch_in_a_modules_script_code_is_not_a_serving_launch(tmp_path):
+    nm = _names(random.Random())
+    src = MASKED_KERNEL + """
+def main({x}, {s}):
+    for {i} in range(len({s})):
+        {k}[(1,)]({x}, {i}, BLOCK=16)
+"""
+    (tmp_path / f"{nm['m']}.py").write_text(src.format(**nm))
+    result = scan_paths([str(tmp_path)], Config(root=str(tmp_path), confidence="low"), use_cache=False, jobs=1)
+    assert [f for f in result.findings if f.code == "JG001"] == []

@@ -19,6 +19,7 @@ from jitguard.static.kernels import KernelDiscovery
 from jitguard.static.launches import LaunchExtraction, _unwrap_alias
 from jitguard.static.names import IMPORT, LOCAL, Scope, dotted, earlier_imported, qualified, resolve_relative
 from jitguard.static.provenance import Classifier, FunctionInfo
+from jitguard.static.provenance.conventions import ScriptCode
 from jitguard.static.scopes import Walker
 from jitguard.static.source import Source, decode, parse, suppressions
 
@@ -90,7 +91,10 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
         launches: list[tuple[ast.Call, Scope, FunctionInfo | None, str]] = []
         imported: list[tuple[ast.Call, FunctionInfo | None, str]] = []
         op_calls: list[tuple[ast.Call, FunctionInfo | None, tuple[str, str]]] = []
+        script = ScriptCode(self.tree, info.functions)
         for call, scope, fn in w.calls:
+            if script.holds(call, fn):
+                continue  # the module's tests and script block pick their sizes (rule test-callers)
             func = call.func
             if isinstance(func, ast.Subscript) and dotted(func.value) is not None:
                 launches.append((call, scope, fn, "grid"))

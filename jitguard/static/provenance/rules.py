@@ -236,8 +236,8 @@ _ALL = (
           "and the code's own reading disagree and the guess is no evidence", name_only=True),
     _rule("constant-tensor", "STABLE", STRUCTURAL, "a tensor built from constants (`torch.arange(<literals>)`, "
           "`torch.tensor([1, 2])`), and whatever is selected from it or views it, has sizes fixed in the code; so does a "
-          "module-level name bound once to one and never rebound nor mutated (the module's own self-check passing "
-          "`a = torch.tensor([1, 2])`)"),
+          "module-level name bound once to one and never rebound nor mutated (a check the module runs at import "
+          "passing `a = torch.tensor([1, 2])`; under `if __name__ == \"__main__\":` it is script code, `test-callers`)"),
     _rule("model-dim", "STABLE", CONVENTIONAL, "a non-leading dim of a tensor of unknown origin is a model dimension"),
     _rule("resized-dim", "VARYING", CONVENTIONAL, "a non-leading dim of a tensor of unknown origin that the function "
           "resizes like another non-leading dim of the same tensor (scaled by the same factor: `h * s`, `w * s`, "
@@ -404,13 +404,15 @@ _ALL = (
           "(`num_experts`, `max_num_reqs`) outweighs the leading-dim guess", name_only=True),
     _rule("warmup-callers", "skips", CONVENTIONAL, "callers in functions or modules named `*warmup*` enumerate variants "
           "on purpose: not evidence of serving"),
-    _rule("test-callers", "skips", CONVENTIONAL, "callers and launches in tests or benchmarks (a file that, below "
-          "the folder scanned, sits in a `test(s)` or `benchmark(s)` folder or is named like pytest's files, "
-          "`test_*` / `*_test` / `conftest`, or `bench_*` / `benchmark_*`; a function named `test_*`) of a wrapper "
-          "or kernel defined elsewhere pass sizes "
-          "chosen to exercise it: not evidence of serving, neither that a value varies (a sweep) nor that it is "
-          "fixed (one literal shape would fix a library wrapper's leading dim when its callers in production are "
-          "outside the tree). A kernel defined in such code is judged on its own launches"),
+    _rule("test-callers", "skips", CONVENTIONAL, "tests, benchmarks and scripts pass sizes chosen to exercise a kernel: "
+          "not evidence of serving, neither that a value varies (a sweep) nor that it is fixed (one literal shape "
+          "would fix a library wrapper's leading dim when its callers in production are outside the tree). Skipped: "
+          "what a module runs under `if __name__ == \"__main__\":`, functions named like a test, a benchmark or a "
+          "script's main (`test`, `test_*`, `test2`, `bench*`, `benchmark*`, `main`) and those defined inside them "
+          "(their calls and launches); callers and launches in files that, below the folder scanned, sit in a "
+          "`test(s)` or `benchmark(s)` folder or are named like pytest's files (`test_*`, `*_test`, `conftest`) or "
+          "a benchmark (`bench_*`, `benchmark_*`), of a wrapper or kernel defined elsewhere (a kernel defined in "
+          "such a file is judged on its launches there, outside its script code)")
 )
 
 RULES: dict[str, InferenceRule] = {r.id: r for r in _ALL}
