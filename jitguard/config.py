@@ -97,7 +97,7 @@ class Config:
         """Selectors that ``per-file-ignores`` drops for ``path`` (absolute or relative to cwd)."""
         if not self.per_file_ignores:
             return ()
-        rel = _relative_posix(path, self.root)
+        rel = relative_posix(path, self.root)
         if rel is None:
             return ()
         out: list[str] = []
@@ -198,7 +198,8 @@ def _known_codes() -> set[str]:
     return set(RULES)
 
 
-def _relative_posix(path: str, root: str) -> str | None:
+def relative_posix(path: str, root: str) -> str | None:
+    """``path`` relative to ``root``, posix; None when it is ``root`` itself or outside it."""
     try:
         rel = os.path.relpath(os.path.abspath(path), os.path.abspath(root))
     except ValueError:  # other drive on Windows
@@ -215,7 +216,7 @@ def _rebase_pattern(pattern: str, from_dir: str, to_dir: str) -> str:
     anchored = "/" in body.rstrip("/")
     if not anchored or os.path.abspath(from_dir) == os.path.abspath(to_dir):
         return pattern
-    rel = _relative_posix(os.path.join(from_dir, body.lstrip("/")), to_dir)
+    rel = relative_posix(os.path.join(from_dir, body.lstrip("/")), to_dir)
     if rel is None:  # outside the root: keep as a name pattern
         return pattern
     trailing = "/" if body.endswith("/") else ""
@@ -390,5 +391,5 @@ def load_config(config_file: str | os.PathLike[str] | None = None, start: str | 
 
 def _shown(path: Path) -> str:
     """A config file's path as reports show it: relative to the working directory when below it."""
-    rel = _relative_posix(str(path), os.getcwd())
+    rel = relative_posix(str(path), os.getcwd())
     return rel if rel is not None else str(path)

@@ -214,3 +214,18 @@ def main({x}, {s}):
     (tmp_path / f"{nm['m']}.py").write_text(src.format(**nm))
     result = scan_paths([str(tmp_path)], Config(root=str(tmp_path), confidence="low"), use_cache=False, jobs=1)
     assert [f for f in result.findings if f.code == "JG001"] == []
+
+
+def test_files_named_one_by_one_are_told_by_their_place_in_the_project(tmp_path):
+    # a pre-commit hook passes file names: tests/<helper>.py is a test there as in a scan of the tree
+    nm = _names(random.Random())
+    pkg = tmp_path / nm["pkg"]
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / f"{nm['lib']}.py").write_text(LIBRARY.format(**nm) + SECOND_KERNEL.format(**nm))
+    (tmp_path / "tests").mkdir()
+    helper = tmp_path / "tests" / f"{nm['m']}.py"
+    helper.write_text(CALLERS["literal-shape"].format(**nm))
+    named = [str(pkg / "__init__.py"), str(pkg / f"{nm['lib']}.py"), str(helper)]
+    result = scan_paths(named, Config(root=str(tmp_path), confidence="low"), use_cache=False, jobs=1)
+    assert {f.param: f.confidence for f in result.findings if f.code == "JG001"} == {nm["n"]: "medium"}

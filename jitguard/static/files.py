@@ -27,7 +27,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from jitguard.config import Config, compiled_pattern
+from jitguard.config import Config, relative_posix, compiled_pattern
 from jitguard.findings import FileError
 from jitguard.static.errors import SourceError
 from jitguard.static.ignore_patterns import PatternList
@@ -52,8 +52,8 @@ class SourceFile:
     path: str  # absolute, as walked (not resolved: symlinked files keep their link path)
     display: str  # what reports print: relative to cwd when below it, else absolute; posix
     module: str  # dotted module name from the package layout (``__init__.py`` walk-up)
-    # a test or benchmark by its place below the folder scanned (rule test-callers), never by the
-    # folders above it
+    # a test or benchmark by its place in the project (rule test-callers), never by the folders above
+    # the project's root
     exercise: bool = False
 
 
@@ -90,7 +90,7 @@ _EXERCISE_FILE = re.compile(r"^(test_\w*|\w+_test|conftest|bench_\w+|benchmark_\
 
 
 def exercise_path(rel: str) -> bool:
-    """A test or a benchmark, by its path below the folder scanned (``rel``, posix or native): what
+    """A test or a benchmark, by its path in the project (``rel``, posix or native): what
     it passes to a kernel are sizes picked to exercise it."""
     parts = rel.replace("\\", "/").split("/")
     return any(p in _EXERCISE_DIRS for p in parts[:-1]) or bool(_EXERCISE_FILE.match(parts[-1].rsplit(".", 1)[0]))
@@ -261,12 +261,15 @@ def collect_files(paths: Iterable[str], config: Config, cwd: str | None = None) 
         FileError(path if path.startswith("<") else display_path(path, cwd), why, line)))
 
     def add(abspath: str, real: str, top: str) -> None:
-        """``top``: the folder named to the scan that the walk reached ``abspath`` from."""
+        """``top``: the folder named to the scan that the walk reached ``abspath`` from (a named
+        file's own folder). A test or benchmark is told by the path below the project's root (the
+        configuration's folder), whatever was named (``jitguard scan tests/``, a pre-commit hook's
+        file names), else below ``top``: never by the folders above them."""
         if real in seen_files:
             return
         seen_files.add(real)
-        out.files.append(SourceFile(abspath, display_path(abspath, cwd), module_name(abspath),
-                                    exercise_path(os.path.relpath(abspath, top))))
+        rel = relative_posix(abspath, config.root) or os.path.relpath(abspath, top)
+        out.files.append(SourceFile(abspath, display_path(abspath, cwd), module_name(abspath), exercise_path(rel)))
 
     def error(abspath: str, reason: str) -> None:
         out.errors.append(FileError(display_path(abspath, cwd), reason))

@@ -409,8 +409,9 @@ _ALL = (
           "would fix a library wrapper's leading dim when its callers in production are outside the tree). Skipped: "
           "what a module runs under `if __name__ == \"__main__\":`, functions named like a test, a benchmark or a "
           "script's main (`test`, `test_*`, `test2`, `bench*`, `benchmark*`, `main`) and those defined inside them "
-          "(their calls and launches); callers and launches in files that, below the folder scanned, sit in a "
-          "`test(s)` or `benchmark(s)` folder or are named like pytest's files (`test_*`, `*_test`, `conftest`) or "
+          "(their calls and launches); callers and launches in files that, in the project (below its "
+          "configuration's folder), sit in a `test(s)` or `benchmark(s)` folder or are named like pytest's files "
+          "(`test_*`, `*_test`, `conftest`) or "
           "a benchmark (`bench_*`, `benchmark_*`), of a wrapper or kernel defined elsewhere (a kernel defined in "
           "such a file is judged on its launches there, outside its script code)")
 )
