@@ -11,7 +11,8 @@ docs/provenance.md). The source distributions are downloaded from PyPI (their UR
 simple index, recorded) into bench/corpus/checkouts/ (git-ignored). Per codebase: the findings on the
 package when the package is scanned alone, and when the whole tree is, per level, and every finding
 on the package that the rest of the tree adds, removes or re-levels, with its evidence. Writes
-bench/results/checkouts.json.
+bench/results/checkouts.json; bench/results/checkouts_judged.json holds the verdicts of a reading of
+the changes vLLM's tree made before rule test-callers.
 """
 from __future__ import annotations
 
