@@ -181,6 +181,8 @@ SCRIPTS = {
     "test function": "def test_{t}():\n    {f}(torch.randn(4, 4096))",
     "bare test function": "def test():\n    {f}(torch.randn(4, 4096))",
     "main function": "def main():\n    {f}(torch.randn(4, 4096))",
+    # warm-up code enumerates the sizes it compiles for: the same (rule warmup-callers)
+    "warm-up function": "def {t}_warmup():\n    {f}(torch.randn(4, 4096))",
     "function defined under the guard": 'if __name__ == "__main__":\n    def {t}():\n        {f}(torch.randn(4, 4096))\n'
                                         '    {t}()',
 }

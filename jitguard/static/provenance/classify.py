@@ -11,7 +11,7 @@ from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, ArgFacts, 
 from jitguard.static.names import dotted
 from jitguard.static.provenance.bindings import Entry, FunctionInfo, ModuleInfo, ParamInfo
 from jitguard.static.provenance.conventions import (
-    _ALLOC, _ARITH_FUNCS, _ARRAY_MODULES, _BUCKET, _DATA_DEP, _HOST_RANDOM, _LIKE, _RANDOM_MODULES, _REDUCE, _ROUND_UP, _STABLE_CALLS, _WARMUP,
+    _ALLOC, _ARITH_FUNCS, _ARRAY_MODULES, _BUCKET, _DATA_DEP, _HOST_RANDOM, _LIKE, _RANDOM_MODULES, _REDUCE, _ROUND_UP, _STABLE_CALLS,
     annotation_vtype, name_class, strong_stable, weight_like,
 )
 from jitguard.static.provenance.guards import GuardedValues
@@ -1118,9 +1118,7 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
         """``param`` computed (memoized there): what the callers in this module pass."""
         results: list[Prov] = []
         callers = self.info.calls.get(fn.qual, []) if p.kind != "star" else []
-        for call, caller in callers[:_CALLERS]:
-            if caller is not None and _WARMUP.search(caller.qual):
-                continue  # warm-up code enumerates variants on purpose: not evidence of serving
+        for call, caller in callers[:_CALLERS]:  # warm-up, test and script code records none (ScriptCode)
             arg = self.arg_for(call, p)
             if arg is None:
                 if p.default is not None:

@@ -33,9 +33,10 @@ def main_guard(test: ast.AST) -> bool:
 
 
 class ScriptCode:
-    """A module's own test and script code (rule test-callers): what runs under ``if __name__ ==
-    "__main__":`` and the functions named like tests, benchmarks or a script's main (and those defined
-    inside them). Calls and launches made there pick their sizes: not evidence of serving."""
+    """A module's own warm-up, test and script code (rules warmup-callers, test-callers): what runs
+    under ``if __name__ == "__main__":`` and the functions named like a warm-up, a test, a benchmark or
+    a script's main (and those defined inside them). Calls and launches made there pick their sizes:
+    not evidence of serving."""
 
     def __init__(self, tree: ast.Module, functions: dict) -> None:
         self.guarded: set[int] = set()  # ids of the nodes under a module-level main guard
@@ -44,7 +45,7 @@ class ScriptCode:
                 for sub in st.body:
                     self.guarded.update(id(n) for n in ast.walk(sub))
         self.functions = {q for q, f in functions.items()
-                          if _SCRIPT_FUNCTION.search(q) or id(f.node) in self.guarded}
+                          if _SCRIPT_FUNCTION.search(q) or _WARMUP.search(q) or id(f.node) in self.guarded}
 
     def holds(self, node: ast.AST, fn) -> bool:
         """``node`` (a call or launch), written in ``fn`` (a FunctionInfo, None at module level), is

@@ -403,7 +403,8 @@ _ALL = (
     _rule("name-over-guess", "STABLE", CONVENTIONAL, "a name that plainly says model dimension or configured maximum "
           "(`num_experts`, `max_num_reqs`) outweighs the leading-dim guess", name_only=True),
     _rule("warmup-callers", "skips", CONVENTIONAL, "callers in functions or modules named `*warmup*` enumerate variants "
-          "on purpose: not evidence of serving"),
+          "on purpose: not evidence of serving (in the module itself a warm-up function's calls and launches are "
+          "skipped as its script code is, `test-callers`)"),
     _rule("test-callers", "skips", CONVENTIONAL, "tests, benchmarks and scripts pass sizes chosen to exercise a kernel: "
           "not evidence of serving, neither that a value varies (a sweep) nor that it is fixed (one literal shape "
           "would fix a library wrapper's leading dim when its callers in production are outside the tree). Skipped: "
