@@ -7,6 +7,7 @@ on its own launches. Random identifiers; only the module names follow the test a
 conventions the rule reads."""
 from __future__ import annotations
 
+import pathlib
 import random
 
 import pytest
@@ -59,11 +60,17 @@ PLACES = {
 }
 
 
-def _scan(tmp_path, caller: str | None, place: tuple[str, str] | None, nm: dict) -> dict:
+def _library(tmp_path, nm: dict) -> pathlib.Path:
+    """The package: a wrapper launching two kernels; its folder."""
     pkg = tmp_path / nm["pkg"]
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / f"{nm['lib']}.py").write_text(LIBRARY.format(**nm) + SECOND_KERNEL.format(**nm))
+    return pkg
+
+
+def _scan(tmp_path, caller: str | None, place: tuple[str, str] | None, nm: dict) -> dict:
+    _library(tmp_path, nm)
     if caller is not None:
         folder = tmp_path / place[0].format(**nm)
         folder.mkdir(exist_ok=True)
@@ -122,10 +129,7 @@ def {t}(x, {s}):
 
 def test_a_benchmark_launching_a_library_kernel_is_not_one_of_its_serving_launches(tmp_path):
     nm = _names(random.Random())
-    pkg = tmp_path / nm["pkg"]
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / f"{nm['lib']}.py").write_text(LIBRARY.format(**nm) + SECOND_KERNEL.format(**nm))
+    _library(tmp_path, nm)
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "benchmarks" / f"{nm['m']}.py").write_text(BENCH_LAUNCH.format(**nm))
     result = scan_paths([str(tmp_path)], Config(root=str(tmp_path), confidence="low"), use_cache=False, jobs=1)
@@ -221,10 +225,7 @@ def main({x}, {s}):
 def test_files_named_one_by_one_are_told_by_their_place_in_the_project(tmp_path):
     # a pre-commit hook passes file names: tests/<helper>.py is a test there as in a scan of the tree
     nm = _names(random.Random())
-    pkg = tmp_path / nm["pkg"]
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / f"{nm['lib']}.py").write_text(LIBRARY.format(**nm) + SECOND_KERNEL.format(**nm))
+    pkg = _library(tmp_path, nm)
     (tmp_path / "tests").mkdir()
     helper = tmp_path / "tests" / f"{nm['m']}.py"
     helper.write_text(CALLERS["literal-shape"].format(**nm))
