@@ -409,7 +409,7 @@ _ALL = (
           "not evidence of serving, neither that a value varies (a sweep) nor that it is fixed (one literal shape "
           "would fix a library wrapper's leading dim when its callers in production are outside the tree). Skipped: "
           "what a module runs under `if __name__ == \"__main__\":`, functions named like a test, a benchmark or a "
-          "script's main (`test`, `test_*`, `test2`, `bench*`, `benchmark*`, `main`) and those defined inside them "
+          "script's main (`test`, `test_*`, `test2`, `bench`, `bench_*`, `benchmark`, `benchmark_*`, `main`) and those defined inside them "
           "(their calls and launches); callers and launches in files that, in the project (below its "
           "configuration's folder), sit in a `test(s)` or `benchmark(s)` folder or are named like pytest's files "
           "(`test_*`, `*_test`, `conftest`) or "
