@@ -433,8 +433,8 @@ class FileFacts:
     custom_ops: list[list[str]] = field(default_factory=list)
     # what the module-level functions other modules' launches rest on return (returns-elsewhere)
     returns: list[ReturnFacts] = field(default_factory=list)
-    # a test or a benchmark by its place in the tree scanned (files.SourceFile.exercise, set by the
-    # scan as the digest is: not part of what the file's bytes say; rule test-callers)
+    # a test or a benchmark by its place in the project (files.SourceFile.exercise, set by the scan
+    # as the digest is: not part of what the file's bytes say; rule test-callers)
     exercise: bool = False
 
     def to_dict(self) -> dict[str, Any]:

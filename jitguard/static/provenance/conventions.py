@@ -16,11 +16,13 @@ _SCRIPT_FUNCTION = re.compile(r"(^|\.)((test|bench|benchmark)(_\w*|\d*)|main)$")
 
 
 def exercise_caller(exercise_file: bool, module: str | None, function: str | None) -> bool:
-    """A call made by warm-up, test or benchmark code (``exercise_file``: its file is a test or a
-    benchmark, files.exercise_path; the module's dotted name; the calling function's qualified name): it
-    picks the sizes it passes to enumerate variants or to exercise the kernel, so they tell nothing of
-    serving (rules warmup-callers, test-callers)."""
-    return exercise_file or bool(_WARMUP.search(function or module or "")) or bool(_SCRIPT_FUNCTION.search(function or ""))
+    """A call or launch made by test, benchmark or warm-up code, seen from another module (``exercise_file``:
+    its file is a test or a benchmark, files.exercise_path; the module's dotted name; the calling
+    function's module-qualified name, None at module level: either named `*warmup*`): it picks the
+    sizes it passes, so they tell nothing of serving (rules test-callers, warmup-callers). Those made in
+    a module's own script code, its functions named like a test or a warm-up included, are dropped when
+    the file is extracted (ScriptCode)."""
+    return exercise_file or bool(_WARMUP.search(function or module or ""))
 
 
 def main_guard(test: ast.AST) -> bool:
