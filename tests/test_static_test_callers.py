@@ -164,7 +164,7 @@ def test_a_folder_named_tests_above_the_folder_scanned_does_not_count(tmp_path):
     ("pkg/benchmarking/ops.py", False), ("pkg/attestation_test_vectors/x.py", False),
 ])
 def test_exercise_path(rel, expected):
-    from jitguard.static.files import exercise_path
+    from jitguard.static.exercise import exercise_path
 
     assert exercise_path(rel) is expected
 

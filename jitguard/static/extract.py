@@ -15,11 +15,11 @@ from jitguard.static.cache import content_digest
 from jitguard.static.callers import _LIBRARY_ROOTS, CallerFacts
 from jitguard.static.errors import SourceError
 from jitguard.static.facts import METHOD_CALL, FileFacts
+from jitguard.static.exercise import ScriptCode
 from jitguard.static.kernels import KernelDiscovery
 from jitguard.static.launches import LaunchExtraction, _unwrap_alias
 from jitguard.static.names import IMPORT, LOCAL, Scope, dotted, earlier_imported, qualified, resolve_relative
 from jitguard.static.provenance import Classifier, FunctionInfo
-from jitguard.static.provenance.conventions import ScriptCode
 from jitguard.static.scopes import Walker
 from jitguard.static.source import Source, decode, parse, suppressions
 

@@ -433,7 +433,7 @@ class FileFacts:
     custom_ops: list[list[str]] = field(default_factory=list)
     # what the module-level functions other modules' launches rest on return (returns-elsewhere)
     returns: list[ReturnFacts] = field(default_factory=list)
-    # a test or a benchmark by its place in the project (files.SourceFile.exercise, set by the scan
+    # a test or a benchmark by its place in the project (exercise.exercise_path, set by the scan
     # as the digest is: not part of what the file's bytes say; rule test-callers)
     exercise: bool = False
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -30,6 +29,7 @@ from typing import Callable, Iterable
 from jitguard.config import Config, relative_posix, compiled_pattern
 from jitguard.findings import FileError
 from jitguard.static.errors import SourceError
+from jitguard.static.exercise import exercise_path
 from jitguard.static.ignore_patterns import PatternList
 from jitguard.static.safe_write import TEMP_SUFFIX, clear_stale_temp
 from jitguard.static.source import file_kind, read_bytes
@@ -81,19 +81,6 @@ def display_path(path: str, cwd: str | None = None) -> str:
     if rel.startswith(os.pardir):
         rel = ap
     return rel.replace(os.sep, "/")
-
-
-# tests and benchmarks (rule test-callers in docs/provenance.md): folders named so, files named like
-# pytest's (`test_*.py`, `*_test.py`, `conftest.py`) or like benchmarks
-_EXERCISE_DIRS = frozenset({"test", "tests", "benchmark", "benchmarks"})
-_EXERCISE_FILE = re.compile(r"^(test_\w*|\w+_test|conftest|bench_\w+|benchmark_\w+)$")
-
-
-def exercise_path(rel: str) -> bool:
-    """A test or a benchmark, by its path in the project (``rel``, posix or native): what
-    it passes to a kernel are sizes picked to exercise it."""
-    parts = rel.replace("\\", "/").split("/")
-    return any(p in _EXERCISE_DIRS for p in parts[:-1]) or bool(_EXERCISE_FILE.match(parts[-1].rsplit(".", 1)[0]))
 
 
 def module_name(path: str) -> str:

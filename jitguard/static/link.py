@@ -14,7 +14,7 @@ from jitguard.static.facts import (
 from jitguard.static.names import module_prefixes, reexport
 from jitguard.static.param_uses import INDEX_TERM
 from jitguard.static.program import BoundLaunch, Program
-from jitguard.static.provenance.conventions import exercise_caller  # one test of warm-up, test and benchmark code
+from jitguard.static.exercise import exercise_caller
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import _RANK  # one class order
 

@@ -321,9 +321,7 @@ def _scan_paths(
     # the linked findings are served from one cache entry, nothing is parsed or linked.
     tree_key = None
     if cache is not None and not keep_facts:
-        tree_key = cache.tree_key(  # a test's or benchmark's place is part of what the findings rest on
-            (d, sf.module + "\0exercise" * sf.exercise, digest) for d, (sf, _, digest) in sorted(contents.items())
-        )
+        tree_key = cache.tree_key(_tree_items(contents))
         memo_entry = cache.load_tree(tree_key)
         if memo_entry is not None and _apply_tree(result, memo_entry, config):
             result.cache_hits = result.files_analyzed
@@ -348,8 +346,7 @@ def _scan_paths(
     if moved:  # the index forgot what changed; the memo is stored under what is analyzed
         index.save()
         if tree_key is not None:
-            tree_key = cache.tree_key(
-                (d, sf.module + "\0exercise" * sf.exercise, digest) for d, (sf, _, digest) in sorted(contents.items()))
+            tree_key = cache.tree_key(_tree_items(contents))
     walk_errors = len(result.errors)  # problems found before analysis: never part of a memo
 
     from jitguard.static import extract as _engine  # noqa: F401  (before the workers fork: they share it)
@@ -395,9 +392,7 @@ def _scan_paths(
             done += 1
             result.files_parsed += 1
             if out[0] == "facts":
-                out[1].digest = contents[d][2]  # what a fix decided on these facts must find on disk
-                out[1].exercise = contents[d][0].exercise
-                facts_by_path[d] = out[1]
+                keep(d, out[1])
             elif out[0] == "error":
                 result.errors.append(FileError(d, out[1], out[2]))
             else:
@@ -438,10 +433,14 @@ def _scan_paths(
         facts = entry["facts"]
         if not isinstance(facts, FileFacts):  # a corrupt or outdated cache entry: rebuild it
             return False
-        facts.digest = contents[d][2]
+        keep(d, facts)
+        return True
+
+    def keep(d: str, facts: FileFacts) -> None:
+        """Record a file's facts with what the scan knows of the file beyond its bytes."""
+        facts.digest = contents[d][2]  # what a fix decided on these facts must find on disk
         facts.exercise = contents[d][0].exercise
         facts_by_path[d] = facts
-        return True
 
     workers = _Workers(min(jobs, len(contents)))  # one pool of worker processes for every phase (forked once)
     try:
@@ -770,6 +769,12 @@ class _Methods:
             if self.defs[name]:
                 out.add(name)
         return out
+
+
+def _tree_items(contents: dict) -> list[tuple[str, str, str]]:
+    """What the tree memo is keyed by, per file: its display path, its module (and whether it is a test
+    or benchmark, which the findings rest on: rule test-callers) and its content digest."""
+    return [(d, sf.module + "\0exercise" * sf.exercise, digest) for d, (sf, _, digest) in sorted(contents.items())]
 
 
 def _apply_tree(result: ScanResult, entry: dict, config: Config) -> bool:

@@ -9,58 +9,6 @@ import re
 
 from jitguard.static.facts import STABLE, VARYING
 
-_WARMUP = re.compile(r"warm_?up", re.IGNORECASE)
-# functions named like tests, benchmarks or a script's main (rule test-callers; files.exercise_path tells
-# the files): `test`, `test2`, `test_add`, `bench_moe`, `benchmark`, `main`
-_SCRIPT_FUNCTION = re.compile(r"(^|\.)((test|bench|benchmark)(_\w*|\d*)|main)$")
-
-
-def exercise_caller(exercise_file: bool, module: str | None, function: str | None) -> bool:
-    """A call or launch made by test, benchmark or warm-up code, seen from another module (``exercise_file``:
-    its file is a test or a benchmark, files.exercise_path; the module's dotted name; the calling
-    function's module-qualified name, None at module level: either named `*warmup*`): it picks the
-    sizes it passes, so they tell nothing of serving (rules test-callers, warmup-callers). Those made in
-    a module's own script code, its functions named like a test or a warm-up included, are dropped when
-    the file is extracted (ScriptCode)."""
-    return exercise_file or bool(_WARMUP.search(function or module or ""))
-
-
-def main_guard(test: ast.AST) -> bool:
-    """``__name__ == "__main__"`` (either way round): the test of a module's script block."""
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
-        return False
-    sides = (test.left, test.comparators[0])
-    return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
-            and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
-
-
-class ScriptCode:
-    """A module's own warm-up, test and script code (rules warmup-callers, test-callers): what runs
-    under ``if __name__ == "__main__":`` and the functions named like a warm-up, a test, a benchmark or
-    a script's main (and those defined inside them). Calls and launches made there pick their sizes:
-    not evidence of serving."""
-
-    def __init__(self, tree: ast.Module, functions: dict) -> None:
-        self.guarded: set[int] = set()  # ids of the nodes under a module-level main guard
-        for st in tree.body:
-            if isinstance(st, ast.If) and main_guard(st.test):
-                for sub in st.body:
-                    self.guarded.update(id(n) for n in ast.walk(sub))
-        self.functions = {q for q, f in functions.items()
-                          if _SCRIPT_FUNCTION.search(q) or _WARMUP.search(q) or id(f.node) in self.guarded}
-
-    def holds(self, node: ast.AST, fn) -> bool:
-        """``node`` (a call or launch), written in ``fn`` (a FunctionInfo, None at module level), is
-        script code."""
-        if id(node) in self.guarded:
-            return True
-        while fn is not None:
-            if fn.qual in self.functions:
-                return True
-            fn = fn.parent
-        return False
-
-
 # ---- names as evidence -------------------------------------------------------------------------
 # Checked before the varying patterns: configuration maxima and model dimensions.
 _STABLE_NAME = re.compile(

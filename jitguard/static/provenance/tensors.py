@@ -720,12 +720,16 @@ class TensorLayouts:
         return dims[:k] + [one] + dims[k:], strides[:k] + [stride] + strides[k:], w, desc
 
     @staticmethod
-    def _shape_args(call: ast.Call) -> list[ast.AST] | None:
+    def _shape_args(call: ast.Call, as_written: bool = False) -> list[ast.AST] | None:
+        """The sizes of an allocation or view (`torch.empty(n, m)`, `torch.zeros((n, m))`, `size=`,
+        `torch.randint(low, high, size)`); None where they are not plain dims (a starred one, a whole
+        shape in one argument, `full(n, v)`). ``as_written``: the positionals as they are, starred ones
+        and whole shapes too, the last still the innermost size (`y.view(*x.shape[:-1], n)`)."""
         for kw in call.keywords:
             if kw.arg == "size":
                 return list(kw.value.elts) if isinstance(kw.value, (ast.Tuple, ast.List)) else None
         pos = call.args
-        if not pos or any(isinstance(a, ast.Starred) for a in pos):
+        if not as_written and (not pos or any(isinstance(a, ast.Starred) for a in pos)):
             return None
         if _call_name(call.func) == "randint":
             # torch.randint(high, size) / torch.randint(low, high, size): the bounds of the values come
@@ -734,9 +738,11 @@ class TensorLayouts:
             if not isinstance(size, (ast.Tuple, ast.List)) or any(isinstance(x, ast.Starred) for x in size.elts):
                 return None
             return list(size.elts)
-        if isinstance(pos[0], (ast.Tuple, ast.List)):
+        if pos and isinstance(pos[0], (ast.Tuple, ast.List)):
             els = pos[0].elts
-            return None if any(isinstance(x, ast.Starred) for x in els) else list(els)
+            return None if not as_written and any(isinstance(x, ast.Starred) for x in els) else list(els)
+        if as_written:
+            return list(pos)
         if _call_name(call.func) in ("full", "new_full"):
             return None
         # torch.empty(n, m): each positional a dim. torch.empty(x.shape) / torch.empty(self.shape_tuple):
@@ -961,16 +967,8 @@ class TensorLayouts:
             cname = _call_name(node.func)
             is_view = isinstance(node.func, ast.Attribute) and cname in ("view", "reshape", "new_empty", "new_zeros",
                                                                           "new_ones", "expand")
-            if cname == "randint":
-                shape = self._shape_args(node) or []  # its value bounds come first: the sizes are the tuple
-            elif cname in _ALLOC or is_view:
-                # the sizes as written, a starred one too (y.view(*x.shape[:-1], n)): the last is innermost
-                shape = node.args[0].elts if len(node.args) == 1 and isinstance(node.args[0], (ast.Tuple, ast.List)) \
-                    else node.args
-                for kw in node.keywords:
-                    if kw.arg == "size" and isinstance(kw.value, (ast.Tuple, ast.List)):
-                        shape = kw.value.elts
             if cname in _ALLOC or is_view:
+                shape = self._shape_args(node, as_written=True) or []
                 if len(shape) >= 2 and isinstance(shape[-1], ast.Name) and shape[-1].id == name \
                         and not _is_transposed(node, *self._parents_and_transposed(fn, index)) \
                         and self._counted_before(shape[:-1], fn):

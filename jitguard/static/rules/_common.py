@@ -7,7 +7,7 @@ from jitguard.findings import Edit, Fix, FixSafety
 from jitguard.static.facts import BUCKETED, VARYING, ArgFacts, FileFacts, KernelFacts
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.provenance import strong_stable
-from jitguard.static.provenance.conventions import exercise_caller
+from jitguard.static.exercise import exercise_caller
 from jitguard.static.provenance.rules import RULES
 from jitguard.static.provenance.rules import confidence as chain_confidence
 
