@@ -338,3 +338,118 @@ def {{f}}({{x}}, {{p}}):
         assert "bounded-quotient" in arg.rules
     if expected == BUCKETED:
         assert confidence(arg.rules, arg.by_name) == "low"
+
+
+# ---- empty-skip: an early return or continue on the empty case -------------------------------------
+SKIPS = [
+    "if {p} == 0:\n        return",
+    "if not {p}:\n        return None",
+    "if {p} <= 0:\n        return {x}",
+    "if {p} < 1:\n        return",
+    "if 0 == {p}:\n        return",
+    "if {c} is None or {p} == 0:\n        return",  # an `or` that returned: neither holds after
+]
+
+
+@pytest.mark.parametrize("skip", SKIPS)
+def test_a_value_whose_empty_case_is_skipped_varies(skip):
+    arg = only(f"""
+def {{f}}({{x}}, {{c}}, {{p}}):
+    {skip}
+    kern[(1,)]({{x}}, {{p}}, BLOCK=16)
+""")
+    assert arg.provenance == VARYING and arg.rules[0] == "empty-skip", arg
+    assert confidence(arg.rules, arg.by_name) == "medium" and not arg.by_name
+
+
+def test_an_empty_case_skipped_in_a_loop_and_what_is_computed_from_it():
+    arg = only("""
+def {f}({x}, {c}, {p}):
+    for {y} in {c}:
+        if {p} == 0:
+            continue
+        kern[(1,)]({x}, 2 * {p} + 1, BLOCK=16)
+""")
+    assert arg.provenance == VARYING and "empty-skip" in arg.rules, arg
+
+
+@pytest.mark.parametrize("guard", [
+    "if {p} == 0:\n        raise ValueError({p})",  # rejects a value: not an empty case with nothing to do
+    "assert {p} != 0",
+    "if {p} == 0:\n        {c} = 1",                  # no exit
+    "if {p} == 0 and {c}:\n        return",          # returns only when both hold: p may be 0 after
+    "if {p} == 1:\n        return",                   # not the empty case
+    "if {c}:\n        if {p} == 0:\n            return",  # in a branch the launch is not in
+])
+def test_guards_that_do_not_skip_an_empty_case_leave_the_value_unknown(guard):
+    arg = only(f"""
+def {{f}}({{x}}, {{c}}, {{p}}):
+    {guard}
+    kern[(1,)]({{x}}, {{p}}, BLOCK=16)
+""")
+    assert "empty-skip" not in arg.rules and arg.provenance != VARYING, arg
+
+
+def test_a_guard_after_the_launch_says_nothing_of_it():
+    arg = only("""
+def {f}({x}, {p}):
+    kern[(1,)]({x}, {p}, BLOCK=16)
+    if {p} == 0:
+        return
+""")
+    assert "empty-skip" not in arg.rules
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("{x}.shape[1]", STABLE),   # a model dim stays one
+    ("64", STABLE),             # a literal
+    ("{x}.size(0)", VARYING),   # the leading-dim guess keeps its own chain
+])
+def test_a_class_the_code_decides_is_kept(value, expected):
+    arg = only(f"""
+def {{f}}({{x}}, {{p}}):
+    {{m}} = {value}
+    if {{m}} == 0:
+        return
+    kern[(1,)]({{x}}, {{m}}, BLOCK=16)
+""")
+    assert arg.provenance == expected and "empty-skip" not in arg.rules, arg
+
+
+def test_a_name_alone_is_raised_by_the_skip_to_medium():
+    rng = random.Random()
+    names = _names(rng)
+    body = """
+def {f}({x}, num_tokens):
+    {guard}
+    kern[(1,)]({x}, num_tokens, BLOCK=16)
+"""
+    for guard, level in (("pass", "low"), ("if num_tokens == 0:\n        return", "medium")):
+        src = KERNEL.format(const_value="1", **names) + body.format(guard=guard, **names)
+        found = [f.confidence for f in scan_one(src) if f.code == "JG001"]
+        assert found == [level], (guard, found)
+
+
+def test_callers_elsewhere_settle_a_skipped_value_by_structure_only():
+    """What other modules pass for the parameter: a literal (structure) makes it fixed, a `.item()`
+    (structure) makes it vary for sure; a name or an object's attribute (conventions) leave the skip."""
+    rng = random.Random()
+    names = _names(rng)
+    lib = KERNEL.format(const_value="1", **names) + """
+def {g}({x}, {p}):
+    if {p} == 0:
+        return
+    kern[(1,)]({x}, {p}, BLOCK=16)
+""".format(**names)
+    user = """
+from lib import {g}
+
+class Runner:
+    def step(self, {x}, {y}):
+        {g}({x}, {passed})
+"""
+    for passed, expected in (("8", []), ("int({y}.sum().item())", ["high"]), ("self.{c}", ["medium"]),
+                             ("num_tokens", ["medium"])):
+        src = user.format(passed=passed.format(**names), **names)
+        got = [f.confidence for f in scan({"lib": lib, "app": src}) if f.code == "JG001"]
+        assert got == expected, (passed, got)

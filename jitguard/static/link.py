@@ -15,7 +15,7 @@ from jitguard.static.names import module_prefixes, reexport
 from jitguard.static.param_uses import INDEX_TERM
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.exercise import exercise_caller
-from jitguard.static.provenance.rules import limit
+from jitguard.static.provenance.rules import confidence, limit
 from jitguard.static.provenance.value import _RANK  # one class order
 
 _LEVELS = limit("caller-elsewhere", "levels")
@@ -389,7 +389,7 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
                                            guess=got.provenance == BUCKETED, div16=False,
                                            rules=list(got.rules) + [r for r in arg.rules if r not in got.rules])
                 continue
-            if not arg.entry or (arg.provenance == VARYING and not arg.by_name):
+            if not arg.entry or (arg.provenance == VARYING and not by_convention(arg)):
                 continue
             got = callers.resolve_parts(arg.entry, arg.also)
             if got is None or got.provenance == UNKNOWN:
@@ -397,8 +397,9 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
             cls, evidence, by_name, guess, vtype, rules, div16 = got
             if cls == VARYING and (arg.provenance == BUCKETED or arg.bucketed):
                 cls = BUCKETED  # bucketed here (next_power_of_2 of the parameter): still a few values
-            if cls == STABLE and (by_name or not (arg.by_name or arg.provenance == UNKNOWN)):
-                continue  # only structure may overturn a class, and only one resting on a name
+            if cls == STABLE and (by_name or not (arg.by_name or arg.provenance == UNKNOWN
+                                                  or (by_convention(arg) and confidence(rules) == "high"))):
+                continue  # only structure may overturn a class, and only one resting on a convention
             if cls == arg.provenance and by_name:
                 continue
             if "returns-elsewhere" in arg.rules:
@@ -411,6 +412,12 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
                 div16=arg.div16 or div16,
                 value_type=arg.value_type if arg.value_type not in ("unknown", "none") else vtype,
             )
+
+
+def by_convention(arg) -> bool:
+    """Classed by its name, or varying because the code skips its empty case (empty-skip): what
+    callers or returns in other modules show by structure settles it; a name from there does not."""
+    return arg.by_name or (arg.provenance == VARYING and "empty-skip" in arg.rules)
 
 
 def _guessed_leading(arg) -> bool:
@@ -429,7 +436,7 @@ def leading_ref(ref: EntryRef) -> bool:
 def _unsettled(arg) -> bool:
     """An argument whose class callers elsewhere could still change."""
     return bool(arg.entry) and arg.value_type in ("int", "unknown") and \
-        (not (arg.provenance == VARYING and not arg.by_name) or _guessed_leading(arg))
+        (not (arg.provenance == VARYING and not by_convention(arg)) or _guessed_leading(arg))
 
 
 def launch_entry_refs(facts: list[FileFacts]) -> set[EntryRef]:
@@ -520,7 +527,7 @@ class _Returns:
         """``arg`` with the class its ReturnRef gives (VARYING / BUCKETED by structure, or the entry
         parameter a varying return would rest on), or ``arg`` itself."""
         ref = arg.returns
-        if ref is None or depth > _RETURN_NESTING or (arg.provenance != UNKNOWN and not arg.by_name):
+        if ref is None or depth > _RETURN_NESTING or (arg.provenance != UNKNOWN and not by_convention(arg)):
             return arg
         s = self.summary(ref)
         if s is None:
@@ -552,8 +559,8 @@ class _Returns:
                                rules=list(dict.fromkeys(chain_rules)))
             return arg
         cls, evidence, rules, guess, by_name, named_entry = max(found, key=lambda x: (_RANK[x[0]], not x[4]))
-        if by_name and arg.by_name:
-            return arg  # a name against a name: nothing structural to overturn it with
+        if by_name and by_convention(arg):
+            return arg  # a name against a name or a skipped empty case: nothing structural to overturn it with
         if named_entry is not None and arg.entry is None:
             # varying by the name of an entry parameter: what its callers elsewhere pass may settle it
             entry = named_entry
@@ -584,7 +591,7 @@ def return_refs(facts: list[FileFacts]) -> set[tuple[str, int | None]]:
 
     def add(a: ArgFacts, depth: int = 0) -> None:
         ref = a.returns
-        if ref is None or depth > _RETURN_NESTING or (a.provenance != UNKNOWN and not a.by_name):
+        if ref is None or depth > _RETURN_NESTING or (a.provenance != UNKNOWN and not by_convention(a)):
             return
         out.add((ref.function, ref.item))
         for x in ref.args:

@@ -13,7 +13,7 @@ import ast
 import math
 from typing import NamedTuple
 
-from jitguard.static.facts import BUCKETED, STABLE, VARYING
+from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import Prov
 
@@ -26,6 +26,7 @@ class Fact(NamedTuple):
     op: str
     bound: ast.AST
     line: int
+    skip: bool = False  # from an early ``return`` / ``continue`` (nothing to do), not a ``raise``
 
 
 _EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
@@ -100,9 +101,17 @@ def _guard(st: ast.stmt, out: list[Fact]) -> None:
         out.extend(facts_of(st.test, True, st.lineno))
     elif isinstance(st, ast.If):
         if _exits(st.body) and not _exits(st.orelse):
-            out.extend(facts_of(st.test, False, st.lineno))
+            out.extend(_skipping(st.body, facts_of(st.test, False, st.lineno)))
         elif _exits(st.orelse) and not _exits(st.body):
-            out.extend(facts_of(st.test, True, st.lineno))
+            out.extend(_skipping(st.orelse, facts_of(st.test, True, st.lineno)))
+
+
+def _skipping(block: list, facts: list[Fact]) -> list[Fact]:
+    """``facts`` left by an early exit, marked where the exit returns or continues (the case has
+    nothing to do) rather than raises (the case is an error)."""
+    if isinstance(block[-1], (ast.Return, ast.Continue)):
+        return [f._replace(skip=True) for f in facts]
+    return facts
 
 
 def facts_of(test: ast.AST, holds: bool, line: int) -> list[Fact]:
@@ -222,12 +231,28 @@ class GuardedValues:
                 upper.add(ck)
             got.setdefault(ck, []).append(f)
         for ck in list(got):
-            if ck not in upper and all(f.op != "mod0" for f in got[ck]):
-                del got[ck]  # lower bounds alone bound nothing
+            if ck not in upper and all(f.op != "mod0" and not self._empty_skip(f, fn) for f in got[ck]):
+                del got[ck]  # lower bounds alone bound nothing (an empty case skipped says something else)
             elif ck in upper and all(f.op != "mod0" for f in got[ck]) and self._fixed(got[ck][0].expr, fn):
                 del got[ck]  # a bound on a value fixed anyway (`assert x.dim() == 2`)
         self._dominating[key] = got
         return got
+
+    def _empty_skip(self, f: Fact, fn) -> bool:
+        """``f`` says the value is not 0 because the function returns (or continues) when it is:
+        ``if n == 0: return``, ``if not n: return``, ``if n <= 0: continue`` (rule empty-skip)."""
+        if not f.skip or f.op not in ("ne", "gt", "ge"):
+            return False
+        c = self.const_int(f.bound, fn)
+        return c == (1 if f.op == "ge" else 0)
+
+    def skipped_when_empty(self, e: ast.AST, fn) -> Fact | None:
+        """The guard in force by which the function skips the case ``e == 0``, if any."""
+        key = self.canon(e, fn)
+        for f in self._gfacts.get(key, ()) if key is not None else ():
+            if self._empty_skip(f, fn):
+                return f
+        return None
 
     def _fixed(self, e: ast.AST, fn) -> bool:
         """``e`` is STABLE without guards (classified with the memo of no guards)."""
@@ -427,6 +452,14 @@ class GuardedValues:
                 lines = ", ".join(str(f.line) for f in used)
                 text = f"{self.code(e)}: between {lo} and {hi} by the guards at line {lines}"
                 return _range_prov(lo, hi, text, "", prov, "range-guard")
+        if prov.cls == UNKNOWN or (prov.cls == VARYING and prov.by_name):
+            skip = self.skipped_when_empty(e, fn)
+            if skip is not None:
+                # the code handles an empty case: a count of what this call has (a model dim or a
+                # configured size is never 0), by the code's structure, not by the value's name
+                return Prov(VARYING, "int", (f"{self.code(e)}: skipped when 0 by the guard at line {skip.line}: "
+                                             f"the count of what this call has, an empty case possible",),
+                            entry=prov.entry, rules=("empty-skip",), ret=prov.ret, also=prov.also)
         if prov.rules and prov.rules[0] == "range-one-class" and not isinstance(e, ast.Name):
             # arithmetic on a value bounded to one class may span classes again (2..8 times 2)
             prov = prov.why(f"{self.code(e)}: arithmetic on a bounded value", "range-guard")

@@ -381,6 +381,11 @@ _ALL = (
           "for warm-up to cover (values are taken for counts, >= 0)", few_variants=True, guard_bound=True,
           bound=(16, "an upper bound of 16 or less leaves at most 17 values, few enough to warm up; a bound like "
                  "`if n > MAX_TOKENS: raise` (thousands) leaves every value class and is no bound worth using")),
+    _rule("empty-skip", "VARYING", CONVENTIONAL, "an early `return` or `continue` that dominates the launch and "
+          "skips the case `E == 0` (`if n == 0: return`, `if not n: return`, `if n <= 0: continue`; not a `raise`, "
+          "which rejects a value rather than skip an empty case): E, unknown or varying by its name alone, is a count "
+          "of what this call has (requests, tokens, pairs), since a model dim or a configured size is never 0; the "
+          "guard, not the name, is the evidence (a convention still: a feature switched off is 0 too)"),
     _rule("bounded-quotient", "few variants", STRUCTURAL, "a helper's return `off + M // c` (or `M >> c`), c and "
           "off fixed in the code, where early exits or the `if` branch that dominate the return bound M (bounds "
           "fixed in the code: literals, constants, a parameter every caller in the module leaves at its default) "
