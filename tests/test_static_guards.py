@@ -453,3 +453,59 @@ class Runner:
         src = user.format(passed=passed.format(**names), **names)
         got = [f.confidence for f in scan({"lib": lib, "app": src}) if f.code == "JG001"]
         assert got == expected, (passed, got)
+
+
+# ---- live-slice: the first n of a buffer ------------------------------------------------------------
+@pytest.mark.parametrize("use", [
+    "{y} = {x}[:{p}]",
+    "{y} = {x}[0:{p}, :]",
+    "{x}[:{p}].zero_()",
+    "{y} = {c}({x}[:{p}])",
+])
+def test_the_stop_of_a_leading_slice_is_the_live_count(use):
+    arg = only(f"""
+def {{f}}({{x}}, {{c}}, {{p}}):
+    {use}
+    kern[(1,)]({{x}}, {{p}}, BLOCK=16)
+""")
+    assert arg.provenance == VARYING and arg.rules[0] == "live-slice", arg
+    assert confidence(arg.rules, arg.by_name) == "medium"
+
+
+def test_a_slice_in_the_launch_itself_counts():
+    arg = only("""
+def {f}({x}, {p}):
+    kern[(1,)]({x}[:{p}], {p}, BLOCK=16)
+""")
+    assert arg.rules[0] == "live-slice", arg
+
+
+@pytest.mark.parametrize("use", [
+    "{y} = {x}[{p}:]",            # a start: an offset, not a count
+    "{y} = {x}[:, :{p}]",         # a trailing dim: the part of a row, a model dim as often
+    "{y} = {x}[:{p}:2]",          # strided
+    "{y} = {x}[1:{p}]",           # not from the start
+])
+def test_other_slices_say_nothing(use):
+    arg = only(f"""
+def {{f}}({{x}}, {{p}}):
+    {use}
+    kern[(1,)]({{x}}, {{p}}, BLOCK=16)
+""")
+    assert "live-slice" not in arg.rules and arg.provenance != VARYING, arg
+
+
+def test_a_slice_after_the_launch_or_of_a_fixed_value_says_nothing():
+    after = only("""
+def {f}({x}, {p}):
+    kern[(1,)]({x}, {p}, BLOCK=16)
+    return {x}[:{p}]
+""")
+    assert "live-slice" not in after.rules
+    fixed = only("""
+def {f}({x}, {p}):
+    {m} = {x}.shape[1]
+    {y} = {p}[:{m}]
+    kern[(1,)]({x}, {m}, BLOCK=16)
+""")
+    assert fixed.provenance == STABLE and "live-slice" not in fixed.rules, fixed

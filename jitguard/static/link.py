@@ -417,7 +417,7 @@ def _follow_entries(program: Program, callers: _Callers) -> None:
 def by_convention(arg) -> bool:
     """Classed by its name, or varying because the code skips its empty case (empty-skip): what
     callers or returns in other modules show by structure settles it; a name from there does not."""
-    return arg.by_name or (arg.provenance == VARYING and "empty-skip" in arg.rules)
+    return arg.by_name or (arg.provenance == VARYING and bool({"empty-skip", "live-slice"} & set(arg.rules)))
 
 
 def _guessed_leading(arg) -> bool:

@@ -3,9 +3,11 @@ bound to its kernel with arguments mapped to parameters."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from jitguard.findings import Finding, Fix
+from jitguard.static.exercise import exercise_caller
 from jitguard.static.facts import ArgFacts, FileFacts, KernelFacts, LaunchFacts
 
 
@@ -17,6 +19,14 @@ class BoundLaunch:
     kernel_file: FileFacts
     args: dict[str, ArgFacts]  # param name -> argument (only what could be mapped)
     options: list[str]  # launch-option keywords in written order (num_warps, num_stages, ...)
+
+    @cached_property
+    def exercise(self) -> bool:
+        """Written in warm-up, test or benchmark code, of a kernel defined elsewhere (rules
+        warmup-callers, test-callers): its arguments are sizes picked to exercise the kernel, not
+        what serving passes. A kernel defined in such code is judged on its own launches."""
+        return (exercise_caller(self.file.exercise, self.file.module, self.launch.function)
+                and not exercise_caller(self.kernel_file.exercise, self.kernel_file.module, None))
 
 
 @dataclass

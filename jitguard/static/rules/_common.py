@@ -7,7 +7,6 @@ from jitguard.findings import Edit, Fix, FixSafety
 from jitguard.static.facts import BUCKETED, VARYING, ArgFacts, FileFacts, KernelFacts
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.provenance import strong_stable
-from jitguard.static.exercise import exercise_caller
 from jitguard.static.provenance.rules import RULES
 from jitguard.static.provenance.rules import confidence as chain_confidence
 
@@ -77,14 +76,6 @@ def one_class(arg: ArgFacts) -> bool:
     return bool(arg.rules) and arg.rules[0] in RULES and RULES[arg.rules[0]].one_class
 
 
-def exercise_launch(b: BoundLaunch) -> bool:
-    """A launch written in warm-up, test or benchmark code of a kernel defined elsewhere (rules
-    warmup-callers, test-callers): its arguments are sizes picked to exercise the kernel, not what
-    serving passes. A kernel defined in such code is judged on its own launches."""
-    return (exercise_caller(b.file.exercise, b.file.module, b.launch.function)
-            and not exercise_caller(b.kernel_file.exercise, b.kernel_file.module, None))
-
-
 def varying_hits(program: Program, accept, provenances=(VARYING,)) -> dict[tuple[int, str], list[tuple[BoundLaunch, ArgFacts]]]:
     """(kernel qualname, param) -> launches passing a VARYING (or other listed class) value, for
     params ``accept(k, p, arg)``."""
@@ -92,8 +83,8 @@ def varying_hits(program: Program, accept, provenances=(VARYING,)) -> dict[tuple
     for b in program.launches:
         if b.launch.kind == "warmup":
             continue  # kernel.warmup(...) compiles ahead on purpose: its varying args enumerate variants
-        if exercise_launch(b):
-            continue
+        if b.exercise:
+            continue  # a test's, a benchmark's or a warm-up's launch of a kernel defined elsewhere
         k = b.kernel
         for name, arg in b.args.items():
             p = k.param(name)

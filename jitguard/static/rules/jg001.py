@@ -8,7 +8,7 @@ from jitguard.static.facts import (
 from jitguard.static.program import Program
 from jitguard.static.rules import Invalid, Rule
 from jitguard.static.rules._common import (
-    arg_confidence, exercise_launch, few_values, kernel_fix, launch_records, most_sure, one_class, source_of, uses_record,
+    arg_confidence, few_values, kernel_fix, launch_records, most_sure, one_class, source_of, uses_record,
     varying_hits,
     where,
     where_used,
@@ -90,7 +90,7 @@ def _per_site_values(program: Program):
     level, so that warm-up can cover them (not as a value that varies per call)."""
     seen: dict[int, tuple] = {}
     for b in program.launches:
-        if b.launch.kind == "warmup" or exercise_launch(b):
+        if b.launch.kind == "warmup" or b.exercise:
             continue
         for name, arg in b.args.items():
             p = b.kernel.param(name)

@@ -5,7 +5,7 @@ from collections import Counter
 
 from jitguard.static.program import Program
 from jitguard.static.rules import Invalid, Rule
-from jitguard.static.rules._common import exercise_launch, manual
+from jitguard.static.rules._common import manual
 
 CODE = "JG007"
 
@@ -19,7 +19,7 @@ def check(program: Program):
     for b in program.launches:
         if b.launch.star_kwargs or b.launch.kind == "spec":
             continue  # options may hide in **kwargs, or be added by the framework that runs a launcher
-        if exercise_launch(b):
+        if b.exercise:
             continue  # a test's or a benchmark's launch of a kernel defined elsewhere: not what serving compiles
         by_kernel.setdefault(id(b.kernel), []).append(b)
     for q, launches in by_kernel.items():
