@@ -495,13 +495,21 @@ def {{f}}({{x}}, {{p}}):
     assert "live-slice" not in arg.rules and arg.provenance != VARYING, arg
 
 
-def test_a_slice_after_the_launch_or_of_a_fixed_value_says_nothing():
+def test_a_slice_anywhere_in_the_function_counts_and_a_fixed_value_stays_fixed():
     after = only("""
 def {f}({x}, {p}):
     kern[(1,)]({x}, {p}, BLOCK=16)
     return {x}[:{p}]
 """)
-    assert "live-slice" not in after.rules
+    assert after.rules[0] == "live-slice", after  # what the function returns is the part it filled
+    elsewhere = only("""
+def {g}({x}, {p}):
+    return {x}[:{p}]
+
+def {f}({x}, {p}):
+    kern[(1,)]({x}, {p}, BLOCK=16)
+""")
+    assert "live-slice" not in elsewhere.rules  # another function's use of its own parameter
     fixed = only("""
 def {f}({x}, {p}):
     {m} = {x}.shape[1]

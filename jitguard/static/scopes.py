@@ -446,6 +446,9 @@ class Walker:
                     if f.attr in ("append", "insert") and sub.args and fn is not None and scope.kind == "function" \
                             and f.value.id in fn.assigns:
                         fn.assigns[f.value.id].append(Entry("aug", sub.args[-1], line=sub.lineno))
+            elif sub.__class__ is ast.Subscript:
+                if fn is not None and scope.kind == "function" and sub.slice.__class__ in (ast.Slice, ast.Tuple):
+                    fn.slices.append(sub)  # buf[:n]: n may be a live count (provenance rule live-slice)
             elif sub.__class__ is ast.NamedExpr and isinstance(sub.target, ast.Name):
                 if scope.kind == "function" and fn is not None:
                     fn.assigns.setdefault(sub.target.id, []).append(Entry("expr", sub.value, line=sub.lineno))

@@ -40,6 +40,7 @@ class FunctionInfo:
     assigns: dict[str, list[Entry]] = field(default_factory=dict)
     imported: set[str] = field(default_factory=set)
     scope: object = None  # the names.Scope of the body
+    slices: list[ast.Subscript] = field(default_factory=list)  # `x[a:b]`, `x[a:b, ...]` in the body
 
 
 @dataclass

@@ -172,6 +172,9 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
 
     def _classify(self, e: ast.AST, fn: FunctionInfo | None, depth: int) -> Prov:
         out = self._classify_node(e, fn, depth)
+        if fn is not None and (out.cls == UNKNOWN or (out.cls == VARYING and out.by_name)) \
+                and out.vtype in ("int", "unknown") and not isinstance(e, ast.Constant):
+            out = self.live_count(e, fn, out)  # buf[:n] in the function: n is a live count (guards.py)
         if self._gfacts and fn is self._gfn:
             out = self.guarded(e, fn, out)  # guards before the launch in force (guards.py)
         return out

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING
 from jitguard.static.provenance.rules import limit
+from jitguard.static.provenance.syntax import per_node
 from jitguard.static.provenance.value import Prov
 
 
@@ -48,24 +49,15 @@ def dominating_facts(fn_node: ast.AST, target: ast.AST) -> list[Fact]:
     return out
 
 
-def slice_stops(fn_node: ast.AST, target: ast.AST) -> list[Fact]:
-    """``Fact(E, "live", X)`` for each ``X[:E]`` (``X[0:E]``, ``X[:E, ...]``) in ``fn_node``'s body
-    (not in a nested def) that starts before ``target`` ends: E is the part of X this call uses."""
-    out: list[Fact] = []
-    end = (getattr(target, "end_lineno", None) or 0, getattr(target, "end_col_offset", None) or 0)
-    todo = list(getattr(fn_node, "body", None) or [])
-    while todo:
-        n = todo.pop()
-        if isinstance(n, _SCOPES):
-            continue
-        todo.extend(ast.iter_child_nodes(n))
-        if not isinstance(n, ast.Subscript) or (n.lineno, n.col_offset) > end:
-            continue
-        sl = n.slice.elts[0] if isinstance(n.slice, ast.Tuple) and n.slice.elts else n.slice
-        if isinstance(sl, ast.Slice) and sl.upper is not None and sl.step is None \
-                and (sl.lower is None or _zero(sl.lower)) and not isinstance(sl.upper, ast.Constant):
-            out.append(Fact(sl.upper, "live", n.value, n.lineno))
-    return out
+def live_stop(n: ast.AST) -> ast.AST | None:
+    """E of a leading slice ``X[:E]`` (``X[0:E]``, ``X[:E, ...]``; E not a literal), else None."""
+    if not isinstance(n, ast.Subscript):
+        return None
+    sl = n.slice.elts[0] if isinstance(n.slice, ast.Tuple) and n.slice.elts else n.slice
+    if isinstance(sl, ast.Slice) and sl.upper is not None and sl.step is None \
+            and (sl.lower is None or _zero(sl.lower)) and not isinstance(sl.upper, ast.Constant):
+        return sl.upper
+    return None
 
 
 def _contains(stmt: ast.stmt, target: ast.AST) -> bool:
@@ -210,6 +202,7 @@ class GuardedValues:
         self._dominating: dict = {}
         self._return_ranges: dict = {}
         self._canons: dict = {}
+        self._stops: dict = {}
 
     # ---- context ----
     def at(self, fn, node) -> None:
@@ -235,10 +228,6 @@ class GuardedValues:
             return got
         got = {}
         upper: set = set()
-        for f in slice_stops(fn.node, node):
-            ck = self.canon(f.expr, fn)
-            if ck is not None:
-                got.setdefault(ck, []).append(f)
         for f in dominating_facts(fn.node, node):
             if f.op == "mod0":
                 k = self.const_int(f.bound, fn)
@@ -255,7 +244,7 @@ class GuardedValues:
                 upper.add(ck)
             got.setdefault(ck, []).append(f)
         for ck in list(got):
-            if ck not in upper and all(f.op not in ("mod0", "live") and not self._empty_skip(f, fn) for f in got[ck]):
+            if ck not in upper and all(f.op != "mod0" and not self._empty_skip(f, fn) for f in got[ck]):
                 del got[ck]  # lower bounds alone bound nothing (an empty case skipped says something else)
             elif ck in upper and all(f.op != "mod0" for f in got[ck]) and self._fixed(got[ck][0].expr, fn):
                 del got[ck]  # a bound on a value fixed anyway (`assert x.dim() == 2`)
@@ -270,18 +259,38 @@ class GuardedValues:
         c = self.const_int(f.bound, fn)
         return c == (1 if f.op == "ge" else 0)
 
-    def count_use(self, e: ast.AST, fn) -> tuple[Fact, str] | None:
-        """(fact, rule) by which the function uses ``e`` as the count of what a call has: it skips
-        the case ``e == 0`` (empty-skip), or takes the first ``e`` of a tensor (live-slice)."""
+    def skipped_when_empty(self, e: ast.AST, fn) -> Fact | None:
+        """The guard in force by which the function skips the case ``e == 0``, if any."""
         key = self.canon(e, fn)
-        facts = self._gfacts.get(key, ()) if key is not None else ()
-        for f in facts:
+        for f in self._gfacts.get(key, ()) if key is not None else ():
             if self._empty_skip(f, fn):
-                return f, "empty-skip"
-        for f in facts:
-            if f.op == "live":
-                return f, "live-slice"
+                return f
         return None
+
+    def _live_stops(self, fn) -> dict:
+        """{canon key of E: fact} of the leading slices ``X[:E]`` in ``fn``'s body (not in a nested def)."""
+        out: dict = {}
+        for n in fn.slices:
+            stop = live_stop(n)
+            ck = self.canon(stop, fn) if stop is not None else None
+            if ck is not None:
+                out.setdefault(ck, Fact(stop, "live", n.value, n.lineno))
+        return out
+
+    def live_count(self, e: ast.AST, fn, prov):
+        """``prov`` of ``e``, read in ``fn``, as the live count of a buffer where ``fn`` takes the
+        first ``e`` of a tensor (rule live-slice): a fact of the function, whatever launch or call it
+        is classified for, so it needs no memo of its own."""
+        if not fn.slices:
+            return prov
+        stops = per_node(self._stops, fn.node, lambda node: self._live_stops(fn))
+        key = self.canon(e, fn) if stops else None
+        f = stops.get(key) if key is not None else None
+        if f is None:
+            return prov
+        return Prov(VARYING, "int", (f"{self.code(e)}: the first {self.code(e)} of {self.code(f.bound)} taken at line "
+                                     f"{f.line}: the part of a buffer this call uses",),
+                    entry=prov.entry, rules=("live-slice",), ret=prov.ret, also=prov.also)
 
     def _fixed(self, e: ast.AST, fn) -> bool:
         """``e`` is STABLE without guards (classified with the memo of no guards)."""
@@ -482,18 +491,13 @@ class GuardedValues:
                 text = f"{self.code(e)}: between {lo} and {hi} by the guards at line {lines}"
                 return _range_prov(lo, hi, text, "", prov, "range-guard")
         if prov.cls == UNKNOWN or (prov.cls == VARYING and prov.by_name):
-            got = self.count_use(e, fn)
-            if got is not None:
-                # the code handles an empty case, or takes a part of a buffer: a count of what this
-                # call has (a model dim or a configured size is never 0, nor the part of a buffer a
-                # call takes), by the code's structure, not by the value's name
-                f, rule = got
-                text = (f"skipped when 0 by the guard at line {f.line}: the count of what this call has, an empty "
-                        f"case possible" if rule == "empty-skip" else
-                        f"the first {self.code(e)} of {self.code(f.bound)} taken at line {f.line}: the part of a "
-                        f"buffer this call uses")
-                return Prov(VARYING, "int", (f"{self.code(e)}: {text}",), entry=prov.entry, rules=(rule,),
-                            ret=prov.ret, also=prov.also)
+            skip = self.skipped_when_empty(e, fn)
+            if skip is not None:
+                # the code handles an empty case: a count of what this call has (a model dim or a
+                # configured size is never 0), by the code's structure, not by the value's name
+                return Prov(VARYING, "int", (f"{self.code(e)}: skipped when 0 by the guard at line {skip.line}: "
+                                             f"the count of what this call has, an empty case possible",),
+                            entry=prov.entry, rules=("empty-skip",), ret=prov.ret, also=prov.also)
         if prov.rules and prov.rules[0] == "range-one-class" and not isinstance(e, ast.Name):
             # arithmetic on a value bounded to one class may span classes again (2..8 times 2)
             prov = prov.why(f"{self.code(e)}: arithmetic on a bounded value", "range-guard")

@@ -386,8 +386,8 @@ _ALL = (
           "which rejects a value rather than skip an empty case): E, unknown or varying by its name alone, is a count "
           "of what this call has (requests, tokens, pairs), since a model dim or a configured size is never 0; the "
           "guard, not the name, is the evidence (a convention still: a feature switched off is 0 too)"),
-    _rule("live-slice", "VARYING", CONVENTIONAL, "a value the function (before the launch) uses as the stop of a "
-          "leading slice, `buf[:n]`, `buf[0:n, ...]`, and that is otherwise unknown or varying by its name alone, is "
+    _rule("live-slice", "VARYING", CONVENTIONAL, "a value the function uses as the stop of a leading slice, "
+          "`buf[:n]`, `buf[0:n, ...]` (anywhere in its body), and that is otherwise unknown or varying by its name alone, is "
           "the part of a buffer this call uses: the live count of a buffer sized for a maximum (a model dim or "
           "configured size names a whole dim, not the part of one)"),
     _rule("bounded-quotient", "few variants", STRUCTURAL, "a helper's return `off + M // c` (or `M >> c`), c and "
