@@ -341,6 +341,15 @@ def {{f}}({{x}}, {{p}}):
 
 
 # ---- empty-skip: an early return or continue on the empty case -------------------------------------
+def before_launch(line: str):
+    """The ``{p}`` argument of a launch in a function of parameters ``{x}, {c}, {p}`` whose body runs
+    ``line`` first."""
+    return only(f"""
+def {{f}}({{x}}, {{c}}, {{p}}):
+    {line}
+    kern[(1,)]({{x}}, {{p}}, BLOCK=16)
+""")
+
 SKIPS = [
     "if {p} == 0:\n        return",
     "if not {p}:\n        return None",
@@ -353,11 +362,7 @@ SKIPS = [
 
 @pytest.mark.parametrize("skip", SKIPS)
 def test_a_value_whose_empty_case_is_skipped_varies(skip):
-    arg = only(f"""
-def {{f}}({{x}}, {{c}}, {{p}}):
-    {skip}
-    kern[(1,)]({{x}}, {{p}}, BLOCK=16)
-""")
+    arg = before_launch(skip)
     assert arg.provenance == VARYING and arg.rules[0] == "empty-skip", arg
     assert confidence(arg.rules, arg.by_name) == "medium" and not arg.by_name
 
@@ -382,11 +387,7 @@ def {f}({x}, {c}, {p}):
     "if {c}:\n        if {p} == 0:\n            return",  # in a branch the launch is not in
 ])
 def test_guards_that_do_not_skip_an_empty_case_leave_the_value_unknown(guard):
-    arg = only(f"""
-def {{f}}({{x}}, {{c}}, {{p}}):
-    {guard}
-    kern[(1,)]({{x}}, {{p}}, BLOCK=16)
-""")
+    arg = before_launch(guard)
     assert "empty-skip" not in arg.rules and arg.provenance != VARYING, arg
 
 
@@ -463,11 +464,7 @@ class Runner:
     "{y} = {c}({x}[:{p}])",
 ])
 def test_the_stop_of_a_leading_slice_is_the_live_count(use):
-    arg = only(f"""
-def {{f}}({{x}}, {{c}}, {{p}}):
-    {use}
-    kern[(1,)]({{x}}, {{p}}, BLOCK=16)
-""")
+    arg = before_launch(use)
     assert arg.provenance == VARYING and arg.rules[0] == "live-slice", arg
     assert confidence(arg.rules, arg.by_name) == "medium"
 
@@ -487,11 +484,7 @@ def {f}({x}, {p}):
     "{y} = {x}[1:{p}]",           # not from the start
 ])
 def test_other_slices_say_nothing(use):
-    arg = only(f"""
-def {{f}}({{x}}, {{p}}):
-    {use}
-    kern[(1,)]({{x}}, {{p}}, BLOCK=16)
-""")
+    arg = before_launch(use)
     assert "live-slice" not in arg.rules and arg.provenance != VARYING, arg
 
 
