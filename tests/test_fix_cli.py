@@ -255,6 +255,24 @@ def test_read_only_file_is_left_alone(tmp_path, monkeypatch):
     assert "1 file changed, 1 fix applied; 1 fix left for a human: 1 in files left untouched" in r.stderr
 
 
+def test_a_file_python_compiles_and_the_editor_cannot_parse_is_left_alone(tmp_path, monkeypatch):
+    """A `\\` continued into the end of a file whose lines end in \\r\\n: compile() takes the bytes
+    (as an import does), LibCST's tokenizer does not. The scan reports the kernel; fix says why it
+    leaves the file, as it does for one it could not write back, not as an error of its own."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rw.py").write_text(simple_module(_name("n"), "k_rw"))
+    data = simple_module(_name("n"), "k_cr").replace("\n", "\r\n").encode() + b"\\\r\n"
+    compile(data, "cr.py", "exec")  # Python takes it
+    (tmp_path / "cr.py").write_bytes(data)
+    r = fix("--write", ".")
+    assert r.exit_code == 0, r.output  # as for a file the editor could not write back byte for byte
+    assert (tmp_path / "cr.py").read_bytes() == data
+    assert "cr.py:6:1: JG001 cr.k_cr." in r.stderr and "the editor (LibCST) cannot parse this file" in r.stderr
+    assert "cannot edit (" not in r.stderr
+    assert dns_of((tmp_path / "rw.py").read_text(), "k_rw") != []
+    assert "1 file changed, 1 fix applied; 1 fix left for a human: 1 in files left untouched" in r.stderr
+
+
 def test_file_changed_during_the_run_is_left_alone(tmp_path, monkeypatch):
     import jitguard.static.fixes as fixes_mod
 

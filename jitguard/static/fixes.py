@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from libcst import ParserSyntaxError
+
 from jitguard.findings import DNS, DNSOA, Finding, Fix
 from jitguard.format import relative_path
 from jitguard.static import source as _source
@@ -212,6 +214,13 @@ def _plan_file(abspath: str, file_findings: list[Finding], unsafe: bool, roots: 
                     f"({_source.encoding_of(ff.snapshot.data)}): {e}; left untouched")
         for x in todo:
             x.status, x.detail = "error", ff.error
+        return ff
+    except ParserSyntaxError as e:
+        # Python compiles the file and LibCST's parser does not (a `\` continued into the end of a
+        # file whose lines end in \r\n): a file the editor cannot edit, not a bug of jitguard's
+        ff.error = f"the editor (LibCST) cannot parse this file: {e.message}; left untouched"
+        for x in todo:
+            x.status, x.detail = "refused", ff.error
         return ff
     except Exception as e:  # the file parsed above: this is a jitguard bug, keep the file
         ff.error = f"cannot edit ({type(e).__name__}: {e}); left untouched"
