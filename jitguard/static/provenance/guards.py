@@ -1,8 +1,10 @@
 """Guards before a launch: the conditions that hold at a statement because an ``assert``, an early
 exit (``if E > C: return``, ``if E % K: raise``) or the enclosing ``if`` dominates it, read as
 facts about expressions: ``E % K == 0`` (alignment) and ``E <= C`` / ``E >= C`` / ``E != C``
-(range). Only the statements of the function body on the way to the statement count: a guard
-inside a branch the statement is not in, or after it, says nothing about it. ``ast`` only.
+(range), and an early return on ``E == 0`` (an empty case skipped). Only the statements of the
+function body on the way to the statement count: a guard inside a branch the statement is not in,
+or after it, says nothing about it. A use says as much as a guard: ``buf[:E]`` anywhere in the
+function makes E the live count of a buffer (``live_count``). ``ast`` only.
 
     facts = dominating_facts(fn_node, launch_call)
     # [Fact(expr=<a.size(0)>, op="mod0", bound=<128>, line=12), ...]

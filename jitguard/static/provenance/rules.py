@@ -53,6 +53,9 @@ class InferenceRule:
     # a finding citing it is never above "low" though the step is structural: the value varies only on
     # some of the code's paths, and the code does not show that those are the ones taken in normal use
     varies_off_fast_path: bool = False
+    # it reads how the code uses a value that only a name classed before (`num_reqs`): what callers or
+    # returns in other modules show by structure still settles the value, a name from there does not
+    in_place_of_name: bool = False
 
     @property
     def never_above_low(self) -> bool:
@@ -62,9 +65,9 @@ class InferenceRule:
 
 def _rule(id: str, gives: str, evidence: Evidence, reason: str, name_only: bool = False, few_variants: bool = False,
           guard_bound: bool = False, one_class: bool = False, varies_off_fast_path: bool = False,
-          **limits: tuple[int, str]) -> InferenceRule:
+          in_place_of_name: bool = False, **limits: tuple[int, str]) -> InferenceRule:
     return InferenceRule(id, gives, evidence, reason, name_only, {k: Limit(*v) for k, v in limits.items()},
-                         few_variants, guard_bound, one_class, varies_off_fast_path)
+                         few_variants, guard_bound, one_class, varies_off_fast_path, in_place_of_name)
 
 
 _ALL = (
@@ -385,11 +388,11 @@ _ALL = (
           "skips the case `E == 0` (`if n == 0: return`, `if not n: return`, `if n <= 0: continue`; not a `raise`, "
           "which rejects a value rather than skip an empty case): E, unknown or varying by its name alone, is a count "
           "of what this call has (requests, tokens, pairs), since a model dim or a configured size is never 0; the "
-          "guard, not the name, is the evidence (a convention still: a feature switched off is 0 too)"),
+          "guard, not the name, is the evidence (a convention still: a feature switched off is 0 too)", in_place_of_name=True),
     _rule("live-slice", "VARYING", CONVENTIONAL, "a value the function uses as the stop of a leading slice, "
           "`buf[:n]`, `buf[0:n, ...]` (anywhere in its body), and that is otherwise unknown or varying by its name alone, is "
           "the part of a buffer this call uses: the live count of a buffer sized for a maximum (a model dim or "
-          "configured size names a whole dim, not the part of one)"),
+          "configured size names a whole dim, not the part of one)", in_place_of_name=True),
     _rule("bounded-quotient", "few variants", STRUCTURAL, "a helper's return `off + M // c` (or `M >> c`), c and "
           "off fixed in the code, where early exits or the `if` branch that dominate the return bound M (bounds "
           "fixed in the code: literals, constants, a parameter every caller in the module leaves at its default) "
@@ -467,7 +470,8 @@ def markdown() -> str:
     lines = ["| rule | gives | evidence | why | limits |", "|---|---|---|---|---|"]
     for r in _ALL:
         limits = "; ".join(f"{name} {lim.value}: {lim.why}" for name, lim in r.limits.items())
-        kind = r.evidence + (", never above low" if r.never_above_low else "")
+        kind = (r.evidence + (", never above low" if r.never_above_low else "")
+                + (", in place of a name (callers elsewhere settle it by structure)" if r.in_place_of_name else ""))
         lines.append(f"| `{r.id}` | {r.gives} | {kind} | {r.reason} | {limits} |")
     return "\n".join(lines)
 
