@@ -510,3 +510,18 @@ def {f}({x}, {p}):
     kern[(1,)]({x}, {m}, BLOCK=16)
 """)
     assert fixed.provenance == STABLE and "live-slice" not in fixed.rules, fixed
+
+
+@pytest.mark.parametrize("expr", ["{p} - int({y}.sum().item())", "int({y}.sum().item()) + {p}"])
+def test_a_part_varying_by_structure_says_why_before_one_read_in_place_of_a_name(expr):
+    """Two parts vary: the one the code shows varies (a device value) gives the reason and the level,
+    as it did when the other was classed by its name alone, whichever side it is on."""
+    arg = only(f"""
+def {{f}}({{x}}, {{p}}, {{y}}):
+    if {{p}} == 0:
+        return
+    {{m}} = {expr}
+    kern[(1,)]({{x}}, {{m}}, BLOCK=16)
+""")
+    assert arg.provenance == VARYING and "empty-skip" not in arg.rules, arg.rules
+    assert confidence(arg.rules, arg.by_name) == "high"

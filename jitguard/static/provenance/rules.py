@@ -430,6 +430,7 @@ _ALL = (
 )
 
 RULES: dict[str, InferenceRule] = {r.id: r for r in _ALL}
+IN_PLACE_OF_NAME = frozenset(r.id for r in _ALL if r.in_place_of_name)
 assert len(RULES) == len(_ALL), "duplicate rule id"
 
 

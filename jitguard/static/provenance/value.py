@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from jitguard.static.facts import BUCKETED, STABLE, UNKNOWN, VARYING, EntryRef, ReturnRef
-from jitguard.static.provenance.rules import limit
+from jitguard.static.provenance.rules import IN_PLACE_OF_NAME, limit
 
 _RANK = {VARYING: 3, BUCKETED: 2, UNKNOWN: 1, STABLE: 0}
 _JOINED_TYPES = frozenset({"float", "bool", "int", "tensor", "unknown"})  # the types a join keeps as they are
@@ -57,7 +57,10 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
             # what the rest makes of one such value, made without its passes (half the joins): an equal
             # copy, not ``p`` itself, as the rest returns (model_dim tells a count from a dim by identity)
             return Prov._make(p)
-    best = max(items, key=lambda p: (_RANK[p.cls], not p.by_name))
+    # at equal rank, a value classed by structure over one classed by its name or in place of it
+    # (empty-skip, live-slice): `bs - int(num_padding)` says why num_padding varies
+    best = max(items, key=lambda p: (_RANK[p.cls], not p.by_name,
+                                     p.cls != VARYING or not any(r in IN_PLACE_OF_NAME for r in p.rules)))
     div16 = all(p.div16 for p in items)
     entry = best.entry
     if entry is None and best.cls != VARYING:
