@@ -198,6 +198,8 @@ def test_a_bug_in_the_returns_phase_is_an_internal_error_and_the_scan_goes_on(tm
 def test_the_scan_collects_young_objects_rarely_and_restores_the_threshold(tmp_path, rng, monkeypatch):
     import gc
 
+    from jitguard.static.collector import YOUNG_THRESHOLD
+
     monkeypatch.chdir(tmp_path)
     make_tree(tmp_path, rng, n_kernels=2, n_launchers=2, n_plain=1)
     seen = []
@@ -207,7 +209,7 @@ def test_the_scan_collects_young_objects_rarely_and_restores_the_threshold(tmp_p
     try:
         gc.set_threshold(700, 9, 8)
         res = scan(tmp_path, tmp_path, use_cache=False)
-        assert seen == [(runner_mod._YOUNG_THRESHOLD, 9, 8)] and res.findings
+        assert seen == [(YOUNG_THRESHOLD, 9, 8)] and res.findings
         assert gc.get_threshold() == (700, 9, 8)
         gc.set_threshold(0, 9, 8)  # the collector turned off stays off
         scan(tmp_path, tmp_path, use_cache=False)

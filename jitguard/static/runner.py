@@ -7,7 +7,6 @@ linking raises ``InternalError``.
 """
 from __future__ import annotations
 
-import gc
 import os
 import re
 import stat
@@ -27,6 +26,7 @@ from jitguard.static.cache import (
     load_entry,
     write_entry,
 )
+from jitguard.static.collector import frozen, no_collections, rare_collections
 from jitguard.static.errors import SourceError
 from jitguard.static.files import SourceFile, collect_files
 from jitguard.static.source import read_bytes
@@ -102,19 +102,11 @@ def _extract_job(job: tuple, pooled: bool = False) -> tuple:
         extra = {"calls_of": frozenset(calls_of)} if calls_of is not None else {}
         if returns_of:
             extra["returns_of"] = frozenset(returns_of)
-        # No cyclic collection while the file is analyzed: a young collection then traverses its
-        # whole tree, which goes by reference counts; the cycles the analysis leaves are collected
-        # after it (collections on vLLM at -j 1: 0.23-0.30 -> 0.11-0.13 s of CPU).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with no_collections():  # the file's tree goes by reference counts (collector.py)
             facts = extract.extract_file(
                 display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable),
                 digest=digest, **extra,
             )
-        finally:
-            if collecting:
-                gc.enable()
         out: tuple = ("facts", facts)
         entry: dict | None = {"facts": facts} if cache_path or pooled else None
     except RecursionError:
@@ -183,11 +175,8 @@ class _Workers:
         submit: the parent's objects (the loaded engine) are frozen then, so that the workers'
         garbage collections neither traverse them nor copy their pages on write."""
         assert self._pool is not None
-        gc.freeze()
-        try:
+        with frozen():
             return {self._pool.submit(fn, a): key for key, a in args.items()}
-        finally:
-            gc.unfreeze()
 
     def broken(self) -> None:
         self.close()
@@ -239,22 +228,9 @@ def scan_paths(
     keep_facts: bool = False,
 ) -> ScanResult:
     """Scan ``paths`` (files or directories) and return findings after select/ignore."""
-    # Every AST node is an object the cyclic collector tracks: at the default threshold (a young
-    # collection every 700 allocations) a scan spent 22% of its CPU in collections on vLLM 0.33.0
-    # (4.6 of 20.5 s at -j 1) and 8% on liger-kernel 0.8.5, freeing next to nothing (the trees go
-    # by reference counts). Rarer young collections for the scan (its workers inherit it), the
-    # caller's threshold after; a collector turned off stays off.
-    before = gc.get_threshold()
-    if before[0]:
-        gc.set_threshold(max(before[0], _YOUNG_THRESHOLD), *before[1:])
-    try:
+    with rare_collections():  # collections cost CPU and free next to nothing here (collector.py)
         return _scan_paths(paths, config, jobs=jobs, cache_dir=cache_dir, use_cache=use_cache,
                            progress=progress, keep_facts=keep_facts)
-    finally:
-        gc.set_threshold(*before)
-
-
-_YOUNG_THRESHOLD = 20_000  # allocations between young collections during a scan (the default: 700)
 
 
 def _scan_paths(
