@@ -15,8 +15,8 @@ from jitguard.static.names import module_prefixes, reexport
 from jitguard.static.param_uses import INDEX_TERM
 from jitguard.static.program import BoundLaunch, Program
 from jitguard.static.exercise import exercise_caller
-from jitguard.static.provenance.rules import IN_PLACE_OF_NAME, confidence, limit
-from jitguard.static.provenance.value import _RANK  # one class order
+from jitguard.static.provenance.rules import confidence, limit
+from jitguard.static.provenance.value import _RANK, in_place_of_name  # one class order
 
 _LEVELS = limit("caller-elsewhere", "levels")
 _SITES = limit("caller-elsewhere", "sites")
@@ -418,7 +418,7 @@ def by_convention(arg) -> bool:
     """Classed by its name, or varying by a rule read in place of the name (empty-skip, live-slice:
     ``InferenceRule.in_place_of_name``): what callers or returns in other modules show by structure
     settles it; a name from there does not."""
-    return arg.by_name or (arg.provenance == VARYING and any(r in IN_PLACE_OF_NAME for r in arg.rules))
+    return arg.by_name or (arg.provenance == VARYING and in_place_of_name(arg))
 
 
 def _guessed_leading(arg) -> bool:

@@ -190,6 +190,13 @@ def _range_prov(lo: int, hi: int, text: str, kind: str, prov, rule: str):
                                   f"({' / '.join(classes)})",) + prov.evidence, rules=(rule,) + prov.rules)
 
 
+def _count_in_place_of_name(prov, text: str, rule: str):
+    """A value unknown, or varying by its name alone, read as a per-call count by ``rule`` (empty-skip,
+    live-slice): what callers and returns elsewhere may still settle (its entry parameters and the
+    call it rests on) is kept."""
+    return Prov(VARYING, "int", (text,), entry=prov.entry, rules=(rule,), ret=prov.ret, also=prov.also)
+
+
 class GuardedValues:
     """The part of the Classifier that reads guards: ``at(fn, node)`` makes the facts dominating
     ``node`` (a launch, a call to a launcher) hold for what is classified next in ``fn``; a value
@@ -270,13 +277,14 @@ class GuardedValues:
         return None
 
     def _live_stops(self, fn) -> dict:
-        """{canon key of E: fact} of the leading slices ``X[:E]`` in ``fn``'s body (not in a nested def)."""
+        """{canon key of E: the first ``X[:E]``} of the leading slices in ``fn``'s body (not in a
+        nested def)."""
         out: dict = {}
         for n in fn.slices:
             stop = live_stop(n)
             ck = self.canon(stop, fn) if stop is not None else None
             if ck is not None:
-                out.setdefault(ck, Fact(stop, "live", n.value, n.lineno))
+                out.setdefault(ck, n)
         return out
 
     def live_count(self, e: ast.AST, fn, prov):
@@ -287,12 +295,12 @@ class GuardedValues:
             return prov
         stops = per_node(self._stops, fn.node, lambda node: self._live_stops(fn))
         key = self.canon(e, fn) if stops else None
-        f = stops.get(key) if key is not None else None
-        if f is None:
+        sliced = stops.get(key) if key is not None else None
+        if sliced is None:
             return prov
-        return Prov(VARYING, "int", (f"{self.code(e)}: the first {self.code(e)} of {self.code(f.bound)} taken at line "
-                                     f"{f.line}: the part of a buffer this call uses",),
-                    entry=prov.entry, rules=("live-slice",), ret=prov.ret, also=prov.also)
+        return _count_in_place_of_name(prov, f"{self.code(e)}: the first {self.code(e)} of {self.code(sliced.value)} "
+                                             f"taken at line {sliced.lineno}: the part of a buffer this call uses",
+                                       "live-slice")
 
     def _fixed(self, e: ast.AST, fn) -> bool:
         """``e`` is STABLE without guards (classified with the memo of no guards)."""
@@ -497,9 +505,9 @@ class GuardedValues:
             if skip is not None:
                 # the code handles an empty case: a count of what this call has (a model dim or a
                 # configured size is never 0), by the code's structure, not by the value's name
-                return Prov(VARYING, "int", (f"{self.code(e)}: skipped when 0 by the guard at line {skip.line}: "
-                                             f"the count of what this call has, an empty case possible",),
-                            entry=prov.entry, rules=("empty-skip",), ret=prov.ret, also=prov.also)
+                return _count_in_place_of_name(prov, f"{self.code(e)}: skipped when 0 by the guard at line "
+                                                     f"{skip.line}: the count of what this call has, an empty case "
+                                                     f"possible", "empty-skip")
         if prov.rules and prov.rules[0] == "range-one-class" and not isinstance(e, ast.Name):
             # arithmetic on a value bounded to one class may span classes again (2..8 times 2)
             prov = prov.why(f"{self.code(e)}: arithmetic on a bounded value", "range-guard")

@@ -57,10 +57,11 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
             # what the rest makes of one such value, made without its passes (half the joins): an equal
             # copy, not ``p`` itself, as the rest returns (model_dim tells a count from a dim by identity)
             return Prov._make(p)
-    # at equal rank, a value classed by structure over one classed by its name or in place of it
-    # (empty-skip, live-slice): `bs - int(num_padding)` says why num_padding varies
-    best = max(items, key=lambda p: (_RANK[p.cls], not p.by_name,
-                                     p.cls != VARYING or not any(r in IN_PLACE_OF_NAME for r in p.rules)))
+    best = max(items, key=lambda p: (_RANK[p.cls], not p.by_name))
+    if best.cls == VARYING and not best.by_name and in_place_of_name(best):
+        # a part varying by structure over one read in place of its name (empty-skip, live-slice), as
+        # over one classed by its name: `bs - int(num_padding)` says why num_padding varies
+        best = next((p for p in items if p.cls == VARYING and not p.by_name and not in_place_of_name(p)), best)
     div16 = all(p.div16 for p in items)
     entry = best.entry
     if entry is None and best.cls != VARYING:
@@ -95,6 +96,12 @@ def join(items: list[Prov], vtype: str | None = None) -> Prov:
     return Prov(best.cls, vtype, best.evidence, div16, best.by_name, best.guess, entry,
                 best.bucket if best.entry is not None else any(p.bucket and p.entry == entry for p in items),
                 best.rules, best.counted, ret, also)
+
+
+def in_place_of_name(p) -> bool:
+    """``p`` (a Prov or a launch's ArgFacts) rests on a rule read in place of a name (empty-skip,
+    live-slice: ``InferenceRule.in_place_of_name``)."""
+    return any(r in IN_PLACE_OF_NAME for r in p.rules)
 
 
 # the rules by which a fixed value is a model dimension or configured size (not a literal)
