@@ -276,3 +276,39 @@ def w(v):
     # [n, -1]: the rest once the varying dim is kept apart, a model dim as before
     body2 = body.replace("v3.shape[1]", "v3.shape[1]").replace("{shape}", "n, -1")
     assert _findings(tmp_path, body2.format(target="n_tokens")) == {}
+
+
+_NAMED_DIM = MASKED_KERNEL + """
+def {launch}({t}):
+    num_tokens = {t}.shape[1]
+    {k}[(1,)]({t}, num_tokens, BLOCK=16)
+"""
+_NAMED_DIM_CALLER = """
+import torch
+from pkg.ops import {launch}
+
+def {entry}({x}):
+    {launch}({passed})
+"""
+
+
+def test_a_dim_classed_by_its_name_is_settled_by_the_layout_callers_elsewhere_pass():
+    # the name agrees with what callers show by the leading-dim convention: medium, as the same code
+    # with the local named anything else gives; on its own the name stays low
+    rng = random.Random()
+    for _ in range(3):
+        n = _names(rng)
+        ops = _NAMED_DIM.format(**n)
+
+        def found(passed: str | None) -> str | None:
+            out = {"pkg.ops": ops}
+            if passed is not None:
+                out["pkg.layer"] = _NAMED_DIM_CALLER.format(**n, passed=passed)
+            return levels(scan(out)).get((n["k"], n["n"]))
+
+        varying = f"torch.empty(4, {n['x']}.shape[0], 8)"
+        assert found(None) == "low"
+        assert found(varying) == "medium"
+        renamed = {"pkg.ops": ops.replace("num_tokens", n["u"]),
+                   "pkg.layer": _NAMED_DIM_CALLER.format(**n, passed=varying)}
+        assert levels(scan(renamed)).get((n["k"], n["n"])) == "medium"

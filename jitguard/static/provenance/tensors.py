@@ -814,8 +814,10 @@ class TensorLayouts:
             return Prov(VARYING, "int", (f"{label}{at}: non-leading dimension, but {resized}",),
                         rules=("resized-dim",))
         if named == VARYING:
+            # the name alone: the layout callers elsewhere pass may still show what the dim is
             return Prov(VARYING, "int", (f"{label}{at}: {target} names a per-call dimension",), False, True,
-                        rules=(self.name_rule(target, VARYING),))
+                        rules=(self.name_rule(target, VARYING),),
+                        entry=self.layout_entry(t, fn, Accessor("shape", idx)) if idx is not None else None)
         if idx is None:
             return Prov(UNKNOWN, "int", (f"{label}{at}: index not a literal",))
         return Prov(STABLE, "int", (f"{label}{at}: non-leading dimension (a model dimension)",), rules=("model-dim",),
