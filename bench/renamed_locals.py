@@ -1,11 +1,11 @@
-"""How much of jitguard scan's default output rests on how host code names its local variables.
+"""How much of jitguard scan's default output rests on how host code names its variables.
 
     python bench/renamed_locals.py                      # the six codebases of bench/codebases.py
     python bench/renamed_locals.py --only vllm,sglang   # some of them
 
 A codebase nobody here read names things its own way. The inference rules say that a finding resting
 on a name alone is never above low (docs/provenance.md); this checks it on whole codebases. Each
-codebase is written out twice, both through ``ast.unparse`` (comments and layout dropped alike):
+codebase is written out three times, each through ``ast.unparse`` (comments and layout dropped alike):
 
 * ``plain``: as it is;
 * ``renamed``: in every function that is not a Triton kernel, each local variable (a name the
@@ -17,8 +17,10 @@ codebase is written out twice, both through ``ast.unparse`` (comments and layout
 
 Each is scanned at every level; a default-level (high, medium) finding of ``plain`` that a renamed copy
 has not at a default level, or the other way round, depends on a name the copy changed (and one of
-the codebase as it is that ``plain`` has not, on a comment or the layout). Each such change is listed with its evidence,
-and the figures per codebase are written to bench/results/renamed_locals.json.
+the codebase as it is that ``plain`` has not, on a comment or the layout). Each such change is listed
+with the rules of both chains, which must include one the registry calls a convention (structural
+evidence reads no names), and the high level must not move; the figures per codebase are written to
+bench/results/renamed_locals.json.
 """
 from __future__ import annotations
 
