@@ -11,7 +11,8 @@ codebase is written out three times, each through ``ast.unparse`` (comments and 
 * ``renamed``: in every function that is not a Triton kernel, each local variable (a name the
   function or a function nested in it assigns: ``n = x.shape[0]``, loop targets, ``with ... as v``)
   is renamed ``v1``, ``v2``, ... consistently in that function and the functions nested in it.
-  Attributes, globals, imports, kernels and their parameters (the findings name them) keep their names;
+  Attributes, globals, imports, kernels (those the scan of ``plain`` discovers) and their parameters
+  (the findings name them) keep their names;
 * ``params``: the same, and parameters too (``self`` and ``cls`` aside) where no call in the codebase
   passes an argument by that keyword (so that every call still binds as before).
 
@@ -46,42 +47,28 @@ from jitguard.static.provenance.rules import CONVENTIONAL, RULES  # noqa: E402
 import codebases  # noqa: E402
 
 RESULTS = BENCH / "results" / "renamed_locals.json"
-_KERNEL_DECORATORS = ("jit", "autotune", "heuristics", "kernel")
 
 
-def _kernel_call(node: ast.AST) -> bool:
-    """``node`` is (a call of) something named like a Triton (or Gluon) jit, autotune or heuristics."""
-    node = node.func if isinstance(node, ast.Call) else node
-    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
-    return any(k in name for k in _KERNEL_DECORATORS)
+def _is_kernel(node: ast.AST, kernel_lines: set[int]) -> bool:
+    """A def the scan discovered as a kernel (its def line, from the scan of the unparsed copy)."""
+    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno in kernel_lines
 
 
-def _wrapped(tree: ast.AST) -> set[str]:
-    """Functions made kernels by a call: ``k = triton.jit(k, ...)``, ``triton.heuristics(...)(k)``."""
-    return {node.args[0].id for node in ast.walk(tree) if isinstance(node, ast.Call) and node.args
-            and isinstance(node.args[0], ast.Name) and _kernel_call(node.func)}
-
-
-def _is_kernel(fn: ast.AST, wrapped: set[str]) -> bool:
-    return isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-        fn.name in wrapped or any(_kernel_call(d) for d in fn.decorator_list))
-
-
-def _walk(fn: ast.AST, wrapped: set[str]):
+def _walk(fn: ast.AST, kernel_lines: set[int]):
     """``ast.walk`` of ``fn`` that does not enter the kernels nested in it (their names stay)."""
     todo = [fn]
     while todo:
         node = todo.pop()
         yield node
-        todo.extend(c for c in ast.iter_child_nodes(node) if not _is_kernel(c, wrapped))
+        todo.extend(c for c in ast.iter_child_nodes(node) if not _is_kernel(c, kernel_lines))
 
 
-def _locals_of(fn: ast.AST, wrapped: set[str], params: frozenset[str] = frozenset()) -> list[str]:
+def _locals_of(fn: ast.AST, kernel_lines: set[int], params: frozenset[str] = frozenset()) -> list[str]:
     """The names ``fn`` and the functions nested in it assign, less every parameter of any of them
     not in ``params``, names declared global or nonlocal, and names bound otherwise than by a Name
     (imports, ``except ... as e``, match patterns): renaming those is safe within ``fn``'s tree."""
     stored, kept = [], set()
-    for node in _walk(fn, wrapped):
+    for node in _walk(fn, kernel_lines):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)) and node.id not in stored:
             stored.append(node.id)
         elif isinstance(node, ast.arg):
@@ -105,20 +92,20 @@ def _locals_of(fn: ast.AST, wrapped: set[str], params: frozenset[str] = frozense
 
 
 class _Rename(ast.NodeTransformer):
-    """Renames the locals of every outermost non-kernel function (methods included), and the
-    parameters named in ``params``."""
+    """Renames the locals of every outermost function that is not a kernel (methods included), and
+    the parameters named in ``params``."""
 
-    def __init__(self, wrapped: set[str], params: frozenset[str] = frozenset()) -> None:
-        self.wrapped = wrapped
+    def __init__(self, kernel_lines: set[int], params: frozenset[str] = frozenset()) -> None:
+        self.kernel_lines = kernel_lines
         self.params = params
         self.renamed = 0
 
     def _function(self, fn):
-        if _is_kernel(fn, self.wrapped):
+        if _is_kernel(fn, self.kernel_lines):
             return fn
-        names = {n: f"v{self.renamed + i + 1}" for i, n in enumerate(_locals_of(fn, self.wrapped, self.params))}
+        names = {n: f"v{self.renamed + i + 1}" for i, n in enumerate(_locals_of(fn, self.kernel_lines, self.params))}
         self.renamed += len(names)
-        for node in _walk(fn, self.wrapped):
+        for node in _walk(fn, self.kernel_lines):
             if isinstance(node, ast.Name) and node.id in names:
                 node.id = names[node.id]
             elif isinstance(node, ast.arg) and node.arg in names:
@@ -134,9 +121,9 @@ def _keywords(trees: list[ast.AST]) -> set[str]:
             for kw in node.keywords if kw.arg}
 
 
-def write_trees(src: pathlib.Path, out: dict[str, pathlib.Path]) -> dict:
-    """The copies ``plain``, ``renamed`` and ``params`` of every .py file under ``src`` that parses
-    (``out``: their roots); counts."""
+def write_plain(src: pathlib.Path, plain: pathlib.Path) -> tuple[dict[pathlib.Path, str], int]:
+    """``plain``: every .py file under ``src`` that parses, through ``ast.unparse``; ({relative
+    path: text}, files that did not parse)."""
     texts: dict[pathlib.Path, str] = {}
     skipped = 0
     for path in sorted(src.rglob("*.py")):
@@ -144,33 +131,44 @@ def write_trees(src: pathlib.Path, out: dict[str, pathlib.Path]) -> dict:
             texts[path.relative_to(src)] = ast.unparse(ast.parse(path.read_bytes()))
         except (SyntaxError, ValueError, RecursionError):
             skipped += 1
+    for rel, text in texts.items():
+        (plain / rel).parent.mkdir(parents=True, exist_ok=True)
+        (plain / rel).write_text(text + "\n", encoding="utf-8")
+    return texts, skipped
+
+
+def write_renamed(texts: dict[pathlib.Path, str], kernels: dict[str, set[int]], out: dict[str, pathlib.Path]) -> dict:
+    """The copies ``renamed`` and ``params`` (``out``: their roots) of the unparsed ``texts``, whose
+    kernels (``kernels``: def lines per relative posix path) keep their names; counts."""
     trees = {rel: ast.parse(t) for rel, t in texts.items()}
     params = frozenset({node.arg for t in trees.values() for node in ast.walk(t) if isinstance(node, ast.arg)}
                        - _keywords(list(trees.values())) - {"self", "cls"})
-    counts = {"files": len(texts), "files_not_parsed": skipped, "locals_renamed": 0, "with_params_renamed": 0}
+    counts = {"locals_renamed": 0, "with_params_renamed": 0}
     for rel, text in texts.items():
-        bodies = {"plain": text}
+        lines = kernels.get(rel.as_posix(), set())
         for name, kept, key in (("renamed", frozenset(), "locals_renamed"), ("params", params, "with_params_renamed")):
-            tree = ast.parse(text)
-            r = _Rename(_wrapped(tree), kept)
-            bodies[name] = ast.unparse(r.visit(tree))
+            r = _Rename(lines, kept)
+            body = ast.unparse(r.visit(ast.parse(text)))
             counts[key] += r.renamed
-        for name, body in bodies.items():
-            target = out[name] / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(body + "\n", encoding="utf-8")
+            (out[name] / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out[name] / rel).write_text(body + "\n", encoding="utf-8")
     return counts
 
 
-def findings(tree: pathlib.Path) -> dict:
-    """{(path, kernel, param, code): (level, rules, evidence)} of a scan of ``tree`` at every level."""
-    result, _ = codebases.scan(tree, keep_facts=False)
-    out = {}
+def scan(tree: pathlib.Path) -> tuple[dict, dict[str, set[int]]]:
+    """{(path, kernel, param, code): (level, rules, evidence)} of a scan of ``tree`` at every level,
+    and the def lines of the kernels it discovered, per path (relative, posix)."""
+    result, _ = codebases.scan(tree, keep_facts=True)
+    rel = lambda p: pathlib.Path(os.path.relpath(os.path.abspath(p), tree)).as_posix()  # noqa: E731
+    found = {}
     for f in result.findings:
         d = f.details
-        out[(os.path.relpath(os.path.abspath(f.path), tree), f.kernel, f.param, f.code)] = (codebases.level_of(f), list(d.get("rules", [])),
-                                                    list(d.get("evidence", []))[:4])
-    return out
+        found[(rel(f.path), f.kernel, f.param, f.code)] = (codebases.level_of(f), list(d.get("rules", [])),
+                                                          list(d.get("evidence", []))[:4])
+    kernels: dict[str, set[int]] = {}
+    for ff in result.facts:
+        kernels.setdefault(rel(ff.path), set()).update(k.line for k in ff.kernels)
+    return found, kernels
 
 
 def compare(plain: dict, renamed: dict) -> dict:
@@ -202,6 +200,11 @@ def compare(plain: dict, renamed: dict) -> dict:
 VARIANTS = {"renamed": "locals renamed", "params": "locals and parameters renamed"}
 
 
+def _row(codebase: str, copy: str, files: int, renamed: int, got: dict) -> None:
+    print(f"{codebase:14} {copy:8} {files:6} {renamed:8} {got['default_plain']:14} {got['default_renamed']:5} "
+          f"{got['lost']:5} {got['gained']:6} {got['kept_share']!s:>6} {got['high_changed']:13} {got['unexplained']:14}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated codebase names")
@@ -218,20 +221,17 @@ def main(argv: list[str] | None = None) -> int:
         src = codebases.fetch(cb)
         with tempfile.TemporaryDirectory() as tmp:
             roots = {name: pathlib.Path(tmp, name, src.name) for name in ("plain", *VARIANTS)}
-            counts = write_trees(src, roots)
-            plain = findings(roots["plain"])
+            texts, skipped = write_plain(src, roots["plain"])
+            plain, kernels = scan(roots["plain"])
+            counts = {"files": len(texts), "files_not_parsed": skipped, **write_renamed(texts, kernels, roots)}
             entry = {"spec": cb.spec, **counts}
             # comments and layout alone (ast.unparse of the same code): what the copies start from
-            got = entry["unparsed"] = compare(findings(src), plain)
-            print(f"{cb.name:14} {'unparsed':8} {counts['files']:6} {0:8} {got['default_plain']:14} "
-                  f"{got['default_renamed']:5} {got['lost']:5} {got['gained']:6} {got['kept_share']!s:>6} "
-                  f"{got['high_changed']:13} {got['unexplained']:14}")
+            entry["unparsed"] = compare(scan(src)[0], plain)
+            _row(cb.name, "unparsed", counts["files"], 0, entry["unparsed"])
             for name in VARIANTS:
-                got = entry[name] = compare(plain, findings(roots[name]))
-                n = counts["locals_renamed" if name == "renamed" else "with_params_renamed"]
-                print(f"{cb.name:14} {name:8} {counts['files']:6} {n:8} {got['default_plain']:14} "
-                      f"{got['default_renamed']:5} {got['lost']:5} {got['gained']:6} {got['kept_share']!s:>6} "
-                      f"{got['high_changed']:13} {got['unexplained']:14}")
+                entry[name] = compare(plain, scan(roots[name])[0])
+                _row(cb.name, name, counts["files"],
+                     counts["locals_renamed" if name == "renamed" else "with_params_renamed"], entry[name])
         doc["codebases"][cb.name] = entry
     pathlib.Path(args.results).parent.mkdir(parents=True, exist_ok=True)
     if os.path.abspath(args.results) == str(RESULTS) and args.only and RESULTS.exists():

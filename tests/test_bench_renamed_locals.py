@@ -52,8 +52,10 @@ def _copies(tmp_path) -> dict[str, str]:
     src.mkdir()
     (src / "m.py").write_text(SOURCE)
     roots = {name: tmp_path / name for name in ("plain", *renamed_locals.VARIANTS)}
-    counts = renamed_locals.write_trees(src, roots)
-    assert counts["files"] == 1 and counts["locals_renamed"] > 0
+    texts, skipped = renamed_locals.write_plain(src, roots["plain"])
+    _, kernels = renamed_locals.scan(roots["plain"])  # the kernels as the scan discovers them
+    counts = renamed_locals.write_renamed(texts, kernels, roots)
+    assert len(texts) == 1 and not skipped and counts["locals_renamed"] > 0
     assert counts["with_params_renamed"] > counts["locals_renamed"]
     return {name: (root / "m.py").read_text() for name, root in roots.items()}
 
