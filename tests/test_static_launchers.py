@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+from jitguard.static.extract import extract_file
 from tests._static_util import pairs, rand_names, scan, scan_one
 
 
@@ -303,3 +304,41 @@ def go({x}):
     assert not pairs(scan({"pkg.helpers": other, "pkg.ops": ops}))
     # ...nor one nothing is known about
     assert not pairs(scan({"pkg.ops": ops}))
+
+
+def test_a_kernel_made_by_a_factory_called_at_the_launch():
+    # factory(...)[grid](...): the kernel is defined (and cached) inside a function that imports
+    # triton lazily; the launch reaches it through the factory's returns
+    make, cache, k, n, m, use, other, x = _names(8)
+    src = f"""
+import functools
+
+{cache} = {{}}
+
+def {make}(tag):
+    {k}_ = {cache}.get(tag)
+    if {k}_ is None:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def {k}(x_ptr, {n}, {m}, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs * {m}, 0.0, mask=offs < {n})
+
+        {k}_ = {k}
+        {cache}[tag] = {k}_
+    return {k}_
+
+def {other}():
+    return None
+
+def {use}({x}, lengths):
+    {make}("a")[(1,)]({x}, int(lengths.max()), 8, BLOCK=64)
+    {other}()[(1,)]({x}, int(lengths.max()), 8, BLOCK=64)
+"""
+    found = pairs(scan_one(src))
+    assert ("JG001", k, n) in found  # the launch through the factory binds
+    assert ("JG001", k, m) not in found  # a literal
+    facts = extract_file("m.py", src, "m")
+    assert [(la.targets, la.line) for la in facts.launches] == [([f"m.{make}.<locals>.{k}"], src.count("\n", 0, src.index(f"    {make}(\"a\")[")) + 1)]

@@ -76,11 +76,33 @@ class LaunchExtraction:
                     out.extend(self.targets(value, f.scope, f, depth + 1))
                 if out:
                     return out
+        if isinstance(callee, ast.Call):
+            # factory(...)[grid](...): a function of the module that makes (or caches) a kernel and
+            # returns it, called at the launch (a lazy `import triton`): the kernels its returns name
+            made = self.factory(callee.func, scope)
+            if made is None:
+                return []
+            out = []
+            for ret in own_returns(made.node):
+                if ret.value is not None:
+                    out.extend(self.targets(ret.value, made.scope, made, depth + 1))
+            return out
         if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and callee.value.id in ("self", "cls"):
             if fn is not None and fn.class_name:
                 return [f"{self.module}.{fn.qual.rsplit('.', 1)[0]}.{callee.attr}"]
             return []
         return self.fq(callee, scope)
+
+    def factory(self, func: ast.AST, scope: Scope) -> FunctionInfo | None:
+        """The function of this module (not a method) that ``func`` names at a call: a kernel factory
+        where its returns name a kernel (``targets``)."""
+        if not isinstance(func, ast.Name):
+            return None
+        q = qualified(func, scope)
+        if not q or q[0][1] != LOCAL:
+            return None
+        made = self.walker.info.functions.get(q[0][0])
+        return made if made is not None and not made.is_method else None
 
     def made_by(self, name: str, fn: FunctionInfo) -> FunctionInfo | None:
         """The module-level function of this module whose call a local is bound to, once."""

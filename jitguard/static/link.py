@@ -716,14 +716,18 @@ def _suppressed(finding: Finding, by_path: dict[str, FileFacts], kernel_lines: d
 
 def link(facts: list[FileFacts], *, varying_names=frozenset(), stable_names=frozenset(),
          method_defs: dict[str, list[str]] | None = None,
-         suppressed: list[Finding] | None = None) -> list[Finding]:
+         suppressed: list[Finding] | None = None, counts: dict[str, int] | None = None) -> list[Finding]:
     """Every finding over the files, sorted, with inline suppressions applied. ``method_defs``: the
     files that define each method name whose calls through objects the runner recorded.
     ``suppressed``: if given, the findings that inline comments hid are appended to it (those on a
-    kernel's lines, and those a comment on a launch line kept from being made)."""
+    kernel's lines, and those a comment on a launch line kept from being made). ``counts``: if given,
+    ``counts["launches"]`` is set to the launch sites bound to a kernel of the files (a call written
+    like a launch, ``subprocess.run(...)``, ``self.layers[i](x)``, that reaches none is not one)."""
     from jitguard.static.rules import RULES
 
     program = build_program(facts, varying_names=varying_names, stable_names=stable_names, method_defs=method_defs)
+    if counts is not None:
+        counts["launches"] = len({(b.file.path, b.launch.line, b.launch.column) for b in program.launches})
     by_path = {f.path: f for f in facts}
     kernel_lines: dict[tuple[str, str], list[int]] = {}
     for k, f in program.all_kernels:

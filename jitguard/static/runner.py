@@ -623,15 +623,16 @@ def _scan_paths(
     result.files_analyzed = len(ordered)
     for f in ordered:
         result.kernels += len(f.kernels)
-        result.launches += len(f.launches)
+    counts: dict[str, int] = {}
     try:
         extra = {"method_defs": methods.defs} if methods is not None and methods.defs else {}
         hidden: list[Finding] = []
         if any(f.suppressions for f in ordered):
             extra["suppressed"] = hidden
         findings = _link.link(
-            ordered, varying_names=config.varying_names, stable_names=config.stable_names, **extra
+            ordered, varying_names=config.varying_names, stable_names=config.stable_names, counts=counts, **extra
         )
+        result.launches = counts["launches"]
     except InternalError:
         raise
     except Exception as exc:
