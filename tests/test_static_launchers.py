@@ -342,3 +342,40 @@ def {use}({x}, lengths):
     assert ("JG001", k, m) not in found  # a literal
     facts = extract_file("m.py", src, "m")
     assert [(la.targets, la.line) for la in facts.launches] == [([f"m.{make}.<locals>.{k}"], src.count("\n", 0, src.index(f"    {make}(\"a\")[")) + 1)]
+
+
+def test_launches_imported_from_above_folders_that_are_no_packages(tmp_path):
+    # a repository whose folders have no __init__.py: the modules are named from the file up, the
+    # imports from the repository's root (`from repo.kernels.ops import k`); a name that starts with
+    # a library's package (`torch.`) is not taken for one of the scan's modules
+    from jitguard.config import Config
+    from jitguard.static.runner import scan_paths
+
+    k, n, lib_k = _names(3)
+    (tmp_path / "repo" / "kernels").mkdir(parents=True)
+    (tmp_path / "repo" / "models").mkdir()
+    (tmp_path / "repo" / "kernels" / "ops.py").write_text(f"""
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(x_ptr, {n}, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < {n})
+
+@triton.jit
+def {lib_k}(x_ptr, {n}, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < {n})
+""")
+    (tmp_path / "repo" / "models" / "layer.py").write_text(f"""
+from repo.kernels.ops import {k}
+from torch.kernels.ops import {lib_k}
+
+def forward(x, lengths):
+    {k}[(1,)](x, int(lengths.max()), BLOCK=64)
+    {lib_k}[(1,)](x, int(lengths.max()), BLOCK=64)
+""")
+    got = scan_paths([str(tmp_path / "repo")], Config(root=str(tmp_path)), jobs=1, use_cache=False)
+    assert {(f.code, f.kernel, f.param, f.confidence) for f in got.findings} == {("JG001", f"ops.{k}", n, "high")}
+    assert got.launches == 1

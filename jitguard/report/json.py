@@ -117,8 +117,9 @@ SCAN_SCHEMA: dict[str, Any] = {
                 "files_skipped": {"type": "integer", "minimum": 0,
                                   "description": "files the byte prefilter ruled out"},
                 "cache_hits": {"type": "integer", "minimum": 0},
-                "kernels": {"type": "integer", "minimum": 0},
-                "launches": {"type": "integer", "minimum": 0},
+                "kernels": {"type": "integer", "minimum": 0, "description": "@triton.jit (and Gluon) kernels found"},
+                "launches": {"type": "integer", "minimum": 0,
+                             "description": "launch sites bound to a kernel of the scanned files"},
                 "suppressed": {"type": "integer", "minimum": 0,
                                "description": "findings dropped by inline `# jitguard: ignore` "
                                "comments, select/ignore and per-file-ignores"},
