@@ -15,7 +15,7 @@ from jitguard.static.provenance.syntax import batch_of_one, statements
 
 # Callees from these packages are never wrappers of the scanned code's kernels: their calls are not
 # recorded for the cross-module following of entry parameters.
-LIBRARY_ROOTS = frozenset(getattr(sys, "stdlib_module_names", ())) | {
+_LIBRARY_ROOTS = frozenset(getattr(sys, "stdlib_module_names", ())) | {
     "torch", "triton", "numpy", "np", "jax", "cupy", "einops", "transformers", "pytest", "typing_extensions",
     "tl", "libdevice",
 }
@@ -214,7 +214,7 @@ class CallerFacts:
                     fns.append(prefix + name)
                 elif source == IMPORT:
                     target = resolve_relative(name, self.module, self.is_package)
-                    if target.split(".")[0] not in LIBRARY_ROOTS:
+                    if target.split(".")[0] not in _LIBRARY_ROOTS:
                         fns.append(target)
             out.extend([ns, op, f] for ns, op in ops for f in fns)
         for st, _, info in w.functions:

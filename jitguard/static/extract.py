@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 
 from jitguard.static.cache import content_digest
-from jitguard.static.callers import LIBRARY_ROOTS, CallerFacts
+from jitguard.static.callers import _LIBRARY_ROOTS, CallerFacts
 from jitguard.static.errors import SourceError
 from jitguard.static.facts import METHOD_CALL, FileFacts
 from jitguard.static.exercise import ScriptCode
@@ -80,7 +80,7 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
         if not q or q[0][1] != IMPORT:
             return None
         target = resolve_relative(q[0][0], self.module, self.is_package)
-        return None if target.split(".")[0] in LIBRARY_ROOTS or "." not in target else target
+        return None if target.split(".")[0] in _LIBRARY_ROOTS or "." not in target else target
 
     def run(self) -> FileFacts:
         w = self.walker
@@ -141,7 +141,7 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
                         # the call is a call of each (rule conditional-import)
                         for t in [target] + [resolve_relative(e, self.module, self.is_package)
                                              for e in earlier_imported(func, scope)]:
-                            if t.split(".")[0] not in LIBRARY_ROOTS:
+                            if t.split(".")[0] not in _LIBRARY_ROOTS:
                                 imported.append((call, fn, t))
                 elif isinstance(func, ast.Attribute) and self.calls_of and func.attr in self.calls_of \
                         and (callee is None or callee not in info.functions):

@@ -11,7 +11,6 @@ from jitguard.static.facts import (
     BUCKETED, METHOD_CALL, STABLE, UNKNOWN, USE_ADDRESS, USE_COMPARE, USE_LOOP_BOUND, VARYING, Accessor, ArgFacts,
     CallFacts, EntryRef, FileFacts, KernelFacts, ReturnFacts, ReturnRef,
 )
-from jitguard.static.callers import LIBRARY_ROOTS
 from jitguard.static.names import module_prefixes, reexport
 from jitguard.static.param_uses import INDEX_TERM
 from jitguard.static.program import BoundLaunch, Program
@@ -73,25 +72,7 @@ class _Index:
                 return hit
         # a re-export: pkg.kernel where pkg/__init__.py does "from .ops import kernel"
         target = reexport(name, self.modules)
-        if target is not None:
-            return self.resolve(target, depth + 1, near)
-        rest = self.below_root(name)
-        return self.resolve(rest, depth + 1, near) if rest is not None else None
-
-    def below_root(self, name: str) -> str | None:
-        """``a.b.pkg.k`` where no module of the scan is ``a.b.pkg``, ``a.b`` or ``a`` but one is
-        ``pkg``: the import is rooted above the folders the module names start from (folders without
-        ``__init__.py``, as ``import fixtures.lint.pkg`` in a repository whose ``fixtures/`` is no
-        package): the name from the outermost place where its module is one of the scan's. None for
-        a name that starts with a library's package (``torch.``, the standard library's)."""
-        parts = name.split(".")
-        if parts[0] in LIBRARY_ROOTS or any(p in self.modules for p in module_prefixes(name)):
-            return None
-        for i in range(1, len(parts) - 1):
-            rest = ".".join(parts[i:])
-            if any(p in self.modules for p in module_prefixes(rest)):
-                return rest
-        return None
+        return self.resolve(target, depth + 1, near) if target is not None else None
 
 
 def _place_after_star(launch, kernel: KernelFacts, args: dict, tail: list) -> None:
