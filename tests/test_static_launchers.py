@@ -342,3 +342,25 @@ def {use}({x}, lengths):
     assert ("JG001", k, m) not in found  # a literal
     facts = extract_file("m.py", src, "m")
     assert [(la.targets, la.line) for la in facts.launches] == [([f"m.{make}.<locals>.{k}"], src.count("\n", 0, src.index(f"    {make}(\"a\")[")) + 1)]
+
+
+def test_a_local_wrapper_handing_the_kernel_back_is_no_factory():
+    # wrap(kernel)[grid](...) with wrap a function of the module returning its argument: the launch
+    # is of the kernel passed (the factory reading finds no kernel in wrap's own returns)
+    wrap, k, n, use, x = _names(5)
+    src = f"""
+import triton
+import triton.language as tl
+
+def {wrap}(fn):
+    return fn
+
+@triton.jit
+def {k}(x_ptr, {n}, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 0.0, mask=offs < {n})
+
+def {use}({x}, lengths):
+    {wrap}({k})[(1,)]({x}, int(lengths.max()), BLOCK=64)
+"""
+    assert ("JG001", k, n) in pairs(scan_one(src))
