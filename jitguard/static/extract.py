@@ -98,8 +98,7 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
             func = call.func
             if isinstance(func, ast.Subscript) and dotted(func.value) is not None:
                 launches.append((call, scope, fn, "grid"))
-            elif isinstance(func, ast.Subscript) and isinstance(func.value, ast.Call) \
-                    and self.factory(func.value.func, scope) is not None and self.targets(func.value, scope, fn):
+            elif isinstance(func, ast.Subscript) and isinstance(func.value, ast.Call) and self.targets(func.value, scope, fn):
                 launches.append((call, scope, fn, "grid"))  # factory(...)[grid](...): targets() follows its returns
             elif isinstance(func, ast.Subscript) and isinstance(func.value, ast.Call) and len(func.value.args) == 1 \
                     and not func.value.keywords and dotted(func.value.args[0]) is not None:

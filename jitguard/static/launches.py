@@ -94,8 +94,8 @@ class LaunchExtraction:
         return self.fq(callee, scope)
 
     def factory(self, func: ast.AST, scope: Scope) -> FunctionInfo | None:
-        """The function of this module (not a method) that ``func`` names at a call: a kernel factory
-        where its returns name a kernel (``targets``)."""
+        """The function of this module (not a method) that ``func`` names at a call, as ``scope`` sees
+        the name: a kernel factory where its returns name a kernel (``targets``)."""
         if not isinstance(func, ast.Name):
             return None
         q = qualified(func, scope)
@@ -116,9 +116,8 @@ class LaunchExtraction:
         entries = f.assigns[name]
         if len(entries) != 1 or entries[0].kind != "expr" or not isinstance(entries[0].node, ast.Call):
             return None
-        func = entries[0].node.func
-        made = self.walker.info.functions.get(func.id) if isinstance(func, ast.Name) else None
-        return made if made is not None and made.parent is None and not made.is_method else None
+        made = self.factory(entries[0].node.func, f.scope)
+        return made if made is not None and made.parent is None else None
 
     @staticmethod
     def returned_fields(fn: FunctionInfo, field: str) -> list[tuple[FunctionInfo, ast.AST]]:

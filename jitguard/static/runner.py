@@ -621,8 +621,7 @@ def _scan_paths(
 
     ordered = [facts_by_path[d] for d in sorted(facts_by_path)]
     result.files_analyzed = len(ordered)
-    for f in ordered:
-        result.kernels += len(f.kernels)
+    result.kernels = sum(len(f.kernels) for f in ordered)
     counts: dict[str, int] = {}
     try:
         extra = {"method_defs": methods.defs} if methods is not None and methods.defs else {}
