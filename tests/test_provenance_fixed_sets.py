@@ -254,3 +254,25 @@ def test_a_module_level_value_rebound_by_global_follows_its_right_hand_side(tmp_
     got = findings(tmp_path, IMPORT_TIME.replace("{rebind}", "global {e}, {f}\n    {e} = {b}\n    {f} = {b}"))
     assert got["n"][0] == "high" and "device-data" in got["n"][1]
     assert got["BLOCK"][0] == "high" and "device-data" in got["BLOCK"][1]
+
+
+# ---- per-site-fixed -------------------------------------------------------------------------------
+SITES = """
+def {a}(x):
+    {k}[(1,)](x, {one}, BLOCK=128)
+
+def {b}(x):
+    {k}[(1,)](x, {other}, BLOCK=128)
+"""
+
+
+def test_literals_in_different_value_classes_between_sites_are_a_few_variants(tmp_path):
+    # a multiple of 16 at one site is a class of its own (4096 here, 1 there: two compiles)
+    for one, other, classes in (("1", "4096", "%16 / ==1"), ("1", "7", "==1 / other"), ("7", "32", "%16 / other")):
+        got = findings(tmp_path, SITES.replace("{one}", one).replace("{other}", other))
+        assert got["n"] == ("low", ("per-site-fixed", "literal")), (one, other)
+        said = findings(tmp_path, SITES.replace("{one}", one).replace("{other}", other), messages=True)["n"]
+        assert f"2 variants per process ({classes})" in said and "varies per call" not in said
+    # one value class at every site: one compile, nothing to say
+    for one, other in (("16", "4096"), ("3", "7")):
+        assert "n" not in findings(tmp_path, SITES.replace("{one}", one).replace("{other}", other))

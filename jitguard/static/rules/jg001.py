@@ -35,15 +35,23 @@ def fix_for(kfile: FileFacts, k: KernelFacts, p: ParamFacts) -> Fix:
 
 def _accept(k, p, arg) -> bool:
     return (
+        _specialized_int(k, p, arg)
+        and not arg.div16
+        # bounded by guards to several values of one value class: one compile as a plain int
+        and not one_class(arg)
+    )
+
+
+def _specialized_int(k, p, arg) -> bool:
+    """A plain int parameter Triton specializes, given an int (or unknown) argument; not an autotune
+    key given a value that does not vary per call (JG003 speaks of that: its few values re-tune
+    anyway)."""
+    return (
         not p.is_constexpr
         and not p.pointer
         and p.name not in k.unspecialized()
         and p.name not in k.heuristics
         and arg.value_type in ("int", "unknown")
-        and not arg.div16
-        # bounded by guards to several values of one value class: one compile as a plain int
-        and not one_class(arg)
-        # a bucketed autotune key is the fix JG003 suggests: its few values re-tune anyway
         and not (arg.provenance != VARYING and p.name in (k.autotune_key or ()))
     )
 
@@ -94,7 +102,8 @@ def _per_site_values(program: Program):
             continue
         for name, arg in b.args.items():
             p = b.kernel.param(name)
-            if p is None or arg.provenance != STABLE or not _accept(b.kernel, p, arg):
+            # a literal's own value class is read below (4096 at one site and 1 at another: two)
+            if p is None or arg.provenance != STABLE or not _specialized_int(b.kernel, p, arg):
                 continue
             try:
                 v = int(arg.text, 0)
