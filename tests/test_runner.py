@@ -321,11 +321,19 @@ def test_phase2_prefilter_contexts(rng):
         f"{launch}k = m.{name}\n",
         f"{launch}k = None if c else {name}\n",
         f"{launch}def pick():\n    return {name}\n",
+        # no launch-shaped call: the kernel bound to its grid, called later
+        f"from m import {name}\ng = {name}[(n,)]\ng(x, n)\n",
+        # handed to a function, which may launch it (link.py decides)
+        f"from m import {name}\nlaunch({name}, grid, n=n)\n",
+        f"from m import (\n    {name},\n)\nlaunch(\n    a, {name}, grid)\n",
     ]
     miss = [
         f"{launch}# {name} is documented here\n",
-        f"{launch}y = f({name})\n",  # passed as a value: not something a launch can be traced to
         f"from m import {name}\n",  # no launch-shaped call at all
+        f"from m import {name}\ny = {name}\n",  # nor a subscript of the kernel, nor an argument
+        f"from m import a, {name}, b\n",
+        f"y = f(a, {name})\n",  # an argument, but no import of it: some other value of that name
+        f"y = {name}[0]\n",  # nor a subscript
         f"{launch}{other}[0]\nfrom m import {other}\n",
     ]
     for src in reach:

@@ -364,3 +364,57 @@ def {use}({x}, lengths):
     {wrap}({k})[(1,)]({x}, int(lengths.max()), BLOCK=64)
 """
     assert ("JG001", k, n) in pairs(scan_one(src))
+
+
+def test_runner_follows_kernels_imported_then_handed_or_bound_to_their_grid(tmp_path):
+    # pkg/helpers.py launches its kernel parameter and defines no kernel (no "jit" in it); pkg/ops.py
+    # imports a kernel from pkg/kernels.py and hands it to the helper, or binds it to its grid and
+    # calls that later: neither file holds a launch-shaped call ("...](")
+    from jitguard.config import Config
+    from jitguard.static.runner import scan_paths
+
+    rng = random.Random()
+    nm = rand_names(rng, "helper", "k", "j", "cnt", "m", "x", "g")
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/helpers.py": "def {helper}(kernel, grid, **kwargs):\n    kernel[grid](**kwargs)\n",
+        "pkg/kernels.py": """
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(x_ptr, {cnt}, BLOCK: tl.constexpr):
+    pass
+
+@triton.jit
+def {j}(x_ptr, {m}, BLOCK: tl.constexpr):
+    pass
+""",
+        "pkg/ops.py": """
+from pkg.helpers import {helper}
+from pkg.kernels import {k}, {j}
+
+def handed({x}):
+    {helper}({k}, (1,), x_ptr={x}, {cnt}={x}.shape[0], BLOCK=64)
+
+def bound({x}):
+    {g} = {j}[(1,)]
+    {g}({x}, {x}.shape[0], BLOCK=64)
+""",
+    }
+    for path, src in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(src.format(**nm))
+    config = Config(select=("JG",), root=str(tmp_path), confidence="low")
+    result = scan_paths([str(tmp_path)], config, jobs=1, use_cache=False)
+    assert {(f.code, f.param) for f in result.findings} == {("JG001", nm["cnt"]), ("JG001", nm["m"])}
+    # the same where pkg/ops.py defines a kernel of its own (read before any kernel name is known)
+    own = "import triton\n\n@triton.jit\ndef own_kernel(x_ptr):\n    pass\n"
+    (tmp_path / "pkg/ops.py").write_text(own + files["pkg/ops.py"].format(**nm))
+    result = scan_paths([str(tmp_path)], config, jobs=1, use_cache=False)
+    assert {(f.code, f.param) for f in result.findings} == {("JG001", nm["cnt"]), ("JG001", nm["m"])}
+    # the helper must launch what it is handed: one that only prints it launches nothing
+    (tmp_path / "pkg/helpers.py").write_text(
+        "def {helper}(kernel, grid, **kwargs):\n    print(kernel, grid, kwargs)\n".format(**nm))
+    result = scan_paths([str(tmp_path)], config, jobs=1, use_cache=False)
+    assert {(f.code, f.param) for f in result.findings} == {("JG001", nm["m"])}

@@ -44,8 +44,9 @@ def _bound_grid(name: str, fn) -> ast.Subscript | None:
 
 class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
     def __init__(self, path: str, text: str, tree: ast.Module, module: str, varying, stable, calls_of=None,
-                 returns_of=None):
+                 returns_of=None, handed_of=None):
         self.calls_of = calls_of  # record only calls of these (short) names; None: every imported call
+        self.handed_of = handed_of  # imported names that, handed to a function, may be kernels
         # (qualified function, element or None): summarize what these return (FileFacts.returns)
         self.summarize = returns_of or ()
         self.path = path
@@ -213,9 +214,9 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
             for st, fn, ret, spec, targets in specs:
                 classifier.at(fn, ret)
                 facts.launches.append(self.spec_launch(st, fn, ret, spec, targets, classifier))
-            for call, fn, kernel_fq, via in handed:
+            for call, fn, kernels, via in handed:
                 classifier.at(fn, call)
-                facts.launches.append(self.handed_launch(call, fn, kernel_fq, via, classifier))
+                facts.launches.append(self.handed_launch(call, fn, kernels, via, classifier))
             for qual, item in self.summarize:
                 got = classifier.return_facts(qual, item)
                 if got is not None:
@@ -251,18 +252,23 @@ def extract_file(
     stable_names: frozenset[str] = frozenset(),
     calls_of: frozenset[str] | None = None,
     returns_of: frozenset[tuple[str, int | None]] | None = None,
+    handed_of: frozenset[str] | None = None,
     digest: str | None = None,
 ) -> FileFacts:
     """Facts about one file. Raises SourceError for a file that can't be parsed or decoded.
     ``calls_of``: record only the calls of functions with these short names (FileFacts.calls).
     ``returns_of``: (function qualified in the module, element or None) whose returns to summarize
     for calls in other modules (FileFacts.returns).
+    ``handed_of``: short names of kernels of other modules that this file imports and hands to a
+    function or binds to a grid (``launch(k, grid, n=n)``, ``g = k[grid]``): recorded as launches
+    (link.py keeps those through a function that launches its kernel parameter).
     ``digest``: the ``content_digest`` of ``source`` where the caller has it (the scan does)."""
     text = decode(source)
     tree = parse(path, text, source if isinstance(source, bytes) else None)
     try:
         facts = _Extractor(path, text, tree, module, varying_names, stable_names, calls_of,
-                           sorted(returns_of or (), key=lambda r: (r[0], -1 if r[1] is None else r[1]))).run()
+                           sorted(returns_of or (), key=lambda r: (r[0], -1 if r[1] is None else r[1])),
+                           handed_of).run()
     except RecursionError:
         raise SourceError("too deeply nested to analyze") from None
     facts.digest = digest or content_digest(source if isinstance(source, bytes) else source.encode("utf-8"))

@@ -8,7 +8,8 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from jitguard.static.facts import ArgFacts, EntryRef, KernelFacts, LaunchFacts
-from jitguard.static.names import LOCAL, Scope, qualified
+from jitguard.static.callers import _LIBRARY_ROOTS
+from jitguard.static.names import IMPORT, LOCAL, Scope, qualified, resolve_relative
 from jitguard.static.provenance import Classifier, FunctionInfo, int_literal
 from jitguard.static.provenance.syntax import own_returns, per_node
 
@@ -445,8 +446,6 @@ class LaunchExtraction:
         the function to be a forwarder (it launches its kernel parameter with its **kwargs)."""
         local = {k.name: k.qualname for k in kernels if "." not in k.qualname[len(self.module) + 1:]} \
             if self.module else {k.name: k.qualname for k in kernels if "." not in k.qualname}
-        if not local:
-            return []
         out = []
         forwarders = getattr(self, "local_forwarders", {})
         for call, scope, fn in self.walker.calls:
@@ -455,17 +454,33 @@ class LaunchExtraction:
                     isinstance(call.func, ast.Name) and call.func.id in forwarders)):
                 continue
             values = list(call.args) + [kw.value for kw in call.keywords if kw.arg is not None]
-            hit = next((v.id for v in values if isinstance(v, ast.Name) and v.id in local
-                        and (q := qualified(v, scope)) and q[0][1] == LOCAL and q[0][0] == v.id), None)
-            if hit is None:
+            handed = [(v.id not in local, fq) for v in values if isinstance(v, ast.Name)
+                      and (fq := self.handed_kernel(v, scope, local)) is not None]
+            if not handed:
                 continue
             via = self.fq(call.func, scope)
-            if via:
-                out.append((call, fn, local[hit], via))
+            if via:  # this module's kernels first: an imported name handed beside one is rarely a kernel
+                out.append((call, fn, list(dict.fromkeys(fq for _, fq in sorted(handed, key=lambda h: h[0]))), via))
         return out
 
-    def handed_launch(self, call: ast.Call, fn, kernel_fq: str, via: list[str], classifier: Classifier) -> LaunchFacts:
-        la = LaunchFacts(callee=self.short(call.func), targets=[kernel_fq], line=call.lineno,
+    def handed_kernel(self, v: ast.Name, scope: Scope, local: dict[str, str]) -> str | None:
+        """The kernel a name handed to a function may be: one of this module's, or a name imported
+        from a module of the tree (link.py keeps the launch only where it names a kernel and the
+        function launches its kernel parameter)."""
+        q = qualified(v, scope)
+        if not q:
+            return None
+        name, source = q[0]
+        if source == LOCAL:
+            return local.get(v.id) if name == v.id else None
+        if source == IMPORT and self.handed_of is not None and name.rsplit(".", 1)[-1] in self.handed_of:
+            target = resolve_relative(name, self.module, self.is_package)
+            if "." in target and target.split(".")[0] not in _LIBRARY_ROOTS:
+                return target
+        return None
+
+    def handed_launch(self, call: ast.Call, fn, kernels: list[str], via: list[str], classifier: Classifier) -> LaunchFacts:
+        la = LaunchFacts(callee=self.short(call.func), targets=list(kernels), line=call.lineno,
                          column=call.col_offset + 1, kind="grid",
                          function=(f"{self.module}.{fn.qual}" if fn is not None else None), via=list(via))
         local = getattr(self, "local_forwarders", {}).get(call.func.id) if isinstance(call.func, ast.Name) else None

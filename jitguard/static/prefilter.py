@@ -5,8 +5,8 @@ A kernel is defined through Triton's ``jit`` (``@triton.jit``, ``from triton imp
 ``gluon`` from ``triton.experimental`` or a package's re-export), so a file that defines one contains
 the bytes ``triton`` or ``gluon``, and ``jit``: phase 1 parses only those. A file that launches a kernel defined
 elsewhere names that kernel (``from m import k``, ``m.k[grid]``, ``self.k[grid]``) and holds a launch
-(``...](``, ``.run(``, ``.warmup(``): phase 2 parses the remaining files whose bytes contain both, the
-name as a whole word. Phase 3 (in the runner) parses modules that launch targets go through
+(``...](``, ``.run(``, ``.warmup(``), or subscripts it (``g = k[grid]``, called later): phase 2 parses
+the remaining files whose bytes contain both, the name as a whole word. Phase 3 (in the runner) parses modules that launch targets go through
 (re-exports such as ``pkg/__init__.py`` doing ``from .ops import k``, aliases ``k2 = ops.k``).
 The tests over-approximate (a mention in a comment is enough), never under-approximate for code
 that reaches a kernel by name.
@@ -19,7 +19,7 @@ from typing import Iterable
 
 
 # Bump when the phase-2 test changes: memoized verdicts are keyed by it.
-PREFILTER_VERSION = "5"
+PREFILTER_VERSION = "6"
 # Spaced forms ("k[grid] (x)", "k.run (x)"); the usual ones are found with plain byte search.
 _LAUNCH_SPACED = (re.compile(rb"\]\s+\("), re.compile(rb"\.run\s+\("), re.compile(rb"\.warmup\s+\("))
 
@@ -249,12 +249,17 @@ class NameMatcher:
         """Phase 2: holds a launch-shaped call and names a kernel where code can reach it:
         subscripted or ``.run``/``.warmup`` (``k[grid]``, ``m.k[grid]``, ``self.k.run``), imported
         (``from m import k``, ``k as j``, a line of a parenthesized import), or bound to another
-        name (``j = m.k``, ``j = a if c else k``, ``return k``).
+        name (``j = m.k``, ``j = a if c else k``, ``return k``). With no launch-shaped call, a
+        kernel imported here may still be launched from here: bound to its grid for a later call
+        (``g = k[grid]`` then ``g(x, n)``), or handed to a function that launches it
+        (``launch(k, grid, n=n)``).
 
         Each mention of a name is looked at in its context (the rest of its line before and
         after): linear in the file size, unlike one big alternation."""
-        if self._re is None or not may_launch(data):
+        if self._re is None:
             return False
+        if not may_launch(data):
+            return bool(self.handed_imports(data, subscripted=True))
         for m in self._re.finditer(data):
             start, end = m.span()
             if _AFTER.match(data, end):
@@ -267,10 +272,32 @@ class NameMatcher:
                 return True  # "    k," on its own line: inside "from m import (...)"
         return False
 
+    def handed_imports(self, data: bytes, subscripted: bool = False) -> frozenset[str]:
+        """The names a file imports and then hands to a function (``launch(k, grid, n=n)``), or with
+        ``subscripted`` also binds to a grid (``g = k[grid]``): kernels of another module that may be
+        launched from here."""
+        if self._re is None or not self.may_match(data):
+            return frozenset()
+        imported: set[bytes] = set()
+        handed: set[bytes] = set()
+        for m in self._re.finditer(data):
+            start, end = m.span()
+            line_start = data.rfind(b"\n", 0, start) + 1
+            before = data[line_start:start]
+            if _IMPORT_BEFORE.search(before) or (not before.strip() and _ALONE_AFTER.match(data, end)):
+                imported.add(m.group())
+            elif (subscripted and _SUBSCRIPT_AFTER.match(data, end) and not before.endswith(b".")) or (
+                    _ARG_BEFORE.search(before) and _ARG_AFTER.match(data, end)):
+                handed.add(m.group())
+        return frozenset(n.decode() for n in imported & handed)
+
 
 _CALL_AFTER = re.compile(rb"\s*\(")
 _QUALIFIER = re.compile(rb"(?<![A-Za-z0-9_.])([A-Za-z_][A-Za-z0-9_]*)$")
 _AFTER = re.compile(rb"\s*(?:\[|\.\s*(?:run|warmup)\b|as\b)")
+_SUBSCRIPT_AFTER = re.compile(rb"[ \t]*\[")
+_ARG_BEFORE = re.compile(rb"[(,][ \t]*$")  # an argument of a call (or an item of a tuple)
+_ARG_AFTER = re.compile(rb"[ \t]*[,)]")
 _IMPORT_BEFORE = re.compile(rb"\bimport\b")
 _BIND_BEFORE = re.compile(rb"(?:=|\belse|\bor|\band|\breturn)\s*(?:[A-Za-z_][\w.]*\.)?$")
 _ALONE_AFTER = re.compile(rb"[ \t]*,?[ \t]*(?:#[^\n]*)?(?:\r?\n|$)")

@@ -98,10 +98,13 @@ def _extract_job(job: tuple, pooled: bool = False) -> tuple:
     display, module, data, digest, varying, stable, cache_path, key = job[:8]
     calls_of = job[8] if len(job) > 8 else None
     returns_of = job[9] if len(job) > 9 else None
+    handed_of = job[10] if len(job) > 10 else None
     try:
         extra = {"calls_of": frozenset(calls_of)} if calls_of is not None else {}
         if returns_of:
             extra["returns_of"] = frozenset(returns_of)
+        if handed_of:
+            extra["handed_of"] = frozenset(handed_of)
         with no_collections():  # the file's tree goes by reference counts (collector.py)
             facts = extract.extract_file(
                 display, data, module, varying_names=frozenset(varying), stable_names=frozenset(stable),
@@ -333,6 +336,8 @@ def _scan_paths(
     facts_by_path: dict[str, Any] = {}
     # file -> the (function, element) whose returns its facts summarize for other modules (returns-elsewhere)
     returns_asked: dict[str, tuple] = {}
+    # file -> the kernels of other modules it imports and hands to a function or binds to a grid
+    handed_asked: dict[str, tuple[str, ...]] = {}
     varying = tuple(sorted(config.varying_names))
     stable = tuple(sorted(config.stable_names))
 
@@ -343,6 +348,8 @@ def _scan_paths(
             sf, data, digest = contents[d]
             asked = returns_asked.get(d)
             rsalt = "\0returns\0" + "\0".join(f"{q}:{i}" for q, i in asked) if asked else ""
+            if handed_asked.get(d):
+                rsalt += "\0handed\0" + "\0".join(handed_asked[d])
             key = cache.key(d, sf.module, digest + salt + rsalt) if cache else None
             entry = cache.get(key) if cache and key else None
             if entry is not None and _apply_entry(d, entry):
@@ -354,9 +361,8 @@ def _scan_paths(
         todo.sort(key=lambda t: -len(contents[t[0]][1]))  # largest first: better load balance
         jobs_args = {
             d: (d, contents[d][0].module, contents[d][1], contents[d][2], varying, stable,
-                cache.entry_path(key) if cache and key else None, key)
-            + ((tuple(sorted(calls_of)) if calls_of is not None else None, returns_asked[d])
-               if returns_asked.get(d) else ((tuple(sorted(calls_of)),) if calls_of is not None else ()))
+                cache.entry_path(key) if cache and key else None, key,
+                tuple(sorted(calls_of)) if calls_of is not None else None, returns_asked.get(d), handed_asked.get(d))
             for d, key in todo
         }  # fmt: skip
         done = 0
@@ -456,11 +462,17 @@ def _scan_paths(
         memo = cache.load_memo(matcher.digest) if cache and rest else {}
         memo_changed = False
         phase2 = []
+        named: list = []  # within()'s memo for the matcher
         for d in rest:
             digest = contents[d][2]
             hit = memo.get(digest)
             if hit is None:
-                hit = matcher.launches_named_kernel(contents[d][1])
+                data = contents[d][1]
+                if prefilter.may_launch(data):
+                    hit = matcher.launches_named_kernel(data)
+                else:  # no launch-shaped call: a kernel imported, then bound to its grid or handed on
+                    m = within(matcher, d, named)
+                    hit = m is not None and bool(m.handed_imports(data, subscripted=True))
                 memo[digest] = hit
                 memo_changed = True
             if hit:
@@ -470,8 +482,19 @@ def _scan_paths(
         extract(phase2, "analyzing launches in", calls_of=frozenset())
         done_set.update(phase2)
 
+        # Phase 2b: files that import a kernel and hand it to a function (launch(k, grid, n=n)) or
+        # bind it to its grid (g = k[grid]; g(x, n)): read again with those names as kernels.
+        for d in sorted(done_set):
+            m = within(matcher, d, named) if d in facts_by_path else None
+            handed = m.handed_imports(contents[d][1]) if m is not None else frozenset()
+            if handed:
+                handed_asked[d] = tuple(sorted(handed))
+        extract(sorted(handed_asked), "analyzing handed kernels in", calls_of=frozenset())
+
         # Phase 3: modules that unresolved launch targets go through (re-exports, aliases), until
-        # nothing new: "pkg.k" with pkg/__init__.py doing "from .ops import k".
+        # nothing new: "pkg.k" with pkg/__init__.py doing "from .ops import k". And the modules of
+        # the functions kernels are handed to (launch(k, grid, n=...)), where no kernel is defined:
+        # they are forwarders if they launch their kernel parameter (link.py binds those launches).
         by_module: dict[str, str] = {}
         for d, (sf, _, _) in contents.items():
             by_module.setdefault(sf.module, d)
@@ -480,8 +503,10 @@ def _scan_paths(
             wanted: list[str] = []
             for f in list(facts_by_path.values()):
                 for launch in f.launches:
+                    # a kernel's name handed to a function (what else is handed is no kernel)
+                    handed = launch.via and any(t in known or t.rsplit(".", 1)[-1] in names for t in launch.targets)
                     for target in launch.targets:
-                        if target in known:
+                        if target in known or (launch.via and not handed):
                             continue
                         for prefix in module_prefixes(target):
                             d = by_module.get(prefix)
@@ -489,6 +514,11 @@ def _scan_paths(
                                 # it must at least name a kernel (an import or alias of one)
                                 if matcher(contents[d][1]):
                                     wanted.append(d)
+                    for via in launch.via if handed else ():
+                        d = next((by_module[p] for p in module_prefixes(via) if p in by_module), None)
+                        if d is not None and d not in done_set and d not in wanted \
+                                and prefilter.may_launch(contents[d][1]):
+                            wanted.append(d)
             if not wanted:
                 break
             extract(wanted, "analyzing re-exports in", calls_of=frozenset())
