@@ -418,3 +418,41 @@ def bound({x}):
         "def {helper}(kernel, grid, **kwargs):\n    print(kernel, grid, kwargs)\n".format(**nm))
     result = scan_paths([str(tmp_path)], config, jobs=1, use_cache=False)
     assert {(f.code, f.param) for f in result.findings} == {("JG001", nm["m"])}
+
+
+TWO_KERNELS = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k1}(x_ptr, {n}, BLOCK: tl.constexpr):
+    pass
+
+@triton.jit
+def {k2}(x_ptr, {n}, BLOCK: tl.constexpr):
+    pass
+"""
+
+
+def test_kernels_reached_through_a_display_a_loop_or_a_default():
+    rng = random.Random()
+    nm = rand_names(rng, "k1", "k2", "n", "kern", "table", "x", "mode")
+    both = {("JG001", nm["k1"], nm["n"]), ("JG001", nm["k2"], nm["n"])}
+    forms = {
+        # a dict of kernels, at module level, picked per call
+        "{table} = {{'a': {k1}, 'b': {k2}}}\n\ndef go({x}, {mode}):\n"
+        "    {table}[{mode}][(1,)]({x}, {x}.shape[0], BLOCK=64)\n": both,
+        # a loop over a tuple of kernels, written at the loop or bound to a name
+        "def go({x}):\n    for {kern} in ({k1}, {k2}):\n        {kern}[(1,)]({x}, {x}.shape[0], BLOCK=64)\n": both,
+        "{table} = [{k1}, {k2}]\n\ndef go({x}):\n    for {kern} in {table}:\n"
+        "        {kern}[(1,)]({x}, {x}.shape[0], BLOCK=64)\n": both,
+        # a kernel parameter's default
+        "def go({x}, {kern}={k2}):\n    {kern}[(1,)]({x}, {x}.shape[0], BLOCK=64)\n": {("JG001", nm["k2"], nm["n"])},
+    }
+    for body, expected in forms.items():
+        src = TWO_KERNELS.format(**nm) + "\n" + body.format(**nm)
+        assert pairs(scan_one(src)) == expected, body
+    # a loop over something else, a parameter with no default: nothing is known to be launched
+    for body in ("def go({x}, {table}):\n    for {kern} in {table}:\n        {kern}[(1,)]({x}, {x}.shape[0], BLOCK=64)\n",
+                 "def go({x}, {kern}):\n    {kern}[(1,)]({x}, {x}.shape[0], BLOCK=64)\n"):
+        assert not pairs(scan_one(TWO_KERNELS.format(**nm) + "\n" + body.format(**nm))), body

@@ -101,6 +101,9 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
                 launches.append((call, scope, fn, "grid"))
             elif isinstance(func, ast.Subscript) and isinstance(func.value, ast.Call) and self.targets(func.value, scope, fn):
                 launches.append((call, scope, fn, "grid"))  # factory(...)[grid](...): targets() follows its returns
+            elif isinstance(func, ast.Subscript) and isinstance(func.value, ast.Subscript) \
+                    and dotted(func.value.value) is not None and self.targets(func.value, scope, fn):
+                launches.append((call, scope, fn, "grid"))  # KERNELS[mode][grid](...): a display of kernels
             elif isinstance(func, ast.Subscript) and isinstance(func.value, ast.Call) and len(func.value.args) == 1 \
                     and not func.value.keywords and dotted(func.value.args[0]) is not None:
                 # wrap(kernel)[grid](...): a wrapper handing the kernel back (a decorator applied late)

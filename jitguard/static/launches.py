@@ -63,10 +63,26 @@ class LaunchExtraction:
                                 inner = _unwrap_alias(v)
                                 if inner is not None:
                                     out.extend(self.targets(inner, f.scope, f, depth + 1))
+                        elif en.kind == "loop" and isinstance(en.stmt, ast.For) and isinstance(en.stmt.target, ast.Name):
+                            # for k in (k1, k2): k[grid](...): each kernel the loop goes over
+                            items, owner = self.displayed(en.node, f)
+                            for v in items:
+                                out.extend(self.targets(v, owner.scope if owner else self.top, owner, depth + 1))
                     return out
                 if callee.id in f.params:
-                    return []
+                    default = f.params[callee.id].default
+                    if default is None:
+                        return []
+                    # def op(x, kernel=_k): kernel[grid](...): the default, as the def's own scope sees it
+                    return self.targets(default, f.parent.scope if f.parent else self.top, f.parent, depth + 1)
                 f = f.parent
+        if isinstance(callee, ast.Subscript) and not isinstance(callee.slice, ast.Slice):
+            # KERNELS[mode][grid](...): each kernel of the dict (or tuple) display the name is bound to
+            items, owner = self.displayed(callee.value, fn)
+            out = []
+            for v in items:
+                out.extend(self.targets(v, owner.scope if owner else self.top, owner, depth + 1))
+            return out
         if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and fn is not None \
                 and callee.value.id not in ("self", "cls"):
             # k = make(); k.name[grid](...) where make() returns Namespace(name=kernel, ...)
@@ -93,6 +109,30 @@ class LaunchExtraction:
                 return [f"{self.module}.{fn.qual.rsplit('.', 1)[0]}.{callee.attr}"]
             return []
         return self.fq(callee, scope)
+
+    def displayed(self, node: ast.AST, fn: FunctionInfo | None) -> tuple[list[ast.AST], FunctionInfo | None]:
+        """The items of the tuple, list or set display (the values of the dict display) that ``node``
+        is, or that a name is bound to once (a local, or a name of the module), with the function whose
+        scope reads them (None: the module's)."""
+        if isinstance(node, ast.Name):
+            f = fn
+            while f is not None:
+                if node.id in f.assigns:
+                    entries = f.assigns[node.id]
+                    if len(entries) != 1 or entries[0].kind != "expr":
+                        return [], f
+                    node, fn = entries[0].node, f
+                    break
+                if node.id in f.params:
+                    return [], f
+                f = f.parent
+            else:
+                node, fn = self.walker.info.constants.get(node.id), None
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return [e for e in node.elts if not isinstance(e, ast.Starred)], fn
+        if isinstance(node, ast.Dict):
+            return [v for k, v in zip(node.keys, node.values) if k is not None], fn
+        return [], fn
 
     def factory(self, func: ast.AST, scope: Scope) -> FunctionInfo | None:
         """The function of this module (not a method) that ``func`` names at a call, as ``scope`` sees
@@ -446,6 +486,8 @@ class LaunchExtraction:
         the function to be a forwarder (it launches its kernel parameter with its **kwargs)."""
         local = {k.name: k.qualname for k in kernels if "." not in k.qualname[len(self.module) + 1:]} \
             if self.module else {k.name: k.qualname for k in kernels if "." not in k.qualname}
+        if not local and not self.handed_of:
+            return []
         out = []
         forwarders = getattr(self, "local_forwarders", {})
         for call, scope, fn in self.walker.calls:
@@ -467,13 +509,15 @@ class LaunchExtraction:
         """The kernel a name handed to a function may be: one of this module's, or a name imported
         from a module of the tree (link.py keeps the launch only where it names a kernel and the
         function launches its kernel parameter)."""
+        if v.id not in local and (not self.handed_of or v.id not in self.handed_of):
+            return None
         q = qualified(v, scope)
         if not q:
             return None
         name, source = q[0]
         if source == LOCAL:
             return local.get(v.id) if name == v.id else None
-        if source == IMPORT and self.handed_of is not None and name.rsplit(".", 1)[-1] in self.handed_of:
+        if source == IMPORT and self.handed_of:
             target = resolve_relative(name, self.module, self.is_package)
             if "." in target and target.split(".")[0] not in _LIBRARY_ROOTS:
                 return target

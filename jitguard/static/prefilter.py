@@ -123,6 +123,24 @@ def after_keyword(data: bytes, at: re.Pattern[bytes], keyword: bytes) -> bool:
     return False
 
 
+def import_statements(data: bytes) -> bytes:
+    """The lines that hold ``import`` (through the closing parenthesis of ``from m import (``),
+    joined: where a file's imported names are (byte searches, no regex over the whole file)."""
+    parts = []
+    i = data.find(b"import")
+    while i >= 0:
+        start = data.rfind(b"\n", 0, i) + 1
+        end = data.find(b"\n", i)
+        end = len(data) if end < 0 else end
+        opened = data.find(b"(", i, end)
+        if opened >= 0 and data.find(b")", opened, end) < 0:
+            close = data.find(b")", opened)
+            end = len(data) if close < 0 else close
+        parts.append(data[start:end])
+        i = data.find(b"import", end)
+    return b" ".join(parts)
+
+
 class WordIndex:
     """Which files hold a word: built once per scan (one pass over the bytes of every file), so that
     each later test of a set of names over the tree looks at the files naming one of them, not at
@@ -174,6 +192,7 @@ class NameMatcher:
             "\0".join([PREFILTER_VERSION, *self.names]).encode(), digest_size=16
         ).hexdigest()
         self._few = [n.encode() for n in self.names] if len(self.names) <= FEW_NAMES else None
+        self._bytes: frozenset[bytes] | None = None  # the names as bytes, made on first need
         if self.names:
             alternation = rb"(?:" + _trie_regex(self.names).encode() + rb")"
             if all(name.isascii() for name in self.names):
@@ -275,21 +294,27 @@ class NameMatcher:
     def handed_imports(self, data: bytes, subscripted: bool = False) -> frozenset[str]:
         """The names a file imports and then hands to a function (``launch(k, grid, n=n)``), or with
         ``subscripted`` also binds to a grid (``g = k[grid]``): kernels of another module that may be
-        launched from here."""
-        if self._re is None or not self.may_match(data):
+        launched from here. Only the import statements are searched for the names (a small part of
+        the file), then the file for the few names they import."""
+        if self._re is None:
             return frozenset()
-        imported: set[bytes] = set()
+        if self._bytes is None:
+            self._bytes = frozenset(n.encode() for n in self.names if n.isascii())
+        held = words(import_statements(data)) & self._bytes
+        if not held:
+            return frozenset()
+        few = NameMatcher(n.decode() for n in held)
         handed: set[bytes] = set()
-        for m in self._re.finditer(data):
+        for m in few._re.finditer(data):
             start, end = m.span()
             line_start = data.rfind(b"\n", 0, start) + 1
             before = data[line_start:start]
             if _IMPORT_BEFORE.search(before) or (not before.strip() and _ALONE_AFTER.match(data, end)):
-                imported.add(m.group())
-            elif (subscripted and _SUBSCRIPT_AFTER.match(data, end) and not before.endswith(b".")) or (
+                continue
+            if (subscripted and _SUBSCRIPT_AFTER.match(data, end) and not before.endswith(b".")) or (
                     _ARG_BEFORE.search(before) and _ARG_AFTER.match(data, end)):
                 handed.add(m.group())
-        return frozenset(n.decode() for n in imported & handed)
+        return frozenset(n.decode() for n in handed)
 
 
 _CALL_AFTER = re.compile(rb"\s*\(")
@@ -299,5 +324,6 @@ _SUBSCRIPT_AFTER = re.compile(rb"[ \t]*\[")
 _ARG_BEFORE = re.compile(rb"[(,][ \t]*$")  # an argument of a call (or an item of a tuple)
 _ARG_AFTER = re.compile(rb"[ \t]*[,)]")
 _IMPORT_BEFORE = re.compile(rb"\bimport\b")
+
 _BIND_BEFORE = re.compile(rb"(?:=|\belse|\bor|\band|\breturn)\s*(?:[A-Za-z_][\w.]*\.)?$")
 _ALONE_AFTER = re.compile(rb"[ \t]*,?[ \t]*(?:#[^\n]*)?(?:\r?\n|$)")

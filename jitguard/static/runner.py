@@ -462,7 +462,6 @@ def _scan_paths(
         memo = cache.load_memo(matcher.digest) if cache and rest else {}
         memo_changed = False
         phase2 = []
-        named: list = []  # within()'s memo for the matcher
         for d in rest:
             digest = contents[d][2]
             hit = memo.get(digest)
@@ -471,8 +470,7 @@ def _scan_paths(
                 if prefilter.may_launch(data):
                     hit = matcher.launches_named_kernel(data)
                 else:  # no launch-shaped call: a kernel imported, then bound to its grid or handed on
-                    m = within(matcher, d, named)
-                    hit = m is not None and bool(m.handed_imports(data, subscripted=True))
+                    hit = bool(matcher.handed_imports(data, subscripted=True))
                 memo[digest] = hit
                 memo_changed = True
             if hit:
@@ -485,8 +483,7 @@ def _scan_paths(
         # Phase 2b: files that import a kernel and hand it to a function (launch(k, grid, n=n)) or
         # bind it to its grid (g = k[grid]; g(x, n)): read again with those names as kernels.
         for d in sorted(done_set):
-            m = within(matcher, d, named) if d in facts_by_path else None
-            handed = m.handed_imports(contents[d][1]) if m is not None else frozenset()
+            handed = matcher.handed_imports(contents[d][1]) if d in facts_by_path else frozenset()
             if handed:
                 handed_asked[d] = tuple(sorted(handed))
         extract(sorted(handed_asked), "analyzing handed kernels in", calls_of=frozenset())
