@@ -456,3 +456,29 @@ def test_kernels_reached_through_a_display_a_loop_or_a_default():
     for body in ("def go({x}, {table}):\n    for {kern} in {table}:\n        {kern}[(1,)]({x}, {x}.shape[0], BLOCK=64)\n",
                  "def go({x}, {kern}):\n    {kern}[(1,)]({x}, {x}.shape[0], BLOCK=64)\n"):
         assert not pairs(scan_one(TWO_KERNELS.format(**nm) + "\n" + body.format(**nm))), body
+
+
+def test_a_partial_of_a_kernel_and_grid_binds_the_leading_arguments():
+    rng = random.Random()
+    nm = rand_names(rng, "k", "m", "n", "go", "x", "fn")
+    kernel = """
+import functools
+import triton
+import triton.language as tl
+
+@triton.jit
+def {k}(x_ptr, {m}, {n}, BLOCK: tl.constexpr):
+    pass
+"""
+    # the partial binds x and a literal m; the later call passes n, which varies
+    body = "def {go}({x}):\n    {fn} = functools.partial({k}[(1,)], {x}, 7, BLOCK=64)\n    {fn}({x}.shape[0])\n"
+    assert pairs(scan_one((kernel + body).format(**nm))) == {("JG001", nm["k"], nm["n"])}
+    # the partial binds the varying value by keyword: the call's own keyword wins over it
+    body = "def {go}({x}):\n    {fn} = functools.partial({k}[(1,)], {n}={x}.shape[0], BLOCK=64)\n    {fn}({x}, 7)\n"
+    assert pairs(scan_one((kernel + body).format(**nm))) == {("JG001", nm["k"], nm["n"])}
+    body = body.replace("{fn}({x}, 7)", "{fn}({x}, 7, {n}=16)")
+    assert not pairs(scan_one((kernel + body).format(**nm)))
+    # a function of the module that merely shares the name is no functools.partial
+    body = ("def partial(f, *a, **kw):\n    return None\n\ndef {go}({x}):\n"
+            "    {fn} = partial({k}[(1,)], {x}, 7, BLOCK=64)\n    {fn}({x}.shape[0])\n")
+    assert not pairs(scan_one((kernel + body).format(**nm)))

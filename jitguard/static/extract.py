@@ -27,20 +27,27 @@ __all__ = ["extract_file", "decode", "suppressions"]
 
 
 
-def _bound_grid(name: str, fn) -> ast.Subscript | None:
-    """The ``kernel[grid]`` a local of ``fn`` (or of an enclosing function) is bound to, once."""
+def _bound_grid(name: str, fn) -> tuple[ast.Subscript, list, list] | None:
+    """The ``kernel[grid]`` a local of ``fn`` (or of an enclosing function) is bound to, once, with the
+    arguments bound with it: ``functools.partial(kernel[grid], x, BLOCK=64)`` binds the leading
+    positionals and keywords of every later call. (subscript, positionals, keywords)."""
     f = fn
     while f is not None:
         if name in f.assigns:
             entries = f.assigns[name]
-            if len(entries) == 1 and entries[0].kind == "expr" and isinstance(entries[0].node, ast.Subscript) \
-                    and dotted(entries[0].node.value) is not None:
-                return entries[0].node
+            node = entries[0].node if len(entries) == 1 and entries[0].kind == "expr" else None
+            if isinstance(node, ast.Subscript) and dotted(node.value) is not None:
+                return node, [], []
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Subscript) \
+                    and dotted(node.args[0].value) is not None and f.scope is not None \
+                    and any(q == "functools.partial" for q, _ in qualified(node.func, f.scope)):
+                return node.args[0], list(node.args[1:]), list(node.keywords)
             return None
         if name in f.params:
             return None
         f = f.parent
     return None
+
 
 class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
     def __init__(self, path: str, text: str, tree: ast.Module, module: str, varying, stable, calls_of=None,
@@ -113,8 +120,11 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
             elif isinstance(func, ast.Attribute) and func.attr in ("run", "warmup") and dotted(func.value) is not None:
                 launches.append((call, scope, fn, func.attr))
             elif isinstance(func, ast.Name) and fn is not None and (bound := _bound_grid(func.id, fn)) is not None:
-                # k = kernel[grid]; k(*args): the call launches kernel[grid]
-                synthetic = ast.copy_location(ast.Call(func=bound, args=call.args, keywords=call.keywords), call)
+                # k = kernel[grid]; k(*args): the call launches kernel[grid] (with what a partial binds)
+                sub, args, keywords = bound
+                named = {kw.arg for kw in call.keywords}
+                synthetic = ast.copy_location(ast.Call(func=sub, args=args + call.args, keywords=[
+                    kw for kw in keywords if kw.arg not in named] + call.keywords), call)
                 launches.append((synthetic, scope, fn, "grid"))
             callee = None
             q = None  # qualified(func, scope), made once where asked
