@@ -482,3 +482,32 @@ def {k}(x_ptr, {m}, {n}, BLOCK: tl.constexpr):
     body = ("def partial(f, *a, **kw):\n    return None\n\ndef {go}({x}):\n"
             "    {fn} = partial({k}[(1,)], {x}, 7, BLOCK=64)\n    {fn}({x}.shape[0])\n")
     assert not pairs(scan_one((kernel + body).format(**nm)))
+
+
+def test_a_tuple_handed_to_a_launching_function_of_another_module():
+    rng = random.Random()
+    nm = rand_names(rng, "helper", "k", "cnt", "x", "args")
+    helpers = "def {helper}(kernel, grid, args, consts):\n    kernel[grid](*args, **consts)\n"
+    ops = """
+import triton
+import triton.language as tl
+from pkg.helpers import {helper}
+
+@triton.jit
+def {k}(x_ptr, {cnt}, BLOCK: tl.constexpr):
+    pass
+
+def go({x}):
+    {helper}({k}, (1,), ({x}, {x}.shape[0]), {{"BLOCK": 64}})
+
+def bound({x}):
+    {args} = ({x}, {x}.shape[0])
+    {helper}({k}, (1,), {args}, dict(BLOCK=64))
+"""
+    sources = {"pkg.helpers": helpers.format(**nm), "pkg.ops": ops.format(**nm)}
+    findings = scan(sources)
+    assert pairs(findings) == {("JG001", nm["k"], nm["cnt"])}
+    assert len([la for f in findings for la in f.details["launches"]]) == 2
+    # the tuple is the launch's positionals only where the function splats that parameter
+    sources["pkg.helpers"] = "def {helper}(kernel, grid, args, consts):\n    kernel[grid](*grid, **consts)\n".format(**nm)
+    assert not pairs(scan(sources))

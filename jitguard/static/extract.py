@@ -201,6 +201,9 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
                     # def launch(kernel, grid, args, consts): kernel[grid](*args, **consts): the
                     # handed call's tuple and dict arguments are the launch's (same module only)
                     facts.forwarders[f"{self.module}.{fn.qual}" if self.module else fn.qual] = callee.id
+                    if len(star) == 1 and not plain:
+                        facts.forwarder_packs[f"{self.module}.{fn.qual}" if self.module else fn.qual] = \
+                            fn.params[star[0]].index
                     self.local_forwarders[fn.qual] = (fn.params[callee.id].index,
                                                       fn.params[star[0]] if len(star) == 1 and not plain else None,
                                                       [fn.params[d] for d in dicts])

@@ -371,14 +371,20 @@ class LaunchFacts:
     # n=x.shape[0])`` where ``def launch(kernel, grid, **kw): kernel[grid](**kw)``): the function's
     # qualified names; link.py binds the launch only if one is such a forwarder
     via: list[str] = field(default_factory=list)
+    # such a call's positional arguments that are tuples, item by item: [position in the call, the
+    # items as positional ArgFacts]; link.py takes the one at the position of the function's tuple
+    # parameter (FileFacts.forwarder_packs) as the launch's positionals
+    packs: list[tuple[int, list[ArgFacts]]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields_dict(self, args=[a.to_dict() for a in self.args])
+        return _fields_dict(self, args=[a.to_dict() for a in self.args],
+                            packs=[[i, [a.to_dict() for a in items]] for i, items in self.packs])
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LaunchFacts":
         obj = _load(cls, data)
         obj.args = [ArgFacts.from_dict(a) for a in data.get("args", [])]
+        obj.packs = [(int(i), [ArgFacts.from_dict(a) for a in items]) for i, items in data.get("packs", [])]
         return obj
 
 
@@ -427,6 +433,9 @@ class FileFacts:
     # module-level functions that launch a kernel given as their parameter with their **kwargs
     # (qualified name -> that parameter's name)
     forwarders: dict[str, str] = field(default_factory=dict)
+    # those that launch it with a tuple parameter's items as positionals (``def launch(kernel, grid,
+    # args): kernel[grid](*args)``): qualified name -> that parameter's position in a call
+    forwarder_packs: dict[str, int] = field(default_factory=dict)
     # PyTorch custom ops registered here: [namespace or "", op name, qualified function] for
     # ``@torch.library.custom_op("ns::op")``, ``lib.impl("op", f)``, ``register("op", f, ...)``;
     # calls ``torch.ops.<ns>.<op>(...)`` elsewhere are calls of that function (link.py)
@@ -442,6 +451,7 @@ class FileFacts:
             "calls": [c.to_dict() for c in self.calls],
             "custom_ops": [list(r) for r in self.custom_ops],
             "forwarders": dict(self.forwarders),
+            "forwarder_packs": dict(self.forwarder_packs),
             "path": self.path,
             "module": self.module,
             "kernels": [k.to_dict() for k in self.kernels],
@@ -466,6 +476,7 @@ class FileFacts:
             suppressions={int(k): list(v) for k, v in data.get("suppressions", {}).items()},
             calls=[CallFacts.from_dict(c) for c in data.get("calls", [])],
             forwarders=dict(data.get("forwarders", {})),
+            forwarder_packs={str(k): int(v) for k, v in data.get("forwarder_packs", {}).items()},
             custom_ops=[list(r) for r in data.get("custom_ops", [])],
             digest=str(data.get("digest") or ""),
             returns=[ReturnFacts.from_dict(r) for r in data.get("returns", []) if isinstance(r, dict)],

@@ -563,6 +563,14 @@ class LaunchExtraction:
                     la.args.append(self.arg(value, classifier, owner, keyword=key))
             return la
         self.add_keywords(la, call, classifier, fn)
+        for i, a in enumerate(call.args):  # launch(k, grid, (x, n)): a tuple the function may splat
+            node, owner = a, fn
+            if isinstance(a, ast.Name) and fn is not None:  # or a local bound once to one
+                owner, where = classifier.lookup(a.id, fn)
+                entries = owner.assigns.get(a.id, []) if where == "assign" else []
+                node = entries[0].node if len(entries) == 1 and entries[0].kind == "expr" else None
+            if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
+                la.packs.append((i, [self.arg(e, classifier, owner, position=j) for j, e in enumerate(node.elts)]))
         for a in call.args:  # launch(k, grid, dict(n=...)): a dict the forwarder splats into the launch
             got = self.dict_items(a, fn)
             if got is not None:

@@ -621,6 +621,7 @@ def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_n
     program = Program(files=list(facts), kernels=index.kernels, all_kernels=index.all,
                       varying_names=frozenset(varying_names), stable_names=frozenset(stable_names))
     forwarders = {q for f in facts for q in f.forwarders}
+    packs_at = {q: i for f in facts for q, i in f.forwarder_packs.items()}
     callers = None
     for f in facts:
         for la in f.launches:
@@ -630,6 +631,11 @@ def build_program(facts: list[FileFacts], *, varying_names=frozenset(), stable_n
                 callers = callers or _Callers([], index)
                 if not any(callers.canonical(v) in forwarders for v in la.via):
                     continue  # the kernel handed to a function that is not known to launch it
+                at = next((packs_at[c] for v in la.via if (c := callers.canonical(v)) in packs_at), None)
+                items = next((items for i, items in la.packs if i == at), None)
+                if items and not any(a.keyword is None for a in la.args):
+                    # launch(k, grid, (x, n)) with def launch(kernel, grid, args): kernel[grid](*args)
+                    la = replace(la, args=list(items) + la.args)
             # `fn = k1 if c else k2; fn[grid](...)` / if-elif chains: the launch may be any of them
             seen: set[int] = set()
             for target in la.targets:
