@@ -276,3 +276,20 @@ def test_literals_in_different_value_classes_between_sites_are_a_few_variants(tm
     # one value class at every site: one compile, nothing to say
     for one, other in (("16", "4096"), ("3", "7")):
         assert "n" not in findings(tmp_path, SITES.replace("{one}", one).replace("{other}", other))
+
+
+# ---- comprehension-aggregate ----------------------------------------------------------------------
+def test_a_sum_max_or_min_over_a_comprehension_reads_like_its_loop(tmp_path):
+    launch = "\n    {k}[(1,)](x, {c}, BLOCK=64)\n"
+    # the longest of a per-call collection's items, as `for d in b: c = max(c, len(d))` would
+    got = findings(tmp_path, "\ndef {a}(x, {b}):\n    {c} = max(len({d}) for {d} in {b})" + launch)
+    assert got["n"] == ("medium", ("assignment", "comprehension-aggregate", "collection-length"))
+    # a sum also counts its items: fixed items over a per-call collection still vary
+    got = findings(tmp_path, "\ndef {a}(x, {b}):\n    {c} = sum(16 for {d} in {b})" + launch)
+    assert got["n"] == ("medium", ("assignment", "comprehension-aggregate", "collection-length"))
+    # over a collection written in the code: fixed
+    assert "n" not in findings(tmp_path, "\ndef {a}(x):\n    {c} = sum({d} for {d} in (3, 5))" + launch)
+    assert "n" not in findings(tmp_path, "\n{e} = [1, 7]\n\ndef {a}(x):\n    {c} = max({d} * 2 for {d} in {e})" + launch)
+    # a function of the module named sum is not the builtin
+    body = "\ndef sum(v):\n    return 4\n\ndef {a}(x, {b}):\n    {c} = sum(len({d}) for {d} in {b})" + launch
+    assert "n" not in findings(tmp_path, body)

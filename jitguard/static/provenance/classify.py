@@ -853,6 +853,34 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
         self._per_call[key] = got
         return got
 
+    def length(self, node: ast.AST, text: str, fn, depth: int) -> Prov:
+        """``len(node)`` (written ``text``): a tensor's first dim, a fixed collection's length, or a
+        per-call count (rule collection-length, a guess)."""
+        dims, _, w, desc = self.tensor(node, fn, depth)
+        if dims:
+            return Prov(dims[0].cls, "int", (f"{text}: first dim of {desc}",) + dims[0].evidence,
+                        rules=("allocated-layout",) + dims[0].rules)
+        if w or self.fixed_collection(node, fn):
+            return Prov(STABLE, "int", (f"{text}: length of a fixed collection",),
+                        rules=("weight-like" if w else "fixed-loop",))
+        return Prov(VARYING, "int", (f"{text}: length of a per-call collection",), guess=True,
+                    rules=("collection-length",))
+
+    def aggregate(self, e: ast.Call, name: str, comp: ast.AST, fn, depth: int) -> Prov:
+        """``sum``/``max``/``min`` of a comprehension of one loop (rule comprehension-aggregate): its item
+        expression's class, as in the loop written out; a sum also counts the items."""
+        gen = comp.generators[0]
+        if self.fixed_collection(gen.iter, fn):
+            return Prov(STABLE, "int", (f"{self.code(e)}: {name} over a collection written in the code",),
+                        rules=("comprehension-aggregate", "fixed-loop"))
+        parts = [self._classify(comp.elt, fn, depth)]
+        if name == "sum":  # also as many terms as items
+            parts.append(self.length(gen.iter, f"len({self.code(gen.iter)})", fn, depth))
+        out = join(parts)._replace(div16=False)
+        if out.cls == STABLE:
+            return out
+        return out.why(f"{self.code(e)}: {name} over the items of {self.code(gen.iter)}", "comprehension-aggregate")
+
     def loop_over_value(self, v: ast.AST, path: tuple[int, ...], fn: FunctionInfo, depth: int) -> Prov:
         """The class of component ``path`` of a loop variable over ``v``, a return of a helper other
         than a one-element literal: the components of a literal of several elements; a
@@ -1327,15 +1355,7 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
         if recv is not None and name in ("numel", "nelement"):
             return self.element_count(e, recv, fn, depth)
         if name == "len" and isinstance(e.func, ast.Name) and args:
-            dims, _, w, desc = self.tensor(args[0], fn, depth)
-            if dims:
-                return Prov(dims[0].cls, "int", (f"{self.code(e)}: first dim of {desc}",) + dims[0].evidence,
-                            rules=("allocated-layout",) + dims[0].rules)
-            if w or self.fixed_collection(args[0], fn):
-                return Prov(STABLE, "int", (f"{self.code(e)}: length of a fixed collection",),
-                            rules=("weight-like" if w else "fixed-loop",))
-            return Prov(VARYING, "int", (f"{self.code(e)}: length of a per-call collection",), guess=True,
-                        rules=("collection-length",))
+            return self.length(args[0], self.code(e), fn, depth)
         if recv is not None and name in ("bit_length", "__index__", "__int__", "conjugate"):
             inner = self._classify(recv, fn, depth)
             return inner._replace(vtype="int", div16=False)
@@ -1368,6 +1388,10 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
                 return Prov(BUCKETED, "int", (f"{self.code(e)}: bucketed (a few distinct values)",) + inner.evidence,
                             rules=("bucket",) + inner.rules)
             return inner._replace(vtype="int", div16=False, bucket=inner.entry is not None)
+        if name in ("sum", "max", "min") and isinstance(e.func, ast.Name) and len(args) == 1 and not e.keywords \
+                and isinstance(args[0], (ast.GeneratorExp, ast.ListComp)) and len(args[0].generators) == 1 \
+                and self.lookup(name, fn)[1] == "free":
+            return self.aggregate(e, name, args[0], fn, depth)
         if name in _ARITH_FUNCS or (recv is not None and isinstance(recv, ast.Name) and recv.id == "math"):
             parts = [self._classify(a, fn, depth) for a in args]
             out = join(parts)

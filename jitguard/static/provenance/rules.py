@@ -88,6 +88,10 @@ _ALL = (
           depth=(4, "a constant built from constants more than 4 levels deep was not seen in the codebases measured"),
           range=(16, "`range(k)` with k fixed in the code is a literal tuple of k values; past 16 (the bound "
                  "`range-guard` takes for few) it is a few variants per process, not a handful (`held-collection-loop`)")),
+    _rule("comprehension-aggregate", "carries", STRUCTURAL, "`sum(f(x) for x in xs)`, `max(...)`, `min(...)` over a "
+          "comprehension of one loop takes the class of its item expression, as the loop written out would (`x` read as "
+          "an item of `xs`); a sum also counts the items (`len(xs)`); over a collection written in the code "
+          "(`fixed-loop`) it is fixed"),
     _rule("retry-candidates", "few variants", STRUCTURAL, "the variable of a loop that stops at the first candidate "
           "that works (the attempt in a `try` with handlers that reads the loop variable; `break`/`return` once it "
           "goes through) takes the candidates up to the first that fits, the same ones each call: a few variants "
