@@ -293,3 +293,17 @@ def test_a_sum_max_or_min_over_a_comprehension_reads_like_its_loop(tmp_path):
     # a function of the module named sum is not the builtin
     body = "\ndef sum(v):\n    return 4\n\ndef {a}(x, {b}):\n    {c} = sum(len({d}) for {d} in {b})" + launch
     assert "n" not in findings(tmp_path, body)
+
+
+# ---- device-data: int() of one element of a tensor -------------------------------------------------
+def test_int_of_one_element_of_a_tensor_is_read_from_device_data(tmp_path):
+    launch = "\n    {k}[(1,)](x, {c}, BLOCK=64)\n"
+    # cu_seqlens[-1] of a tensor the function reads as one: .item() written another way
+    body = "\ndef {a}(x, {b}):\n    {d} = {b}.shape[0] - 1\n    {c} = int({b}[-1])" + launch
+    assert findings(tmp_path, body)["n"] == ("high", ("assignment", "device-data"))
+    # a tensor the function makes with torch
+    body = "\ndef {a}(x, {b}):\n    {e} = torch.tensor({b}).cumsum(0)\n    {c} = int({e}[-1])" + launch
+    assert findings(tmp_path, body)["n"] == ("high", ("assignment", "device-data"))
+    # a parameter nothing reads as a tensor (a block size of two ints, say): not device data
+    got = findings(tmp_path, "\ndef {a}(x, {b}):\n    {c} = int({b}[0])" + launch)
+    assert "device-data" not in got.get("n", ("", ()))[1]

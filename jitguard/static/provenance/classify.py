@@ -16,13 +16,16 @@ from jitguard.static.provenance.conventions import (
 )
 from jitguard.static.provenance.guards import GuardedValues
 from jitguard.static.provenance.memo import Memos
-from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, is_none, per_node, pow2_form, stops_at_first_success
+from jitguard.static.provenance.syntax import _call_name, _int_index, int_literal, is_none, per_node, pow2_form, stops_at_first_success, walk
 from jitguard.static.provenance.rules import RULES, confidence, limit
 from jitguard.static.provenance.tensors import _TENSOR_OWN_TENSORS, TensorLayouts
 from jitguard.static.provenance.value import Prov, join, model_dim
 
 _LITERAL = ("literal",)
 _BUILTINS = frozenset(dir(builtins)) | {"self", "cls"}
+# attributes and methods only a tensor (or an array) has: a name read through one is no list
+_TENSOR_ONLY = frozenset({"shape", "stride", "device", "dtype", "numel", "tolist", "item", "cumsum", "data_ptr",
+                          "is_cuda", "contiguous", "view", "ndim", "dim", "element_size"})
 _TO_INT = {"ceil", "floor", "int", "trunc", "round", "cdiv", "ceil_div", "div_up", "ceildiv"}
 _DEPTH = limit("assignment", "depth")
 _FIXED_DEPTH = limit("fixed-loop", "depth")
@@ -853,6 +856,21 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
         self._per_call[key] = got
         return got
 
+    def used_as_tensor(self, name: str, fn) -> bool:
+        """``name`` is a parameter or a local of ``fn`` whose tensor methods or attributes the function
+        reads (``name.shape``, ``name.tolist()``, ``name.cumsum(0)``): a tensor, not a list."""
+        owner, where = self.lookup(name, fn)
+        if where not in ("param", "assign") or owner is None:
+            return False
+        entries = owner.assigns.get(name, []) if where == "assign" else []
+        if len(entries) == 1 and entries[0].kind == "expr" and isinstance(entries[0].node, ast.Call):
+            func = entries[0].node.func  # cu = torch.tensor(lens).cumsum(0), torch.cumsum(x, 0)
+            parts = dotted(func)
+            if (isinstance(func, ast.Attribute) and func.attr in _TENSOR_ONLY) or (parts and parts[0] == "torch"):
+                return True
+        return any(isinstance(n, ast.Attribute) and n.attr in _TENSOR_ONLY and isinstance(n.value, ast.Name)
+                   and n.value.id == name for n in walk(owner.node))
+
     def length(self, node: ast.AST, text: str, fn, depth: int) -> Prov:
         """``len(node)`` (written ``text``): a tensor's first dim, a fixed collection's length, or a
         per-call count (rule collection-length, a guess)."""
@@ -1379,6 +1397,13 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
             if out is not None and out.cls == VARYING:
                 return out.why(f"{self.code(e)}: the elements of {e.args[0].id}, built by appending per-call values",
                                "appended-list")
+        if name == "int" and isinstance(e.func, ast.Name) and len(args) == 1 and not e.keywords \
+                and isinstance(args[0], ast.Subscript) and _int_index(args[0].slice) \
+                and isinstance(args[0].value, ast.Name) and self.lookup("int", fn)[1] == "free" \
+                and self.used_as_tensor(args[0].value.id, fn) and self.tensor(args[0].value, fn, depth)[2] is False:
+            # int(cu_seqlens[-1]): one element of a tensor read to the host, .item() written another way
+            return Prov(VARYING, "int", (f"{self.code(e)}: value read from device data (an element of the "
+                                         f"tensor {args[0].value.id}, as .item())",), rules=("device-data",))
         if name in ("float", "bool") and isinstance(e.func, ast.Name):
             inner = self._classify(args[0], fn, depth) if args else Prov(STABLE)
             return inner._replace(vtype=name, div16=False)

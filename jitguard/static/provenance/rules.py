@@ -108,7 +108,8 @@ _ALL = (
           "0.33.0's spec-decode draft steps)", few_variants=True),
     # ---- values computed per call
     _rule("device-data", "VARYING", STRUCTURAL, "`.item()` / `.tolist()` read a value off the device: it changes with "
-          "the data"),
+          "the data; so does `int(t[-1])` of a tensor `t` (a name the function reads as one, `t.shape`, `t.tolist()`, "
+          "or makes with torch: not a list of settings such as a block size)"),
     _rule("unpacked-comprehension", "carries", STRUCTURAL, "`a, b = (s // v for s in t)` with `t` a tuple or "
           "list written in the same function: element i is the expression with `s` = `t[i]` (one `for`, no `if`, "
           "no starred items; anything else stays unknown)"),
