@@ -199,7 +199,8 @@ class _Extractor(KernelDiscovery, LaunchExtraction, CallerFacts):
                 plain = [a for a in call.args if not isinstance(a, ast.Starred)]
                 if (len(star) == 1 and not plain) or dicts:
                     # def launch(kernel, grid, args, consts): kernel[grid](*args, **consts): the
-                    # handed call's tuple and dict arguments are the launch's (same module only)
+                    # handed call's tuple and dict arguments are the launch's (forwarder_packs: where
+                    # the tuple is, for calls in other modules)
                     facts.forwarders[f"{self.module}.{fn.qual}" if self.module else fn.qual] = callee.id
                     if len(star) == 1 and not plain:
                         facts.forwarder_packs[f"{self.module}.{fn.qual}" if self.module else fn.qual] = \

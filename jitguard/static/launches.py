@@ -481,9 +481,10 @@ class LaunchExtraction:
         return la
 
     def handed_kernels(self, kernels: list[KernelFacts]) -> list:
-        """Calls that hand a kernel of this module to a function, with keyword arguments:
-        ``launch_autotuned(k, grid, n=x.shape[0])``. Kept as launches bound only when link.py finds
-        the function to be a forwarder (it launches its kernel parameter with its **kwargs)."""
+        """Calls that hand a kernel of this module (or one of ``handed_of``, imported) to a function,
+        with keyword, dict or tuple arguments: ``launch_autotuned(k, grid, n=x.shape[0])``. Kept as
+        launches bound only when link.py finds the function to be a forwarder (it launches its kernel
+        parameter with its **kwargs, a dict or a tuple parameter)."""
         local = {k.name: k.qualname for k in kernels if "." not in k.qualname[len(self.module) + 1:]} \
             if self.module else {k.name: k.qualname for k in kernels if "." not in k.qualname}
         if not local and not self.handed_of:

@@ -466,11 +466,7 @@ def _scan_paths(
             digest = contents[d][2]
             hit = memo.get(digest)
             if hit is None:
-                data = contents[d][1]
-                if prefilter.may_launch(data):
-                    hit = matcher.launches_named_kernel(data)
-                else:  # no launch-shaped call: a kernel imported, then bound to its grid or handed on
-                    hit = bool(matcher.handed_imports(data, subscripted=True))
+                hit = matcher.launches_named_kernel(contents[d][1])
                 memo[digest] = hit
                 memo_changed = True
             if hit:
