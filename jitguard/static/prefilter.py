@@ -5,11 +5,14 @@ A kernel is defined through Triton's ``jit`` (``@triton.jit``, ``from triton imp
 ``gluon`` from ``triton.experimental`` or a package's re-export), so a file that defines one contains
 the bytes ``triton`` or ``gluon``, and ``jit``: phase 1 parses only those. A file that launches a kernel defined
 elsewhere names that kernel (``from m import k``, ``m.k[grid]``, ``self.k[grid]``) and holds a launch
-(``...](``, ``.run(``, ``.warmup(``), or subscripts it (``g = k[grid]``, called later): phase 2 parses
-the remaining files whose bytes contain both, the name as a whole word. Phase 3 (in the runner) parses modules that launch targets go through
-(re-exports such as ``pkg/__init__.py`` doing ``from .ops import k``, aliases ``k2 = ops.k``).
+(``...](``, ``.run(``, ``.warmup(``), or, importing it, binds it to its grid (``g = k[grid]``) or hands
+it to a function (``launch(k, grid, n=n)``): phase 2 parses the remaining files whose bytes contain
+both, the name as a whole word. Phase 3 (in the runner) parses modules that launch targets go through
+(re-exports such as ``pkg/__init__.py`` doing ``from .ops import k``, aliases ``k2 = ops.k``) and the
+modules of the functions kernels are handed to.
 The tests over-approximate (a mention in a comment is enough), never under-approximate for code
-that reaches a kernel by name.
+that reaches a kernel by name at a launch-shaped call; without one, only the kernels a file imports
+by name count (``import m`` then ``launch(m.k, ...)`` is not read).
 """
 from __future__ import annotations
 
@@ -324,6 +327,5 @@ _SUBSCRIPT_AFTER = re.compile(rb"[ \t]*\[")
 _ARG_BEFORE = re.compile(rb"[(,][ \t]*$")  # an argument of a call (or an item of a tuple)
 _ARG_AFTER = re.compile(rb"[ \t]*[,)]")
 _IMPORT_BEFORE = re.compile(rb"\bimport\b")
-
 _BIND_BEFORE = re.compile(rb"(?:=|\belse|\bor|\band|\breturn)\s*(?:[A-Za-z_][\w.]*\.)?$")
 _ALONE_AFTER = re.compile(rb"[ \t]*,?[ \t]*(?:#[^\n]*)?(?:\r?\n|$)")
