@@ -442,6 +442,8 @@ def test_kernels_reached_through_a_display_a_loop_or_a_default():
         # a dict of kernels, at module level, picked per call
         "{table} = {{'a': {k1}, 'b': {k2}}}\n\ndef go({x}, {mode}):\n"
         "    {table}[{mode}][(1,)]({x}, {x}.shape[0], BLOCK=64)\n": both,
+        "{table} = {{'a': {k1}}}\n\ndef go({x}, {mode}):\n"
+        "    {table}.get({mode}, {k2})[(1,)]({x}, {x}.shape[0], BLOCK=64)\n": both,
         # a loop over a tuple of kernels, written at the loop or bound to a name
         "def go({x}):\n    for {kern} in ({k1}, {k2}):\n        {kern}[(1,)]({x}, {x}.shape[0], BLOCK=64)\n": both,
         "{table} = [{k1}, {k2}]\n\ndef go({x}):\n    for {kern} in {table}:\n"

@@ -93,6 +93,16 @@ class LaunchExtraction:
                     out.extend(self.targets(value, f.scope, f, depth + 1))
                 if out:
                     return out
+        if isinstance(callee, ast.Call) and isinstance(callee.func, ast.Attribute) and callee.func.attr == "get" \
+                and 1 <= len(callee.args) <= 2 and not callee.keywords:
+            # KERNELS.get(mode, k1)[grid](...): a kernel of the dict display, or the default
+            items, owner = self.displayed(callee.func.value, fn)
+            out = []
+            for v in items:
+                out.extend(self.targets(v, owner.scope if owner else self.top, owner, depth + 1))
+            if out and len(callee.args) == 2:
+                out.extend(self.targets(callee.args[1], scope, fn, depth + 1))
+            return out
         if isinstance(callee, ast.Call):
             # factory(...)[grid](...): a function of the module that makes (or caches) a kernel and
             # returns it, called at the launch (a lazy `import triton`): the kernels its returns name
