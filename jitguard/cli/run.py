@@ -66,7 +66,8 @@ def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None,
     COMMAND is a program and its arguments after `--` (`python prog.py args`, `torchrun ...`,
     or just `prog.py args`, run with this Python). Exits with COMMAND's exit code (128 + N when
     signal N ended it); 127 when COMMAND is not found, 126 when it cannot be run, 2 for a usage
-    error. SIGTERM, SIGHUP and a SIGINT not from the terminal are passed on to it.
+    error. SIGTERM and SIGHUP are passed on to it, and a SIGINT not from the terminal if COMMAND
+    is still running half a second later (one sent to the process group reached it already).
     """
     if print_site_dir:
         click.echo(site_dir())
@@ -133,18 +134,29 @@ def run(trace: str, mode: str, max_recompiles: int | None, summary: bool | None,
 FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP")
 
 
+# A SIGINT sent to the whole process group (Ctrl-C without a terminal, `kill -INT -PGID`) reaches the
+# command as well: it is passed on only if the command is still running this long after, so that the
+# command does not get it twice, the second while it unwinds from the first and before it writes its
+# trace (a second SIGINT that arrives while the trace is written is ignored there).
+SIGINT_GRACE_S = 0.5
+
+
 def _run_forwarding_signals(argv: list[str], env: dict[str, str]) -> int:
     """Run the command and return its exit status as a shell reports it (128 + N when signal N
     ended it). SIGTERM and SIGHUP sent to ``jitguard run`` go to the command (which writes its
     trace and ends), SIGINT too unless it came from the terminal's Ctrl-C, which reaches the
-    whole foreground process group, the command included, already."""
+    whole foreground process group, the command included, already; any other SIGINT is passed on
+    after ``SIGINT_GRACE_S`` if the command has not ended by then."""
     import signal
 
     proc = subprocess.Popen(argv, env=env)
     previous = {}
+    interrupted: list[float] = []  # when a SIGINT to pass on came
 
     def forward(signum, frame):
-        if signum == signal.SIGINT and _ctrl_c_reached_the_group():
+        if signum == signal.SIGINT:
+            if not _ctrl_c_reached_the_group() and not interrupted:
+                interrupted.append(time.monotonic())
             return
         try:
             proc.send_signal(signum)
@@ -161,8 +173,16 @@ def _run_forwarding_signals(argv: list[str], env: dict[str, str]) -> int:
     try:
         while True:
             try:
-                rc = proc.wait()
+                # a handler that returns does not end a wait (PEP 475): look at the clock often
+                rc = proc.wait(timeout=0.1)
                 break
+            except subprocess.TimeoutExpired:
+                if interrupted and time.monotonic() - interrupted[0] >= SIGINT_GRACE_S:
+                    interrupted.clear()
+                    try:
+                        proc.send_signal(signal.SIGINT)
+                    except OSError:
+                        pass
             except KeyboardInterrupt:  # a handler could not be installed: keep waiting
                 continue
     finally:
