@@ -65,9 +65,7 @@ class LaunchExtraction:
                                     out.extend(self.targets(inner, f.scope, f, depth + 1))
                         elif en.kind == "loop" and isinstance(en.stmt, ast.For) and isinstance(en.stmt.target, ast.Name):
                             # for k in (k1, k2): k[grid](...): each kernel the loop goes over
-                            items, owner = self.displayed(en.node, f)
-                            for v in items:
-                                out.extend(self.targets(v, owner.scope if owner else self.top, owner, depth + 1))
+                            out.extend(self.displayed_targets(en.node, f, depth))
                     return out
                 if callee.id in f.params:
                     default = f.params[callee.id].default
@@ -78,11 +76,7 @@ class LaunchExtraction:
                 f = f.parent
         if isinstance(callee, ast.Subscript) and not isinstance(callee.slice, ast.Slice):
             # KERNELS[mode][grid](...): each kernel of the dict (or tuple) display the name is bound to
-            items, owner = self.displayed(callee.value, fn)
-            out = []
-            for v in items:
-                out.extend(self.targets(v, owner.scope if owner else self.top, owner, depth + 1))
-            return out
+            return self.displayed_targets(callee.value, fn, depth)
         if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name) and fn is not None \
                 and callee.value.id not in ("self", "cls"):
             # k = make(); k.name[grid](...) where make() returns Namespace(name=kernel, ...)
@@ -96,10 +90,7 @@ class LaunchExtraction:
         if isinstance(callee, ast.Call) and isinstance(callee.func, ast.Attribute) and callee.func.attr == "get" \
                 and 1 <= len(callee.args) <= 2 and not callee.keywords:
             # KERNELS.get(mode, k1)[grid](...): a kernel of the dict display, or the default
-            items, owner = self.displayed(callee.func.value, fn)
-            out = []
-            for v in items:
-                out.extend(self.targets(v, owner.scope if owner else self.top, owner, depth + 1))
+            out = self.displayed_targets(callee.func.value, fn, depth)
             if out and len(callee.args) == 2:
                 out.extend(self.targets(callee.args[1], scope, fn, depth + 1))
             return out
@@ -120,29 +111,34 @@ class LaunchExtraction:
             return []
         return self.fq(callee, scope)
 
-    def displayed(self, node: ast.AST, fn: FunctionInfo | None) -> tuple[list[ast.AST], FunctionInfo | None]:
-        """The items of the tuple, list or set display (the values of the dict display) that ``node``
-        is, or that a name is bound to once (a local, or a name of the module), with the function whose
-        scope reads them (None: the module's)."""
-        if isinstance(node, ast.Name):
-            f = fn
-            while f is not None:
-                if node.id in f.assigns:
-                    entries = f.assigns[node.id]
-                    if len(entries) != 1 or entries[0].kind != "expr":
-                        return [], f
-                    node, fn = entries[0].node, f
-                    break
-                if node.id in f.params:
-                    return [], f
-                f = f.parent
-            else:
-                node, fn = self.walker.info.constants.get(node.id), None
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            return [e for e in node.elts if not isinstance(e, ast.Starred)], fn
-        if isinstance(node, ast.Dict):
-            return [v for k, v in zip(node.keys, node.values) if k is not None], fn
-        return [], fn
+    def bound_value(self, node: ast.AST, fn: FunctionInfo | None) -> tuple[ast.AST | None, FunctionInfo | None]:
+        """``node`` itself, or for a name the expression it is bound to once (a local of ``fn`` or of
+        an enclosing function, or a name of the module): (expression or None, the function whose
+        scope reads it; None: the module's)."""
+        if not isinstance(node, ast.Name):
+            return node, fn
+        f = fn
+        while f is not None:
+            if node.id in f.assigns:
+                entries = f.assigns[node.id]
+                return (entries[0].node if len(entries) == 1 and entries[0].kind == "expr" else None), f
+            if node.id in f.params:
+                return None, f
+            f = f.parent
+        return self.walker.info.constants.get(node.id), None
+
+    def displayed_targets(self, node: ast.AST, fn: FunctionInfo | None, depth: int) -> list[str]:
+        """The kernels among the items of the tuple, list or set display (the values of the dict
+        display) that ``node`` is or is bound to once (``bound_value``)."""
+        value, owner = self.bound_value(node, fn)
+        if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+            items = [e for e in value.elts if not isinstance(e, ast.Starred)]
+        elif isinstance(value, ast.Dict):
+            items = [v for k, v in zip(value.keys, value.values) if k is not None]
+        else:
+            return []
+        scope = owner.scope if owner else self.top
+        return [t for v in items for t in self.targets(v, scope, owner, depth + 1)]
 
     def factory(self, func: ast.AST, scope: Scope) -> FunctionInfo | None:
         """The function of this module (not a method) that ``func`` names at a call, as ``scope`` sees
@@ -575,11 +571,7 @@ class LaunchExtraction:
             return la
         self.add_keywords(la, call, classifier, fn)
         for i, a in enumerate(call.args):  # launch(k, grid, (x, n)): a tuple the function may splat
-            node, owner = a, fn
-            if isinstance(a, ast.Name) and fn is not None:  # or a local bound once to one
-                owner, where = classifier.lookup(a.id, fn)
-                entries = owner.assigns.get(a.id, []) if where == "assign" else []
-                node = entries[0].node if len(entries) == 1 and entries[0].kind == "expr" else None
+            node, owner = self.bound_value(a, fn)  # or one a local is bound to once
             if isinstance(node, (ast.Tuple, ast.List)) and not any(isinstance(e, ast.Starred) for e in node.elts):
                 la.packs.append((i, [self.arg(e, classifier, owner, position=j) for j, e in enumerate(node.elts)]))
         for a in call.args:  # launch(k, grid, dict(n=...)): a dict the forwarder splats into the launch
@@ -601,13 +593,7 @@ class LaunchExtraction:
                 and node.keywords and all(k.arg is not None for k in node.keywords):
             return fn, [(k.arg, k.value) for k in node.keywords]
         if isinstance(node, ast.Name) and fn is not None:
-            f = fn
-            while f is not None and node.id not in f.assigns:
-                if node.id in f.params:
-                    return None
-                f = f.parent
-            if f is not None:
-                entries = f.assigns[node.id]
-                if len(entries) == 1 and entries[0].kind == "expr" and isinstance(entries[0].node, (ast.Dict, ast.Call)):
-                    return self.dict_items(entries[0].node, f)
+            value, owner = self.bound_value(node, fn)
+            if owner is not None and isinstance(value, (ast.Dict, ast.Call)):
+                return self.dict_items(value, owner)
         return None

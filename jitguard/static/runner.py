@@ -476,10 +476,10 @@ def _scan_paths(
         extract(phase2, "analyzing launches in", calls_of=frozenset())
         done_set.update(phase2)
 
-        # Phase 2b: files that import a kernel and hand it to a function (launch(k, grid, n=n)) or
-        # bind it to its grid (g = k[grid]; g(x, n)): read again with those names as kernels.
-        for d in sorted(done_set):
-            handed = matcher.handed_imports(contents[d][1]) if d in facts_by_path else frozenset()
+        # Phase 2b: files that import a kernel and hand it to a function (launch(k, grid, n=n)): read
+        # again with those names as kernels (one bound to its grid, g = k[grid], needs no second read).
+        for d in sorted(facts_by_path):
+            handed = matcher.handed_imports(contents[d][1])
             if handed:
                 handed_asked[d] = tuple(sorted(handed))
         extract(sorted(handed_asked), "analyzing handed kernels in", calls_of=frozenset())
