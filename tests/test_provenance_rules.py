@@ -360,8 +360,15 @@ def caller(t):
     assert list(_findings(tmp_path, body.format(d=0)).values()) == ["medium"]
     # dim 1: a model dim
     assert _findings(tmp_path, body.format(d=1)) == {}
-    # callers that pass different dims: the index is not known, nothing is guessed
-    assert _findings(tmp_path, body.format(d=0) + "\ndef other(t):\n    w(t, 1)\n") == {}
+    # callers that pass different dims (0 by default, 1): the most varying of the dims they name, the
+    # leading one, and the call that names it
+    src = body.format(d=0) + "\ndef other(t):\n    w(t, 1)\n"
+    assert list(_findings(tmp_path, src).values()) == ["medium"]
+    (f,) = _scan(tmp_path, KERNEL.format(k="k", n="n") + src.replace("KERNEL", "k")).findings
+    assert "dim-per-caller" in f.details["rules"] and "dim is 0 at the call of line" in f.details["evidence"][0]
+    # two model dims, or a caller whose dim is not a literal: nothing
+    assert _findings(tmp_path, body.format(d=1) + "\ndef other(t):\n    w(t, 2)\n") == {}
+    assert _findings(tmp_path, body.format(d=1) + "\ndef other(t, d):\n    w(t, d)\n") == {}
 
 
 def test_a_name_the_project_lists_is_its_own_convention_medium(tmp_path):
@@ -387,6 +394,22 @@ def w(k, v):
     assert list(_findings(tmp_path, body.format(pick="B")).values()) == ["medium"]
     assert _findings(tmp_path, body.format(pick="K")) == {}
     assert _findings(tmp_path, body.format(pick="V")) == {}
+
+
+def test_the_sequence_dim_of_a_head_first_layout(tmp_path):
+    # B, H, T, D = q.shape: the leading dim named a batch and the next heads put the sequence third
+    body = """
+def w(q):
+    {b}, {h}, {t}, {d} = q.shape
+    KERNEL[(1,)](q, {t}, BLOCK=64)
+"""
+    assert list(_findings(tmp_path, body.format(b="B", h="H", t="T", d="D")).values()) == ["medium"]
+    assert list(_findings(tmp_path, body.format(b="bsz", h="num_heads", t="seq_len", d="hd")).values()) == ["medium"]
+    # the name alone, without the layout's names agreeing: low
+    assert list(_findings(tmp_path, body.format(b="B", h="C", t="T", d="D")).values()) == ["low"]
+    assert list(_findings(tmp_path, body.format(b="x0", h="H", t="T", d="D")).values()) == ["low"]
+    # a third dim not named per-call (a spatial or model dim): nothing
+    assert _findings(tmp_path, body.format(b="B", h="H", t="W", d="D")) == {}
 
 
 def _names(*keys: str) -> dict[str, str]:

@@ -468,10 +468,10 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
                     return got.why(f"{name} = element {en.index} of {self.code(call)} (line {en.line})", "object-attribute")
             ref = self.imported_return(call, fn, depth, en.index) if isinstance(call, ast.Call) else None
             return self.apply_name(name, Prov(UNKNOWN, ret=ref))
-        shape_dim = self._shape_dim(en.node, fn)
+        shape_dim = self._shape_dim(en.node)
         if shape_dim is not None:  # n = x.shape[i] / x.size(i): the target's name is evidence for i
-            t, i = shape_dim
-            return self.name_overrides_guess(name, self.dim(t, i, fn, depth, target=name, line=en.line))
+            t, index = shape_dim
+            return self.name_overrides_guess(name, self.dim_at(t, index, fn, depth, target=name, line=en.line))
         inner = self._classify(en.node, fn, depth)
         if inner.cls == UNKNOWN:
             return self.apply_name(name, inner)
@@ -548,13 +548,15 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
             return node.func.value, start
         return None
 
-    def _shape_dim(self, node: ast.AST, fn=None) -> tuple[ast.AST, int | None] | None:
+    @staticmethod
+    def _shape_dim(node: ast.AST) -> tuple[ast.AST, ast.AST] | None:
+        """(tensor, index expression) of ``x.shape[i]`` / ``x.size(i)``."""
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
                 and not isinstance(node.slice, (ast.Slice, ast.Tuple)):
-            return node.value.value, self.known_int(node.slice, fn)
+            return node.value.value, node.slice
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
                 and len(node.args) == 1 and not node.keywords:
-            return node.func.value, self.known_int(node.args[0], fn)
+            return node.func.value, node.args[0]
         return None
 
     def known_int(self, node: ast.AST, fn, depth: int = 0) -> int | None:
@@ -589,6 +591,45 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
                 values.add(got)
             return values.pop() if len(values) == 1 else None
         return None
+
+    def caller_ints(self, node: ast.AST, fn) -> list[tuple[int, int]] | None:
+        """``[(value, line of the call)]`` for an index that is a parameter of ``fn`` to which every
+        caller in this module passes a literal (or leaves its literal default), two or more values
+        among them (``cumsum(x, 0)`` and ``cumsum(x, -1)``); None otherwise (known_int: one value)."""
+        if not isinstance(node, ast.Name) or fn is None:
+            return None
+        owner, where = self.lookup(node.id, fn)
+        if where != "param" or owner is not fn:
+            return None
+        p = owner.params[node.id]
+        callers = self.info.calls.get(owner.qual, [])
+        if p.kind == "star" or not callers or len(callers) > _CALLERS:
+            return None
+        got = []
+        for call, caller in callers:
+            arg = self.arg_for(call, p)
+            if isinstance(arg, str) or (arg is None and p.default is None):
+                return None
+            v = self.known_int(arg, caller) if arg is not None else self.known_int(p.default, None)
+            if v is None:
+                return None
+            got.append((v, call.lineno))
+        return got if len({v for v, _ in got}) > 1 else None
+
+    def dim_at(self, t: ast.AST, index: ast.AST, fn, depth, target: str | None = None, ndim: int | None = None,
+               line: int = 0) -> Prov:
+        """``t.shape[index]`` / ``t.size(index)``: with an index the callers in this module set to
+        different literals, the most varying of the dims they name (rule dim-per-caller)."""
+        idx = self.known_int(index, fn)
+        values = self.caller_ints(index, fn) if idx is None else None
+        if not values:
+            return self.dim(t, idx, fn, depth, target=target, ndim=ndim, line=line)
+        dims = {v: self.dim(t, v, fn, depth, target=target, ndim=ndim, line=line) for v, _ in values}
+        best = join(list(dims.values()))
+        if best.cls == UNKNOWN:
+            return best
+        v, at = next((v, at) for v, at in values if dims[v].cls == best.cls)
+        return dims[v].why(f"{self.code(index)} is {v} at the call of line {at}", "dim-per-caller")
 
     def name_overrides_guess(self, name: str, prov: Prov) -> Prov:
         """``num_experts = x.shape[0]``: the leading dim of a tensor we know nothing about is only a
@@ -1253,10 +1294,10 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
     def subscript(self, e: ast.Subscript, fn, depth) -> Prov:
         if isinstance(e.slice, (ast.Slice, ast.Tuple)):
             return Prov(UNKNOWN)
-        idx = self.known_int(e.slice, fn)
         v = e.value
         if isinstance(v, ast.Attribute) and v.attr == "shape":
-            return self.dim(v.value, idx, fn, depth, line=e.lineno)
+            return self.dim_at(v.value, e.slice, fn, depth, line=e.lineno)
+        idx = self.known_int(e.slice, fn)
         if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and not v.args and not v.keywords:
             if v.func.attr == "size":
                 return self.dim(v.func.value, idx, fn, depth, line=e.lineno)
@@ -1356,7 +1397,7 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
         if recv is not None and name == "size":
             if not args:
                 return Prov(UNKNOWN, "tuple")
-            return self.dim(recv, self.known_int(args[0], fn), fn, depth, line=e.lineno)
+            return self.dim_at(recv, args[0], fn, depth, line=e.lineno)
         if recv is not None and name == "stride" and args:
             return self.stride(recv, self.known_int(args[0], fn), fn, depth)
         if isinstance(e.func, ast.Name) and name in self.info.functions and not self.info.functions[name].is_method:

@@ -72,6 +72,17 @@ def name_class(name: str | None, varying: frozenset[str] = frozenset(), stable: 
 _BATCH_NAME = re.compile(r"^(b|bs|bsz|batch(_?size|_?sz|es)?|\w+_batch(_size)?|n_?batch(es)?|num_batch(es)?)$", re.IGNORECASE)
 
 
+# A dim named a head count: in `B, H, T, D = q.shape` the layout is head-first, so the dim after it is
+# the sequence (rule sequence-dim).
+_HEADS_NAME = re.compile(r"^(h|hq|hk|hv|nh|nheads|heads|(num|n)_?(\w+_)?heads?)$", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=None)
+def heads_name(name: str | None) -> bool:
+    """A name that says number of heads (``H``, ``nheads``, ``num_heads``, ``n_kv_heads``)."""
+    return bool(name) and bool(_HEADS_NAME.match(name))
+
+
 @functools.lru_cache(maxsize=None)
 def batch_name(name: str | None) -> bool:
     """A name that says batch size (``B``, ``bs``, ``batch``, ``batch_size``), not tokens."""

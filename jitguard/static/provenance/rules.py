@@ -200,7 +200,8 @@ _ALL = (
     _rule("sequence-dim", "VARYING", CONVENTIONAL, "in a 4-d unpacking `B, T, H, D = q.shape` the second dim, named "
           "like a per-call size, is the sequence dim of a batch-first layout: position and name agree (a guess, like "
           "the leading one); not where the same unpacking names the leading dim a sequence length "
-          "(`max_seqlen, batch_size, h, d = q.shape`: sequence-first, the second dim is then taken by its name alone)"),
+          "(`max_seqlen, batch_size, h, d = q.shape`: sequence-first, the second dim is then taken by its name alone); "
+          "in a head-first `B, H, T, D = q.shape`, the leading target named a batch and the second heads, the third"),
     _rule("element-count", "VARYING", CONVENTIONAL, "`x.numel()` of a tensor of unknown origin and rank counts its "
           "tokens too (a guess); read by hand on the six codebases measured (2026-12-01) the guess was right 13 times "
           "in 20: persistent tables and [tokens, 16-aligned dim] activations are as common as per-call counts, so a "
@@ -308,6 +309,9 @@ _ALL = (
           "most varying winning",
           callers=(50, "a function called from more than 50 places is a utility; the first 50 decide"),
           depth=(40, "a call chain inside one module deeper than 40 was not seen")),
+    _rule("dim-per-caller", "carries", STRUCTURAL, "`x.shape[dim]` / `x.size(dim)` with `dim` a parameter to which the "
+          "callers in its module pass different literals (`cumsum(x, 0)`, `cumsum(x, -1)`): the most varying of the "
+          "dims they name, each classed as that literal would be (callers as in `local-caller`)"),
     _rule("caller-layout", "carries", STRUCTURAL, "a tensor parameter has the layout its callers' tensors have, when "
           "every caller's is known",
           callers=(20, "checking every caller's layout is costly; 20 covered every wrapper in the codebases measured")),

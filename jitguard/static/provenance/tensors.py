@@ -7,7 +7,7 @@ import ast
 from jitguard.static.facts import STABLE, UNKNOWN, VARYING, Accessor, EntryRef
 from jitguard.static.names import dotted
 from jitguard.static.provenance.bindings import FunctionInfo
-from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, batch_name, short_model_dim, strong_stable, weight_like
+from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, batch_name, heads_name, short_model_dim, strong_stable, weight_like
 from jitguard.static.provenance.syntax import _call_name, batch_of_one, int_literal, is_none
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import Prov, join, model_dim
@@ -799,6 +799,13 @@ class TensorLayouts:
             # B, T, H, D = q.shape: the position of a batch-first layout and the name agree
             return Prov(VARYING, "int", (f"{label}{at}: the sequence dimension of a batch-first [B, T, H, D] layout",),
                         guess=True, rules=("sequence-dim",))
+        if named == VARYING and ndim == 4 and idx in (2, -2):
+            names = self.unpacked_names(t, fn, line)
+            if batch_name(names.get(0)) and heads_name(names.get(1)):
+                # B, H, T, D = q.shape: head-first, the leading dim named a batch and the next heads
+                return Prov(VARYING, "int", (f"{label}{at}: the sequence dimension of a head-first [B, H, T, D] layout "
+                                             f"({names[0]} names a batch, {names[1]} heads)",),
+                            guess=True, rules=("sequence-dim",))
         if named != STABLE and ndim == 3 and idx in (1, -2) and target and not short_model_dim(target) \
                 and not strong_stable(target, self.varying, self.stable):
             batch = self.unpacked_names(t, fn, line).get(0)
@@ -1188,8 +1195,8 @@ class TensorLayouts:
                         return self.code(en.node)
                     if en.kind == "expr":
                         node = en.node
-            got = self._shape_dim(node, fn)
-            return self.code(got[0]) if got is not None and got[1] == 0 else None
+            got = self._shape_dim(node)
+            return self.code(got[0]) if got is not None and self.known_int(got[1], fn) == 0 else None
 
         t = numel_of(e.left)
         if t is None or leading_of(e.right) != t:
