@@ -245,8 +245,9 @@ def w(q):
     KERNEL[(1,)](q, {pick}, BLOCK=64)
 """
     assert list(_findings(tmp_path, body.format(a="B", b="T", c="H", d="D", pick="T")).values()) == ["medium"]
-    # the same name at a position that is not a batch-first sequence dim: a name alone
-    assert list(_findings(tmp_path, body.format(a="B", b="H", c="T", d="D", pick="T")).values()) == ["low"]
+    # the same name at a position that is not a batch-first sequence dim (nor a head-first one: the
+    # second dim is not named heads): a name alone
+    assert list(_findings(tmp_path, body.format(a="B", b="C", c="T", d="D", pick="T")).values()) == ["low"]
     # a model dim at that position (its name does not say per-call): not reported
     assert _findings(tmp_path, body.format(a="B", b="H", c="T", d="D", pick="H")) == {}
     # the leading dim named a sequence length: sequence-first [S, B, H, D], the second dim by its name alone

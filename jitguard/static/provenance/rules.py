@@ -201,7 +201,8 @@ _ALL = (
           "like a per-call size, is the sequence dim of a batch-first layout: position and name agree (a guess, like "
           "the leading one); not where the same unpacking names the leading dim a sequence length "
           "(`max_seqlen, batch_size, h, d = q.shape`: sequence-first, the second dim is then taken by its name alone); "
-          "in a head-first `B, H, T, D = q.shape`, the leading target named a batch and the second heads, the third"),
+          "in a head-first `B, H, T, D = q.shape` (the leading target named a batch, the second heads) the third dim is "
+          "the sequence dim"),
     _rule("element-count", "VARYING", CONVENTIONAL, "`x.numel()` of a tensor of unknown origin and rank counts its "
           "tokens too (a guess); read by hand on the six codebases measured (2026-12-01) the guess was right 13 times "
           "in 20: persistent tables and [tokens, 16-aligned dim] activations are as common as per-call counts, so a "
