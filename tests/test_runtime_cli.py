@@ -326,6 +326,32 @@ def test_signals_reach_the_command_which_writes_its_trace(tmp_path, how):
     assert [e.variant for e in trace.events] == [1, 2]
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc")
+def test_jitguard_run_sleeps_while_the_command_runs(tmp_path):
+    # it waits for the command without waking up to look at the clock (a SIGINT to pass on ends the
+    # wait): a long serving run costs it nothing
+    import signal
+    import time
+
+    def switches(pid: int) -> int:
+        with open(f"/proc/{pid}/status") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith("voluntary_ctxt_switches"))
+
+    (tmp_path / "prog.py").write_text("import time\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "jitguard", "run", "--mode", "record", "--trace", "t.json",
+                             "--", sys.executable, "prog.py"], cwd=tmp_path, env=_env(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline().startswith("ready"), proc.stderr.read()
+        time.sleep(0.3)
+        before = switches(proc.pid)
+        time.sleep(1.0)
+        assert switches(proc.pid) - before <= 2  # a 0.1 s poll would be about 10
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
 def test_could_not_activate_is_said_once_by_jitguard_run(tmp_path):
     """Child Pythons that cannot import jitguard (another venv) run jitguard's sitecustomize too:
     one line from `jitguard run` at the end, not one on each child's stderr."""

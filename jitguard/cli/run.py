@@ -141,6 +141,10 @@ FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP")
 SIGINT_GRACE_S = 0.5
 
 
+class _SigintPending(Exception):
+    """Raised by the SIGINT handler to end ``proc.wait()`` (only while in it)."""
+
+
 def _run_forwarding_signals(argv: list[str], env: dict[str, str]) -> int:
     """Run the command and return its exit status as a shell reports it (128 + N when signal N
     ended it). SIGTERM and SIGHUP sent to ``jitguard run`` go to the command (which writes its
@@ -152,11 +156,14 @@ def _run_forwarding_signals(argv: list[str], env: dict[str, str]) -> int:
     proc = subprocess.Popen(argv, env=env)
     previous = {}
     interrupted: list[float] = []  # when a SIGINT to pass on came
+    waiting = [False]  # in proc.wait(): a SIGINT to pass on ends the wait, to start its grace
 
     def forward(signum, frame):
         if signum == signal.SIGINT:
             if not _ctrl_c_reached_the_group() and not interrupted:
                 interrupted.append(time.monotonic())
+                if waiting[0]:
+                    raise _SigintPending  # a handler that returns does not end a wait (PEP 475)
             return
         try:
             proc.send_signal(signum)
@@ -173,16 +180,26 @@ def _run_forwarding_signals(argv: list[str], env: dict[str, str]) -> int:
     try:
         while True:
             try:
-                # a handler that returns does not end a wait (PEP 475): look at the clock often
-                rc = proc.wait(timeout=0.1)
-                break
-            except subprocess.TimeoutExpired:
-                if interrupted and time.monotonic() - interrupted[0] >= SIGINT_GRACE_S:
-                    interrupted.clear()
-                    try:
-                        proc.send_signal(signal.SIGINT)
-                    except OSError:
-                        pass
+                # the flag is cleared in this body, before anything that must not be cut short: the
+                # handler raises only here (and only for the first SIGINT of a grace)
+                waiting[0] = True
+                if not interrupted:
+                    rc = proc.wait()  # no wake-ups while nothing is pending
+                    waiting[0] = False
+                    break
+                left = SIGINT_GRACE_S - (time.monotonic() - interrupted[0])
+                if left > 0:
+                    rc = proc.wait(timeout=left)
+                    waiting[0] = False
+                    break
+                waiting[0] = False
+                interrupted.clear()
+                try:
+                    proc.send_signal(signal.SIGINT)
+                except OSError:
+                    pass
+            except (subprocess.TimeoutExpired, _SigintPending):
+                continue  # the grace is up (passed on next) or a SIGINT came: wait again
             except KeyboardInterrupt:  # a handler could not be installed: keep waiting
                 continue
     finally:
