@@ -372,6 +372,39 @@ def caller(t):
     assert _findings(tmp_path, body.format(d=1) + "\ndef other(t, d):\n    w(t, d)\n") == {}
 
 
+def test_a_stride_read_with_an_index_the_callers_set(tmp_path):
+    body = """
+import torch
+
+def w(lengths, dim):
+    n = int(lengths.max())
+    x = torch.empty((8, n))
+    KERNEL[(1,)](x, x.stride(dim), BLOCK=64)
+
+def a(lengths):
+    w(lengths, {d1})
+
+def b(lengths):
+    w(lengths, {d2})
+"""
+    # x.stride(0) is n, read off the device: callers passing 0 and 1 make it vary at one of them
+    (f,) = _scan(tmp_path, KERNEL.format(k="k", n="n") + body.format(d1=0, d2=1).replace("KERNEL", "k")).findings
+    assert f.confidence == "high" and f.details["rules"][:2] == ["dim-per-caller", "allocated-layout"]
+    # 1 at both: the unit stride, fixed
+    assert _findings(tmp_path, body.format(d1=1, d2=1)) == {}
+
+
+def test_a_dim_read_with_an_index_nothing_fixes_is_shown_as_written(tmp_path):
+    body = """
+def w(x, dim):
+    for i in range(dim):
+        m = x.shape[i]
+    KERNEL[(1,)](x, m, BLOCK=64)
+"""
+    (f,) = _scan(tmp_path, KERNEL.format(k="k", n="n") + body.replace("KERNEL", "k"), "low").findings
+    assert "x.shape[i]" in f.details["evidence"][0] and "None" not in f.details["evidence"][0]
+
+
 def test_a_name_the_project_lists_is_its_own_convention_medium(tmp_path):
     rng = random.Random()
     k, n, count = rand_names(rng, "k", "n", "count").values()

@@ -618,18 +618,23 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
 
     def dim_at(self, t: ast.AST, index: ast.AST, fn, depth, target: str | None = None, ndim: int | None = None,
                line: int = 0) -> Prov:
-        """``t.shape[index]`` / ``t.size(index)``: with an index the callers in this module set to
-        different literals, the most varying of the dims they name (rule dim-per-caller)."""
+        """``t.shape[index]`` / ``t.size(index)`` (rule dim-per-caller where callers set the index)."""
+        return self.at_index(index, fn, lambda i: self.dim(t, i, fn, depth, target=target, ndim=ndim, line=line,
+                                                           index=index))
+
+    def at_index(self, index: ast.AST, fn, one) -> Prov:
+        """``one(i)`` for the dim or stride index ``index`` holds: with an index the callers in this
+        module set to different literals, the most varying of what they name (rule dim-per-caller)."""
         idx = self.known_int(index, fn)
         values = self.caller_ints(index, fn) if idx is None else None
         if not values:
-            return self.dim(t, idx, fn, depth, target=target, ndim=ndim, line=line)
-        dims = {v: self.dim(t, v, fn, depth, target=target, ndim=ndim, line=line) for v, _ in values}
-        best = join(list(dims.values()))
+            return one(idx)
+        got = {v: one(v) for v, _ in values}
+        best = join(list(got.values()))
         if best.cls == UNKNOWN:
             return best
-        v, at = next((v, at) for v, at in values if dims[v].cls == best.cls)
-        return dims[v].why(f"{self.code(index)} is {v} at the call of line {at}", "dim-per-caller")
+        v, at = next((v, at) for v, at in values if got[v].cls == best.cls)
+        return got[v].why(f"{self.code(index)} is {v} at the call of line {at}", "dim-per-caller")
 
     def name_overrides_guess(self, name: str, prov: Prov) -> Prov:
         """``num_experts = x.shape[0]``: the leading dim of a tensor we know nothing about is only a
@@ -1399,7 +1404,7 @@ class Classifier(TensorLayouts, GuardedValues, Memos):
                 return Prov(UNKNOWN, "tuple")
             return self.dim_at(recv, args[0], fn, depth, line=e.lineno)
         if recv is not None and name == "stride" and args:
-            return self.stride(recv, self.known_int(args[0], fn), fn, depth)
+            return self.at_index(args[0], fn, lambda i: self.stride(recv, i, fn, depth, index=args[0]))
         if isinstance(e.func, ast.Name) and name in self.info.functions and not self.info.functions[name].is_method:
             callee = self.info.functions[name]
             returned = self.returns_at(callee, e, fn, depth)

@@ -310,7 +310,7 @@ _ALL = (
           "most varying winning",
           callers=(50, "a function called from more than 50 places is a utility; the first 50 decide"),
           depth=(40, "a call chain inside one module deeper than 40 was not seen")),
-    _rule("dim-per-caller", "carries", STRUCTURAL, "`x.shape[dim]` / `x.size(dim)` with `dim` a parameter to which the "
+    _rule("dim-per-caller", "carries", STRUCTURAL, "`x.shape[dim]` / `x.size(dim)` / `x.stride(dim)` with `dim` a parameter to which the "
           "callers in its module pass different literals (`cumsum(x, 0)`, `cumsum(x, -1)`): the most varying of the "
           "dims they name, each classed as that literal would be (callers as in `local-caller`)"),
     _rule("caller-layout", "carries", STRUCTURAL, "a tensor parameter has the layout its callers' tensors have, when "

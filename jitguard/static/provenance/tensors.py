@@ -752,10 +752,13 @@ class TensorLayouts:
         ints = [a for a in pos if not (isinstance(a, ast.Constant) and isinstance(a.value, str))]
         return ints if len(ints) == len(pos) else None
 
-    def dim(self, t, idx, fn, depth, target: str | None = None, ndim: int | None = None, line: int = 0) -> Prov:
+    def dim(self, t, idx, fn, depth, target: str | None = None, ndim: int | None = None, line: int = 0,
+            index: ast.AST | None = None) -> Prov:
+        """Dim ``idx`` of tensor ``t`` (None: not known; ``index``, the expression, then names it)."""
         dims, _, weight, desc = self.tensor(t, fn, depth)
         tdesc = self.code(t)
-        label = f"{target} = {tdesc}.shape[{idx}]" if target else f"{tdesc}.shape[{idx}]"
+        shown = self.code(index) if idx is None and index is not None else idx
+        label = f"{target} = {tdesc}.shape[{shown}]" if target else f"{tdesc}.shape[{shown}]"
         at = f" (line {line})" if line else ""
         if dims is not None and idx is not None and -len(dims) <= idx < len(dims):
             inner = dims[idx]
@@ -852,9 +855,10 @@ class TensorLayouts:
                     return "seq" in low or "len" in low or name in ("S", "T", "L")
         return False
 
-    def stride(self, t, idx, fn, depth) -> Prov:
+    def stride(self, t, idx, fn, depth, index: ast.AST | None = None) -> Prov:
+        """Stride ``idx`` of tensor ``t`` (None: not known; ``index``, the expression, then names it)."""
         dims, strides, weight, desc = self.tensor(t, fn, depth)
-        label = f"{self.code(t)}.stride({idx})"
+        label = f"{self.code(t)}.stride({self.code(index) if idx is None and index is not None else idx})"
         if strides is not None and idx is not None and -len(strides) <= idx < len(strides):
             s = strides[idx]
             return Prov(s.cls, "int", (f"{label}: stride of a tensor allocated as {desc}",) + s.evidence, s.div16, s.by_name,
