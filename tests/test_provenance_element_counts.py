@@ -166,6 +166,15 @@ def {f}({x}, {h}):
     for arg in ("{x}.numel() // {x}.shape[-1]", "{x}.numel() // {h}", "{x}.numel() // {x}.size(-1)"):
         got = _launches(tmp_path, body.format(arg=arg.format(**nm), **nm))
         assert [lv for lv, _ in got] == ["medium"] and "rows-of-count" in got[0][1], arg
+    # by a part of a dim (x.shape[-1] // heads, through a local or not): the rows times heads, a count
+    # times a model dim (low); divided by a literal, the part is a size again (rows, medium)
+    for d in ("{x}.shape[-1] // {h}", "{x}.size(-1) // {h}"):
+        for arg in (f"{{x}}.numel() // ({d})", f"{{x}}.numel() // {{d}}"):
+            src = body.replace("    KERNEL", "    {d} = " + d + "\n    KERNEL") if "{d}" in arg else body
+            got = _launches(tmp_path, src.format(arg=arg.format(**nm, d="hd"), d="hd", **nm))
+            assert [lv for lv, _ in got] == ["low"] and "count-times-dim" in got[0][1], (d, arg)
+    got = _launches(tmp_path, body.format(arg="{x}.numel() // ({x}.shape[-1] // 2)".format(**nm), **nm))
+    assert [lv for lv, _ in got] == ["medium"] and "rows-of-count" in got[0][1]
     # by a literal: the element count halved, still the element-count guess (low)
     assert _levels(tmp_path, body.format(arg="{x}.numel() // 2".format(**nm), **nm)) == ["low"]
     # one less than the element count: the intervals of a vector of boundaries (cu_seqlens), 1-d

@@ -372,7 +372,7 @@ _ALL = (
     _rule("count-times-dim", "div16", CONVENTIONAL, "a varying count times model dims (`x.numel()` of a tensor of "
           "unknown origin whose non-leading dims the code reads, a stride over a varying dim and fixed trailing ones "
           "that are not literals, the layout of a tensor allocated or copied with `*_like` from such dims, "
-          "`rows * (x.numel() // rows)`) is by convention a multiple of 16 whenever those dims are: one value class, so a "
+          "`rows * (x.numel() // rows)`, `x.numel() // (x.shape[-1] // heads)`: the rows times heads) is by convention a multiple of 16 whenever those dims are: one value class, so a "
           "finding resting on it is never above low (other arithmetic on it, `x.numel() - 1`, is a count again)", name_only=True),
     _rule("aligned-round-up", "div16", CONVENTIONAL, "`round_up(v, a)` is a multiple of `a`; with `a` not a literal "
           "and not varying (fixed, or a value nothing here tells of: a helper's or another module's result), "

@@ -343,10 +343,21 @@ class TensorLayouts:
         elif isinstance(e.op, (ast.FloorDiv, ast.Div)) and right.cls in (STABLE, UNKNOWN) \
                 and not self.written_int(e.right, fn) \
                 and not {"literal", "module-constant", "imported-name"} & set(right.rules):
+            if self.part_of_a_dim(e.right, fn):
+                # x.numel() // (x.shape[-1] // heads): the rows times heads, a count times a model dim
+                return out.why(f"{self.code(e)}: the rows times what divides the last dim into "
+                               f"{self.code(e.right)}, a count times a model dim", "count-times-dim")
             rule = "rows-of-count"
         else:
             return out
         return out._replace(rules=tuple(rule if r == "element-count" else r for r in out.rules))
+
+    def part_of_a_dim(self, d: ast.AST, fn) -> bool:
+        """``d`` is a dim divided by a size not written in the code (``x.shape[-1] // heads``, directly
+        or through a local bound once): a count divided by it keeps that size as a factor."""
+        d = self._single_value(d, fn) or d
+        return isinstance(d, ast.BinOp) and isinstance(d.op, ast.FloorDiv) and self._shape_dim(d.left) is not None \
+            and not self.written_int(d.right, fn)
 
     def shown_dims(self, t: ast.AST, fn, depth: int) -> tuple[list[Prov], str] | None:
         """The dims of ``t`` as far as its element count goes, where ``tensor`` does not know its
