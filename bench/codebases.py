@@ -425,6 +425,10 @@ def draw_samples(names: list[str], n: int, seed: int, force: bool, level: str | 
     levels = (level,) if level else DEFAULT_LEVELS
     for name in names:
         details = json.loads((RESULTS / f"{name}.json").read_text())
+        if details.get("jitguard_source_modified"):
+            print(f"{name}: these findings came from uncommitted changes to {details['jitguard_commit'][:10]}: "
+                  f"commit them and run again before drawing", file=sys.stderr)
+            continue
         population = [f for f in details["unannotated_findings"] if f["level"] in levels]
         rng = random.Random(f"{seed}:{name}" + (f":{level}" if level else ""))
         drawn = rng.sample(population, min(n, len(population)))
@@ -435,7 +439,7 @@ def draw_samples(names: list[str], n: int, seed: int, force: bool, level: str | 
         doc = {"codebase": name, "seed": seed,
                "rng": f"random.Random('{seed}:{name}{':' + level if level else ''}').sample", "n": len(drawn),
                "population": len(population), "levels": list(levels),
-               "commit": summary["versions"]["jitguard_commit"],
+               "commit": details.get("jitguard_commit") or summary["versions"]["jitguard_commit"],
                "how_to_judge": HOW_TO_JUDGE,
                "findings": [dict(f, verdict=None, reason="") for f in drawn]}
         path.write_text(json.dumps(doc, indent=1) + "\n")
@@ -544,13 +548,14 @@ def census(names: list[str], add: list[str]) -> None:
     for name in names:
         store = collect_verdicts(name)
         judged = {finding_key(v) for v in store["verdicts"]}
-        population = [f for f in json.loads((RESULTS / f"{name}.json").read_text())["unannotated_findings"]
-                      if f["level"] in DEFAULT_LEVELS]
+        details = json.loads((RESULTS / f"{name}.json").read_text())
+        population = [f for f in details["unannotated_findings"] if f["level"] in DEFAULT_LEVELS]
         todo = [dict(f, verdict=None, reason="") for f in population if finding_key(f) not in judged]
         todo_path = RESULTS / f"{name}_census_todo.json"
         if todo:
             todo_path.write_text(json.dumps({"codebase": name, "source": "census",
-                                             "commit": summary["versions"]["jitguard_commit"],
+                                             "commit": details.get("jitguard_commit")
+                                             or summary["versions"]["jitguard_commit"],
                                              "how_to_judge": HOW_TO_JUDGE, "findings": todo}, indent=1) + "\n")
         elif todo_path.exists():
             todo_path.unlink()
@@ -789,6 +794,8 @@ def run_all(args, names, previous, doc) -> None:
                 continue
             entry, details = run_one(cb, args, code, tmp)
             doc["codebases"].append(entry)
+            # the code the findings came from, with them (a sample drawn from this file cites it)
+            details = {k: doc["versions"][k] for k in ("jitguard_commit", "jitguard_source_modified")} | details
             Path(RESULTS / f"{cb.name}.json").write_text(json.dumps(details, indent=1) + "\n")
             entry["census"] = census_precision(cb.name)  # the verdicts given so far, on this run's findings
             r, t = entry["recall"], entry["timing"] or {"ast_parse_s": 0, "cold_s": 0, "cold_over_ast": 0,

@@ -83,3 +83,21 @@ def test_a_sample_committed_again_is_one_reading_with_its_latest_verdict(results
     # seed 5 read once, corrected to false: the two readers agree; the reading kept is the later draw's
     assert (m["verdict"], m["readers"], m["source"]) == ("false", 2, "sample seed 6")
     assert "m" not in [d["key"][2] for d in store["disagreements"]]
+
+
+def test_a_sample_and_a_census_todo_cite_the_commit_their_findings_came_from(results, capsys):
+    # the summary is of another run: the findings file says which code it came from
+    _write(results / "summary.json", {"versions": {"jitguard_commit": "c9"}})
+    details = json.loads((results / f"{NAME}.json").read_text())
+    _write(results / f"{NAME}.json", dict(details, jitguard_commit="c5", jitguard_source_modified=False))
+    (results / f"{NAME}_sample.json").unlink()
+    codebases.census([NAME], [])
+    assert json.loads((results / f"{NAME}_census_todo.json").read_text())["commit"] == "c5"
+    codebases.draw_samples([NAME], n=2, seed=11, force=True)
+    assert json.loads((results / f"{NAME}_sample.json").read_text())["commit"] == "c5"
+    # findings of uncommitted code: no sample is drawn from them
+    (results / f"{NAME}_sample.json").unlink()
+    _write(results / f"{NAME}.json", dict(details, jitguard_commit="c5", jitguard_source_modified=True))
+    codebases.draw_samples([NAME], n=2, seed=11, force=True)
+    assert not (results / f"{NAME}_sample.json").exists()
+    assert "uncommitted" in capsys.readouterr().err
