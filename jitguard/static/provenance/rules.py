@@ -310,9 +310,9 @@ _ALL = (
           "most varying winning",
           callers=(50, "a function called from more than 50 places is a utility; the first 50 decide"),
           depth=(40, "a call chain inside one module deeper than 40 was not seen")),
-    _rule("dim-per-caller", "carries", STRUCTURAL, "`x.shape[dim]` / `x.size(dim)` / `x.stride(dim)` with `dim` a parameter to which the "
-          "callers in its module pass different literals (`cumsum(x, 0)`, `cumsum(x, -1)`): the most varying of the "
-          "dims they name, each classed as that literal would be (callers as in `local-caller`)"),
+    _rule("dim-per-caller", "carries", STRUCTURAL, "`x.shape[dim]` / `x.size(dim)` / `x.stride(dim)` with `dim` a "
+          "parameter to which the callers in its module pass different literals (`cumsum(x, 0)`, `cumsum(x, -1)`): the "
+          "most varying of the dims they name, each classed as that literal would be (callers as in `local-caller`)"),
     _rule("caller-layout", "carries", STRUCTURAL, "a tensor parameter has the layout its callers' tensors have, when "
           "every caller's is known",
           callers=(20, "checking every caller's layout is costly; 20 covered every wrapper in the codebases measured")),
@@ -372,8 +372,9 @@ _ALL = (
     _rule("count-times-dim", "div16", CONVENTIONAL, "a varying count times model dims (`x.numel()` of a tensor of "
           "unknown origin whose non-leading dims the code reads, a stride over a varying dim and fixed trailing ones "
           "that are not literals, the layout of a tensor allocated or copied with `*_like` from such dims, "
-          "`rows * (x.numel() // rows)`, `x.numel() // (x.shape[-1] // heads)`: the rows times heads) is by convention a multiple of 16 whenever those dims are: one value class, so a "
-          "finding resting on it is never above low (other arithmetic on it, `x.numel() - 1`, is a count again)", name_only=True),
+          "`rows * (x.numel() // rows)`, `x.numel() // (x.shape[-1] // heads)`: the rows times heads) is by "
+          "convention a multiple of 16 whenever those dims are: one value class, so a finding resting on it is never "
+          "above low (other arithmetic on it, `x.numel() - 1`, is a count again)", name_only=True),
     _rule("aligned-round-up", "div16", CONVENTIONAL, "`round_up(v, a)` is a multiple of `a`; with `a` not a literal "
           "and not varying (fixed, or a value nothing here tells of: a helper's or another module's result), "
           "alignments are by convention multiples of 16: a finding resting on it is never above low; "

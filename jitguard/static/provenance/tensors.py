@@ -7,7 +7,9 @@ import ast
 from jitguard.static.facts import STABLE, UNKNOWN, VARYING, Accessor, EntryRef
 from jitguard.static.names import dotted
 from jitguard.static.provenance.bindings import FunctionInfo
-from jitguard.static.provenance.conventions import _ALLOC, _LIKE, _SAME, batch_name, heads_name, short_model_dim, strong_stable, weight_like
+from jitguard.static.provenance.conventions import (
+    _ALLOC, _LIKE, _SAME, batch_name, heads_name, short_model_dim, strong_stable, weight_like,
+)
 from jitguard.static.provenance.syntax import _call_name, batch_of_one, int_literal, is_none
 from jitguard.static.provenance.rules import limit
 from jitguard.static.provenance.value import Prov, join, model_dim
