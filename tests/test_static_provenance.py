@@ -208,6 +208,14 @@ def test_slices_of_persistent_buffers_and_per_token_weights_vary():
     assert provenance("{a} = self.buf[i0, lo:hi]\nARG = {a}.shape[0]", rng, params="self, x, i0, lo, hi")[0] == VARYING
     # a row of it, whole: the trailing dims are the buffer's
     assert provenance("{a} = self.buf[i0]\nARG = {a}.shape[0]", rng, params="self, x, i0")[0] == STABLE
+    # a buffer another object holds: allocated once, at its capacity; a live slice of it still varies
+    for held in ("state.kv_score_buffer", "meta.out_buf", "ctx.workspace"):
+        root = held.split(".")[0]
+        assert provenance(f"ARG = {held}.shape[0]", rng, params=f"x, {root}")[0] == STABLE, held
+        assert provenance(f"{{a}} = {held}[: x.shape[0]]\nARG = {{a}}.shape[0]", rng,
+                          params=f"x, {root}")[0] == VARYING, held
+    # an object named like a pool is no tensor: what its methods return is not its capacity
+    assert provenance("ARG = state.kv_pool.shape[0]", rng, params="x, state")[0] == VARYING
 
 
 def test_cache_capacities_are_fixed():

@@ -117,6 +117,11 @@ def _names_activation_weights(name: str) -> bool:
     return bool(_ACTIVATION_WEIGHTS.search(name.lower()))
 
 
+# A tensor an object holds under a buffer's or pool's name (`state.kv_score_buffer`): allocated once, at
+# its capacity.
+_HELD_BUFFER = re.compile(r"(^|_)(buffers?|bufs?|workspace)$")
+
+
 def weight_like(expr: ast.AST) -> bool:
     """self.x / cls.x / obj.weight / w13 / key_cache: a tensor fixed for the model's life."""
     if isinstance(expr, (ast.Name, ast.Attribute)):
@@ -129,7 +134,7 @@ def weight_like(expr: ast.AST) -> bool:
             base = base.value
         if isinstance(base, ast.Name) and base.id in ("self", "cls"):
             return True
-        return _names_weight(expr.attr)
+        return _names_weight(expr.attr) or bool(_HELD_BUFFER.search(expr.attr.lower()))
     if isinstance(expr, ast.Name):
         return _names_weight(expr.id)
     return False

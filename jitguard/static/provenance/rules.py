@@ -294,7 +294,8 @@ _ALL = (
           "tensor (`p.scale.stride(0)`, `p.absmax.numel()`): `p` is an object holding tensors (a quantization state, "
           "a layer), not a tensor, and the shape it records is that of what it holds for the model's life"),
     _rule("weight-like", "STABLE", CONVENTIONAL, "a tensor named like a weight, bias, cache or per-expert table (or "
-          "`self.*`) keeps its shape for the model's life"),
+          "`self.*`, or a buffer an object holds: `state.kv_buffer`, `obj.workspace`, allocated once at its "
+          "capacity) keeps its shape for the model's life"),
     # ---- where a value comes from
     _rule("self-attribute", "STABLE", CONVENTIONAL, "`self.x`, `cls.x`, `config.x` are fixed for the model"),
     _rule("module-attribute", "STABLE", CONVENTIONAL, "an attribute of an imported module is a constant"),
